@@ -1,0 +1,70 @@
+//! Engine layout: worker threads, shards and buckets.
+
+use crate::error::CoreError;
+
+/// Target mean leaves per bucket when sizing from an expected leaf count. Two keeps the per-update
+/// bucket rehash at about three hashes while the prefix hashes cost 32 bytes per leaf.
+pub const LEAVES_PER_BUCKET: u64 = 2;
+
+/// The deepest bucket prefix supported: 2^32 buckets is far past any memory this runs in.
+pub const MAX_BUCKET_BITS: u8 = 32;
+/// The most shard bits supported.
+pub const MAX_SHARD_BITS: u8 = 16;
+
+/// How the engine lays out the key space. The root never depends on it: only speed and memory do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Worker threads that apply and hash shards in parallel.
+    pub threads: usize,
+    /// The key space is split into `2^shard_bits` shards by the top path bits.
+    pub shard_bits: u8,
+    /// Buckets are the `2^bucket_bits` prefixes of that many bits; `shard_bits <= bucket_bits`.
+    pub bucket_bits: u8,
+}
+
+impl Config {
+    /// A layout for about `expected_leaves` leaves on `threads` workers.
+    pub fn for_leaves(expected_leaves: u64, threads: usize) -> Self {
+        let buckets = (expected_leaves / LEAVES_PER_BUCKET).max(1);
+        let bucket_bits = (64 - (buckets - 1).leading_zeros()).clamp(4, 30) as u8;
+        // About 8k buckets per shard keeps a shard's working set near L2 size, and 16+ shards
+        // gives the workers enough pieces to balance.
+        let shard_bits = bucket_bits.saturating_sub(13).clamp(4, 12).min(bucket_bits);
+        Self { threads: threads.max(1), shard_bits, bucket_bits }
+    }
+
+    /// A layout with explicit values, checked.
+    pub fn new(threads: usize, shard_bits: u8, bucket_bits: u8) -> Result<Self, CoreError> {
+        let c = Self { threads, shard_bits, bucket_bits };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks the layout's bounds.
+    pub fn validate(&self) -> Result<(), CoreError> {
+        if self.threads == 0 {
+            return Err(CoreError::Config("threads must be at least 1".into()));
+        }
+        if self.shard_bits > MAX_SHARD_BITS {
+            return Err(CoreError::Config(format!("shard_bits {} exceeds {MAX_SHARD_BITS}", self.shard_bits)));
+        }
+        if self.bucket_bits > MAX_BUCKET_BITS {
+            return Err(CoreError::Config(format!("bucket_bits {} exceeds {MAX_BUCKET_BITS}", self.bucket_bits)));
+        }
+        if self.bucket_bits < self.shard_bits {
+            return Err(CoreError::Config(format!(
+                "bucket_bits {} is below shard_bits {}",
+                self.bucket_bits, self.shard_bits
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::for_leaves(1 << 20, threads)
+    }
+}

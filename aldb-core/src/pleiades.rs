@@ -1,0 +1,252 @@
+//! Pleiades: the sharded tree that commits one root per slot.
+
+use aldb_verify::spec::{Hash, EMPTY_ROOT};
+use aldb_verify::{Proof, Sibling, Terminal};
+use rayon::prelude::*;
+
+use crate::account::{hash_accounts, AccountRef, Update};
+use crate::config::Config;
+use crate::error::CoreError;
+use crate::levels::{LevelScratch, LevelTree};
+use crate::shard::{Shard, ShardScratch};
+
+/// Accounts hashed per task: enough for full SIMD batches, small enough to balance.
+const HASH_CHUNK: usize = 1024;
+
+/// The in-memory commitment tree.
+///
+/// Updates for a slot are applied as one batch by [`Pleiades::commit`], which returns the new
+/// root. The root is a pure function of the set of (path, value) pairs in the tree: the same set
+/// gives the same root whatever the layout, thread count, batch boundaries or history.
+pub struct Pleiades {
+    config: Config,
+    pool: rayon::ThreadPool,
+    shards: Vec<Shard>,
+    top: LevelTree,
+    top_scratch: LevelScratch,
+    len: usize,
+}
+
+impl std::fmt::Debug for Pleiades {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pleiades").field("config", &self.config).field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
+impl Pleiades {
+    /// An empty tree with the given layout.
+    pub fn new(config: Config) -> Result<Self, CoreError> {
+        config.validate()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.threads)
+            .thread_name(|i| format!("pleiades-{i}"))
+            .build()?;
+        let height = config.bucket_bits - config.shard_bits;
+        let shards = (0..1usize << config.shard_bits).map(|_| Shard::new(config.shard_bits, height)).collect();
+        Ok(Self {
+            config,
+            pool,
+            shards,
+            top: LevelTree::new(0, config.shard_bits),
+            top_scratch: LevelScratch::default(),
+            len: 0,
+        })
+    }
+
+    /// The layout in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The root of the last commit (32 zero bytes for the empty tree).
+    pub fn root(&self) -> Hash {
+        self.top.root()
+    }
+
+    /// Number of leaves (accounts with non-zero lamports).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tree has no leaves.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn shard_of(&self, path: &Hash) -> usize {
+        shard_index(path, self.config.shard_bits)
+    }
+
+    /// Hashes accounts into updates on the worker threads, in SIMD batches.
+    pub fn hash_accounts(&self, accounts: &[AccountRef<'_>]) -> Vec<Update> {
+        self.pool.install(|| {
+            let mut out = Vec::with_capacity(accounts.len());
+            out.par_extend(accounts.par_chunks(HASH_CHUNK).flat_map_iter(|c| {
+                let mut v = Vec::with_capacity(c.len());
+                hash_accounts(c, &mut v);
+                v
+            }));
+            out
+        })
+    }
+
+    /// Hashes and commits one slot's accounts; a later account with the same pubkey wins.
+    pub fn commit_accounts(&mut self, accounts: &[AccountRef<'_>]) -> Hash {
+        let updates = self.hash_accounts(accounts);
+        self.commit(updates)
+    }
+
+    /// Applies one slot's updates as a batch and returns the new root.
+    ///
+    /// Later updates of the same path win. The updates are split by shard, and each shard is
+    /// applied and rehashed by one worker with no lock; the shard roots are then combined.
+    pub fn commit(&mut self, updates: Vec<Update>) -> Hash {
+        let shard_bits = self.config.shard_bits;
+        let (mut parts, offsets) = partition(updates, 1usize << shard_bits, |u| shard_index(&u.path, shard_bits));
+        let slices = split_by_offsets(&mut parts, &offsets);
+        let shards = &mut self.shards;
+        let results: Vec<(usize, isize)> = self.pool.install(|| {
+            shards
+                .par_iter_mut()
+                .zip(slices)
+                .enumerate()
+                .filter(|(_, (_, ops))| !ops.is_empty())
+                .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
+                    let ops = sort_keep_last(ops);
+                    let before = shard.len() as isize;
+                    shard.commit(ops, scratch).then(|| (i, shard.len() as isize - before))
+                })
+                .flatten()
+                .collect()
+        });
+        self.finish_commit(&results);
+        self.root()
+    }
+
+    /// Folds changed shards' roots into the top of the tree.
+    fn finish_commit(&mut self, changed: &[(usize, isize)]) {
+        let mut dirty = Vec::with_capacity(changed.len());
+        for &(i, delta) in changed {
+            self.len = self.len.saturating_add_signed(delta);
+            self.top.set_bottom(i, self.shards[i].root());
+            dirty.push(i as u32);
+        }
+        self.top.rehash(&dirty, &mut self.top_scratch);
+    }
+
+    /// The account value hash stored at `path`, if the account is present.
+    pub fn get(&self, path: &Hash) -> Option<Hash> {
+        self.shards[self.shard_of(path)].get(path)
+    }
+
+    /// An inclusion or exclusion proof for `path` against the current root.
+    pub fn prove(&self, path: &Hash) -> Proof {
+        if self.root() == EMPTY_ROOT {
+            return Proof { siblings: Vec::new(), terminal: Terminal::Empty };
+        }
+        let mut steps = Vec::new();
+        let s = self.top.walk(self.shard_of(path), &mut steps);
+        let shard = &self.shards[s];
+        shard.prefetch_bucket(path);
+        let terminal = match shard.walk(path, &mut steps) {
+            Some(leaf) => Terminal::Leaf { path: leaf.path, value: leaf.value },
+            // A non-empty root always leads to a leaf; an empty terminal is the honest fallback.
+            None => Terminal::Empty,
+        };
+        Proof { siblings: steps.into_iter().map(|(depth, hash)| Sibling { depth, hash }).collect(), terminal }
+    }
+
+    /// An inclusion or exclusion proof for the account `pubkey`.
+    pub fn prove_pubkey(&self, pubkey: &[u8; 32]) -> Proof {
+        self.prove(&aldb_verify::spec::key_path(pubkey))
+    }
+
+    /// Every (path, value) in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Hash, &Hash)> + '_ {
+        self.shards.iter().flat_map(Shard::leaves)
+    }
+
+    /// Heap bytes held by the tree's own structures.
+    pub fn heap_bytes(&self) -> usize {
+        self.shards.iter().map(Shard::heap_bytes).sum::<usize>() + self.top.heap_bytes()
+    }
+
+    pub(crate) fn pool(&self) -> &rayon::ThreadPool {
+        &self.pool
+    }
+
+    /// Applies already sorted, unique, per-shard updates (a bulk build) to an empty tree.
+    pub(crate) fn load_sorted(&mut self, parts: Vec<Vec<Update>>) {
+        let shards = &mut self.shards;
+        let results: Vec<(usize, isize)> = self.pool.install(|| {
+            shards
+                .par_iter_mut()
+                .zip(parts)
+                .enumerate()
+                .filter(|(_, (_, ops))| !ops.is_empty())
+                .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
+                    let before = shard.len() as isize;
+                    shard.commit(&ops, scratch).then(|| (i, shard.len() as isize - before))
+                })
+                .flatten()
+                .collect()
+        });
+        self.finish_commit(&results);
+    }
+}
+
+/// The shard of a path: its top `bits` bits.
+pub(crate) fn shard_index(path: &Hash, bits: u8) -> usize {
+    if bits == 0 {
+        return 0;
+    }
+    let top = u32::from_be_bytes([path[0], path[1], path[2], path[3]]);
+    (top >> (32 - u32::from(bits))) as usize
+}
+
+/// Stable counting sort of `items` into `n` groups; returns the items and group start offsets.
+pub(crate) fn partition<T: Copy>(items: Vec<T>, n: usize, key: impl Fn(&T) -> usize) -> (Vec<T>, Vec<usize>) {
+    let mut offsets = vec![0usize; n + 1];
+    for it in &items {
+        offsets[key(it) + 1] += 1;
+    }
+    for i in 0..n {
+        offsets[i + 1] += offsets[i];
+    }
+    let Some(&first) = items.first() else {
+        return (items, offsets);
+    };
+    let mut out = vec![first; items.len()];
+    let mut next = offsets.clone();
+    for it in &items {
+        let k = key(it);
+        out[next[k]] = *it;
+        next[k] += 1;
+    }
+    (out, offsets)
+}
+
+fn split_by_offsets<'a, T>(mut items: &'a mut [T], offsets: &[usize]) -> Vec<&'a mut [T]> {
+    let mut out = Vec::with_capacity(offsets.len().saturating_sub(1));
+    for w in offsets.windows(2) {
+        let (head, tail) = items.split_at_mut(w[1] - w[0]);
+        out.push(head);
+        items = tail;
+    }
+    out
+}
+
+/// Sorts by path (stable) and keeps the last update of each path.
+fn sort_keep_last(ops: &mut [Update]) -> &[Update] {
+    ops.sort_by(|a, b| a.path.cmp(&b.path));
+    let n = ops.len();
+    let mut w = 0;
+    for r in 0..n {
+        if r + 1 < n && ops[r + 1].path == ops[r].path {
+            continue;
+        }
+        ops[w] = ops[r];
+        w += 1;
+    }
+    &ops[..w]
+}

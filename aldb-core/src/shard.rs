@@ -1,0 +1,193 @@
+//! One shard: every key whose path starts with the shard's prefix, owned by one worker at a time.
+//!
+//! A shard is the unit of parallelism. A commit hands each shard its slice of the slot's updates
+//! and a worker applies them with no lock: nothing else can reach the shard meanwhile. Inside,
+//! the shard's prefix range is cut into `2^height` buckets by the next path bits, and a
+//! [`LevelTree`] holds the hash of every prefix down to the buckets.
+
+use aldb_verify::spec::Hash;
+
+use crate::account::Update;
+use crate::bucket::{self, hash_buckets, BucketScratch};
+use crate::levels::{LevelScratch, LevelTree};
+use crate::prefetch::prefetch;
+use crate::slab::{BucketRef, Leaf, LeafSlab};
+
+/// How far ahead of the op being applied its bucket header and leaves are prefetched.
+const PREFETCH_HEADER: usize = 16;
+const PREFETCH_LEAVES: usize = 8;
+
+pub(crate) struct Shard {
+    base_depth: u8,
+    levels: LevelTree,
+    buckets: Vec<BucketRef>,
+    slab: LeafSlab,
+    len: usize,
+}
+
+/// Per-worker buffers, reused from one shard to the next.
+#[derive(Default)]
+pub(crate) struct ShardScratch {
+    merged: Vec<Leaf>,
+    dirty: Vec<u32>,
+    hashes: Vec<Hash>,
+    bucket: BucketScratch,
+    level: LevelScratch,
+}
+
+impl Shard {
+    pub(crate) fn new(base_depth: u8, height: u8) -> Self {
+        Self {
+            base_depth,
+            levels: LevelTree::new(base_depth, height),
+            buckets: vec![BucketRef::default(); 1usize << height],
+            slab: LeafSlab::default(),
+            len: 0,
+        }
+    }
+
+    /// Bucket index of a path inside this shard: the `height` bits after the shard prefix.
+    #[inline]
+    pub(crate) fn bucket_of(&self, path: &Hash) -> usize {
+        let width = self.buckets.len();
+        if width == 1 {
+            return 0;
+        }
+        let prefix = u64::from_be_bytes([path[0], path[1], path[2], path[3], path[4], path[5], path[6], path[7]]);
+        let height = width.trailing_zeros();
+        ((prefix << self.base_depth) >> (64 - height)) as usize
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn root(&self) -> Hash {
+        self.levels.root()
+    }
+
+    /// Applies updates sorted by path with unique paths, then rehashes what changed.
+    /// Returns whether the shard's root may have changed.
+    pub(crate) fn commit(&mut self, ops: &[Update], s: &mut ShardScratch) -> bool {
+        s.dirty.clear();
+        let n = ops.len();
+        let mut i = 0;
+        while i < n {
+            if let Some(ahead) = ops.get(i + PREFETCH_HEADER) {
+                prefetch(&self.buckets[self.bucket_of(&ahead.path)]);
+            }
+            if let Some(ahead) = ops.get(i + PREFETCH_LEAVES) {
+                let b = self.buckets[self.bucket_of(&ahead.path)];
+                if b.len != 0 {
+                    prefetch(self.slab.first_ptr(b));
+                }
+            }
+            let b = self.bucket_of(&ops[i].path);
+            let mut end = i + 1;
+            while end < n && self.bucket_of(&ops[end].path) == b {
+                end += 1;
+            }
+            let old = self.buckets[b];
+            let before = old.len as usize;
+            if merge(self.slab.get(old), &ops[i..end], &mut s.merged) {
+                self.buckets[b] = self.slab.store(old, &s.merged);
+                self.len = self.len + s.merged.len() - before;
+                s.dirty.push(b as u32);
+            }
+            i = end;
+        }
+        if s.dirty.is_empty() {
+            return false;
+        }
+        self.rehash(s);
+        true
+    }
+
+    fn rehash(&mut self, s: &mut ShardScratch) {
+        let refs: Vec<&[Leaf]> = s.dirty.iter().map(|&b| self.slab.get(self.buckets[b as usize])).collect();
+        hash_buckets(&refs, &mut s.hashes, &mut s.bucket);
+        drop(refs);
+        for (&b, h) in s.dirty.iter().zip(&s.hashes) {
+            self.levels.set_bottom(b as usize, *h);
+        }
+        self.levels.rehash(&s.dirty, &mut s.level);
+    }
+
+    /// The value hash stored for `path`, if present.
+    pub(crate) fn get(&self, path: &Hash) -> Option<Hash> {
+        let leaves = self.slab.get(self.buckets[self.bucket_of(path)]);
+        leaves.binary_search_by(|l| l.path.cmp(path)).ok().map(|i| leaves[i].value)
+    }
+
+    /// Proof steps inside this shard for `path`; the shard must be non-empty.
+    pub(crate) fn walk(&self, path: &Hash, siblings: &mut Vec<(u8, Hash)>) -> Option<Leaf> {
+        let b = self.levels.walk(self.bucket_of(path), siblings);
+        bucket::walk(self.slab.get(self.buckets[b]), path, siblings).copied()
+    }
+
+    /// Every leaf of the shard in path order.
+    pub(crate) fn leaves(&self) -> impl Iterator<Item = (&Hash, &Hash)> + '_ {
+        self.buckets.iter().flat_map(|&b| self.slab.get(b).iter().map(|l| (&l.path, &l.value)))
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.levels.heap_bytes() + self.buckets.capacity() * size_of::<BucketRef>() + self.slab.heap_bytes()
+    }
+
+    /// Address of a path's bucket slot in the level tree, for prefetching ahead of a walk.
+    pub(crate) fn prefetch_bucket(&self, path: &Hash) {
+        prefetch(self.levels.bottom_ptr(self.bucket_of(path)));
+    }
+}
+
+/// Merges sorted unique `ops` into sorted `old`, writing the bucket's new leaves into `out`.
+/// Returns false when nothing changed (deletes of absent keys, rewrites of the same value).
+fn merge(old: &[Leaf], ops: &[Update], out: &mut Vec<Leaf>) -> bool {
+    out.clear();
+    let mut changed = false;
+    let (mut i, mut j) = (0, 0);
+    while j < ops.len() {
+        let op = &ops[j];
+        if i < old.len() && old[i].path < op.path {
+            out.push(old[i]);
+            i += 1;
+            continue;
+        }
+        let exists = i < old.len() && old[i].path == op.path;
+        match op.value {
+            Some(value) => {
+                changed |= !exists || old[i].value != value;
+                out.push(Leaf { path: op.path, value });
+            }
+            None => changed |= exists,
+        }
+        if exists {
+            i += 1;
+        }
+        j += 1;
+    }
+    out.extend_from_slice(&old[i..]);
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_inserts_updates_and_deletes() {
+        let l = |p: u8, v: u8| Leaf { path: [p; 32], value: [v; 32] };
+        let old = vec![l(1, 1), l(3, 3), l(5, 5)];
+        let ops = vec![
+            Update { path: [0; 32], value: None },
+            Update { path: [2; 32], value: Some([2; 32]) },
+            Update { path: [3; 32], value: None },
+            Update { path: [5; 32], value: Some([9; 32]) },
+        ];
+        let mut out = Vec::new();
+        assert!(merge(&old, &ops, &mut out));
+        assert_eq!(out, vec![l(1, 1), l(2, 2), l(5, 9)]);
+        assert!(!merge(&old, &[Update { path: [3; 32], value: Some([3; 32]) }], &mut out));
+        assert!(!merge(&old, &[Update { path: [4; 32], value: None }], &mut out));
+    }
+}
