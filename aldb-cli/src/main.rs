@@ -1,0 +1,112 @@
+//! `aldb`: compute state roots, produce and check proofs from account files.
+
+mod accounts;
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use aldb_core::{BulkBuilder, Claim, Config, Pleiades, Proof};
+use aldb_verify::json::hash_to_base58;
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::accounts::{decode_key, read_chunks};
+
+/// Accounts hashed per batch while reading a file.
+const CHUNK: usize = 65_536;
+
+#[derive(Parser)]
+#[command(name = "aldb", version, about = "aldb state commitments: roots, proofs, verification")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the state root of an account file (JSON lines; later lines win, lamports 0 deletes).
+    Root {
+        /// File of `{"pubkey","lamports","owner","executable","data"}` lines; `-` for stdin.
+        file: PathBuf,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Print the JSON proof of PUBKEY (inclusion or exclusion) against the file's root.
+    Prove {
+        /// Account file, as for `root`.
+        file: PathBuf,
+        /// Base58 pubkey to prove.
+        pubkey: String,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Check a JSON proof for PUBKEY against ROOT; prints what it proves, fails if invalid.
+    Verify {
+        /// Base58 state root.
+        #[arg(long)]
+        root: String,
+        /// Base58 pubkey the proof is about.
+        #[arg(long)]
+        pubkey: String,
+        /// File holding the proof JSON; stdin when absent or `-`.
+        proof: Option<PathBuf>,
+    },
+}
+
+fn open(path: &Path) -> Result<Box<dyn std::io::BufRead>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(BufReader::new(std::io::stdin())));
+    }
+    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    Ok(Box::new(BufReader::new(f)))
+}
+
+fn threads(t: Option<usize>) -> usize {
+    t.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+}
+
+/// Builds the tree of an account file with the bulk builder: equal ranks, so later lines win.
+fn build(file: &Path, threads: usize) -> Result<Pleiades> {
+    // A file's size bounds its account count well enough to size the layout.
+    let expected = std::fs::metadata(file).map(|m| m.len() / 120).unwrap_or(1 << 16);
+    let mut builder = BulkBuilder::new(Config::for_leaves(expected, threads))?;
+    read_chunks(open(file)?, CHUNK, |chunk| {
+        let refs: Vec<_> = chunk.iter().map(|a| a.as_ref()).collect();
+        builder.push_accounts(&refs, (0, 0));
+    })
+    .with_context(|| format!("{}", file.display()))?;
+    Ok(builder.finish())
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Root { file, threads: t } => {
+            let tree = build(&file, threads(t))?;
+            println!("{}", hash_to_base58(&tree.root()));
+        }
+        Command::Prove { file, pubkey, threads: t } => {
+            let key = decode_key("pubkey", &pubkey)?;
+            let tree = build(&file, threads(t))?;
+            eprintln!("root {}", hash_to_base58(&tree.root()));
+            println!("{}", tree.prove_pubkey(&key).to_json_string());
+        }
+        Command::Verify { root, pubkey, proof } => {
+            let root = decode_key("root", &root)?;
+            let key = decode_key("pubkey", &pubkey)?;
+            let mut text = String::new();
+            match proof.as_deref() {
+                None => std::io::stdin().read_to_string(&mut text).context("cannot read proof from stdin")?,
+                Some(p) => open(p)?.read_to_string(&mut text).with_context(|| format!("cannot read {}", p.display()))?,
+            };
+            let proof = Proof::from_json_str(text.trim()).context("bad proof")?;
+            match proof.verify(&root, &key).context("proof rejected")? {
+                Claim::Present { value } => println!("present {}", hash_to_base58(&value)),
+                Claim::Absent => println!("absent"),
+            }
+        }
+    }
+    Ok(())
+}
