@@ -583,6 +583,13 @@ def main():
         "invalid_proofs": invalid,
     }
     text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+    if "--check" in sys.argv[1:]:
+        # CI: the checked-in file must be exactly what this independent generator produces.
+        if not OUT.exists() or OUT.read_bytes() != text.encode("ascii"):
+            print(f"{OUT.name} differs from the generator's output; run tools/vectors/gen_vectors.py")
+            return 1
+        print(f"{OUT.name} matches the generator")
+        return 0
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_bytes(text.encode("ascii"))
     nproofs = sum(len(c["proofs"]) for c in cases)
