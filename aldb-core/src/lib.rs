@@ -24,6 +24,7 @@
 //! ```
 
 mod account;
+mod blake2s_x16;
 mod bucket;
 mod bulk;
 mod config;
