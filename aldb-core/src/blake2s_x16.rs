@@ -11,8 +11,9 @@
 //! General-purpose multi-hash code (`blake2s_simd::many`) is 8-way at most and pays for supporting
 //! messages of any length; this kernel is twice as wide and skips all of that.
 //!
-//! Without AVX-512 (or off x86_64) the same API runs a plain scalar compression, one message at a
-//! time: correct everywhere, fast only where it matters.
+//! Without AVX-512 the same API runs the same kernel eight lanes wide with AVX2, and without that
+//! (or off x86_64) a plain scalar compression, one message at a time. Each is chosen once per
+//! process from run-time CPU feature detection.
 
 // Until the tree's hashing is switched over to this module, only its tests call it; the
 // expectation then stops holding and flags this line for removal.
@@ -92,10 +93,17 @@ pub(crate) fn hash_single_blocks<'a>(
     out: impl FnMut(usize, [u8; 32]),
 ) {
     #[cfg(target_arch = "x86_64")]
-    if x16::available() {
-        // SAFETY: `available` has checked at run time that the CPU has AVX-512F.
-        unsafe { x16::hash_all(count, job, out) };
-        return;
+    {
+        if x16::available() {
+            // SAFETY: `available` has checked at run time that the CPU has AVX-512F.
+            unsafe { x16::hash_all(count, job, out) };
+            return;
+        }
+        if x8::available() {
+            // SAFETY: `available` has checked at run time that the CPU has AVX2.
+            unsafe { x8::hash_all(count, job, out) };
+            return;
+        }
     }
     portable::hash_all(count, job, out);
 }
@@ -469,6 +477,267 @@ mod x16 {
     }
 }
 
+/// The 8-lane AVX2 kernel: the same algorithm as [`x16`] at half the width, for x86_64 CPUs
+/// without AVX-512. It keeps those at least as fast as `blake2s_simd::many`, which the portable
+/// fallback is not.
+#[cfg(target_arch = "x86_64")]
+mod x8 {
+    use core::arch::x86_64::*;
+    use std::sync::LazyLock;
+
+    use super::{BLOCK_LEN, IV, SIGMA, check_len, portable};
+
+    /// Messages per kernel call: one per 32-bit lane of a 256-bit vector.
+    pub(super) const LANES: usize = 8;
+
+    /// Whether the CPU runs the kernel, detected once.
+    static AVAILABLE: LazyLock<bool> = LazyLock::new(|| is_x86_feature_detected!("avx2"));
+
+    /// Whether [`hash_all`] and [`hash8`] may be called on this CPU.
+    pub(super) fn available() -> bool {
+        *AVAILABLE
+    }
+
+    /// Rotates 32-bit lanes right by 16 or 8 bits with one byte shuffle (AVX2 has no rotate).
+    macro_rules! ror_bytes {
+        ($x:expr, 16) => {
+            _mm256_shuffle_epi8(
+                $x,
+                _mm256_setr_epi8(
+                    2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6, 7, 4, 5,
+                    10, 11, 8, 9, 14, 15, 12, 13,
+                ),
+            )
+        };
+        ($x:expr, 8) => {
+            _mm256_shuffle_epi8(
+                $x,
+                _mm256_setr_epi8(
+                    1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12, 1, 2, 3, 0, 5, 6, 7, 4,
+                    9, 10, 11, 8, 13, 14, 15, 12,
+                ),
+            )
+        };
+    }
+
+    /// Rotates 32-bit lanes right by 12 or 7 bits with two shifts and an OR.
+    macro_rules! ror_shift {
+        ($x:expr, $n:literal) => {{
+            let x = $x;
+            _mm256_or_si256(
+                _mm256_srli_epi32::<$n>(x),
+                _mm256_slli_epi32::<{ 32 - $n }>(x),
+            )
+        }};
+    }
+
+    /// Four G mixing functions on disjoint state words, interleaved step by step, each on eight
+    /// lanes; see `x16::g4`, of which this is a copy at 256 bits.
+    macro_rules! g4 {
+        ($v:ident; $(($a:literal, $b:literal, $c:literal, $d:literal, $x:expr, $y:expr)),*) => {
+            $( $v[$a] = _mm256_add_epi32(_mm256_add_epi32($v[$a], $x), $v[$b]); )*
+            $( $v[$d] = ror_bytes!(_mm256_xor_si256($v[$d], $v[$a]), 16); )*
+            $( $v[$c] = _mm256_add_epi32($v[$c], $v[$d]); )*
+            $( $v[$b] = ror_shift!(_mm256_xor_si256($v[$b], $v[$c]), 12); )*
+            $( $v[$a] = _mm256_add_epi32(_mm256_add_epi32($v[$a], $y), $v[$b]); )*
+            $( $v[$d] = ror_bytes!(_mm256_xor_si256($v[$d], $v[$a]), 8); )*
+            $( $v[$c] = _mm256_add_epi32($v[$c], $v[$d]); )*
+            $( $v[$b] = ror_shift!(_mm256_xor_si256($v[$b], $v[$c]), 7); )*
+        };
+    }
+
+    /// One full round `$r`, as `x16::round`.
+    macro_rules! round {
+        ($v:ident, $m:ident, $r:literal) => {{
+            const S: [usize; 16] = SIGMA[$r];
+            g4!($v;
+                (0, 4, 8, 12, $m[S[0]], $m[S[1]]),
+                (1, 5, 9, 13, $m[S[2]], $m[S[3]]),
+                (2, 6, 10, 14, $m[S[4]], $m[S[5]]),
+                (3, 7, 11, 15, $m[S[6]], $m[S[7]]));
+            g4!($v;
+                (0, 5, 10, 15, $m[S[8]], $m[S[9]]),
+                (1, 6, 11, 12, $m[S[10]], $m[S[11]]),
+                (2, 7, 8, 13, $m[S[12]], $m[S[13]]),
+                (3, 4, 9, 14, $m[S[14]], $m[S[15]]));
+        }};
+    }
+
+    /// Transposes an 8x8 matrix of 32-bit words: row `i` of the input becomes lane `i` of every
+    /// output vector. It is its own inverse.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+        let mut t = [_mm256_setzero_si256(); 8];
+        for p in 0..4 {
+            t[2 * p] = _mm256_unpacklo_epi32(r[2 * p], r[2 * p + 1]);
+            t[2 * p + 1] = _mm256_unpackhi_epi32(r[2 * p], r[2 * p + 1]);
+        }
+        // `u[4h + j]`, 128-bit lane `l`: word `4l + j` of rows `4h..4h + 4`.
+        let mut u = [_mm256_setzero_si256(); 8];
+        for h in 0..2 {
+            let (t0, t1, t2, t3) = (t[4 * h], t[4 * h + 1], t[4 * h + 2], t[4 * h + 3]);
+            u[4 * h] = _mm256_unpacklo_epi64(t0, t2);
+            u[4 * h + 1] = _mm256_unpackhi_epi64(t0, t2);
+            u[4 * h + 2] = _mm256_unpacklo_epi64(t1, t3);
+            u[4 * h + 3] = _mm256_unpackhi_epi64(t1, t3);
+        }
+        // Word `4l + j` joins 128-bit lane `l` of `u[j]` (rows 0..4) and of `u[4 + j]` (4..8).
+        let mut w = [_mm256_setzero_si256(); 8];
+        for j in 0..4 {
+            w[j] = _mm256_permute2x128_si256::<0x20>(u[j], u[4 + j]);
+            w[4 + j] = _mm256_permute2x128_si256::<0x31>(u[j], u[4 + j]);
+        }
+        w
+    }
+
+    /// Loads a message of at most 64 bytes as the two zero-padded halves of one block, with
+    /// plain loads for full blocks and 32-byte keys and a zeroed stack copy otherwise.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn load_block(msg: &[u8]) -> [__m256i; 2] {
+        let p = msg.as_ptr();
+        match msg.len() {
+            // SAFETY: `msg` has exactly the 64 bytes the two unaligned 256-bit loads read.
+            BLOCK_LEN => unsafe {
+                [
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(32).cast()),
+                ]
+            },
+            // SAFETY: `msg` has exactly the 32 bytes the unaligned 256-bit load reads.
+            32 => [
+                unsafe { _mm256_loadu_si256(p.cast()) },
+                _mm256_setzero_si256(),
+            ],
+            len => {
+                let mut block = [0u8; BLOCK_LEN];
+                block[..len].copy_from_slice(msg);
+                let b = block.as_ptr();
+                // SAFETY: `block` is a live `[u8; 64]`, exactly the 64 bytes the loads read.
+                unsafe {
+                    [
+                        _mm256_loadu_si256(b.cast()),
+                        _mm256_loadu_si256(b.add(32).cast()),
+                    ]
+                }
+            }
+        }
+    }
+
+    /// Compresses eight one-block messages: lane `l` hashes `msgs[l]` (at most 64 bytes) from
+    /// chaining value `cvs[l]`, and its digest goes to `out[l]`.
+    ///
+    /// # Panics
+    ///
+    /// If a message is longer than 64 bytes.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn hash8(
+        cvs: &[&[u32; 8]; LANES],
+        msgs: &[&[u8]; LANES],
+        out: &mut [[u8; 32]; LANES],
+    ) {
+        let mut lo = [_mm256_setzero_si256(); LANES];
+        let mut hi = [_mm256_setzero_si256(); LANES];
+        let mut lens = [0u32; LANES];
+        for l in 0..LANES {
+            check_len(msgs[l]);
+            [lo[l], hi[l]] = load_block(msgs[l]);
+            lens[l] = msgs[l].len() as u32;
+        }
+        let (m_lo, m_hi) = (transpose8(lo), transpose8(hi));
+        let m: [__m256i; 16] = core::array::from_fn(|w| if w < 8 { m_lo[w] } else { m_hi[w - 8] });
+
+        let cv: [__m256i; 8] = if cvs
+            .iter()
+            .all(|c| core::ptr::eq(*c, cvs[0]) || **c == *cvs[0])
+        {
+            core::array::from_fn(|w| _mm256_set1_epi32(cvs[0][w] as i32))
+        } else {
+            // SAFETY: each pointer is to a live `[u32; 8]`, exactly the 32 bytes an unaligned
+            // 256-bit load reads.
+            transpose8(core::array::from_fn(|l| unsafe {
+                _mm256_loadu_si256(cvs[l].as_ptr().cast())
+            }))
+        };
+
+        let iv = |i: usize| _mm256_set1_epi32(IV[i] as i32);
+        // SAFETY: `lens` is a `[u32; 8]`, exactly the 32 bytes an unaligned 256-bit load reads.
+        let t0 = unsafe { _mm256_loadu_si256(lens.as_ptr().cast()) };
+        let mut v = [
+            cv[0],
+            cv[1],
+            cv[2],
+            cv[3],
+            cv[4],
+            cv[5],
+            cv[6],
+            cv[7],
+            iv(0),
+            iv(1),
+            iv(2),
+            iv(3),
+            _mm256_xor_si256(iv(4), t0),
+            iv(5),
+            _mm256_set1_epi32(!IV[6] as i32),
+            iv(7),
+        ];
+        round!(v, m, 0);
+        round!(v, m, 1);
+        round!(v, m, 2);
+        round!(v, m, 3);
+        round!(v, m, 4);
+        round!(v, m, 5);
+        round!(v, m, 6);
+        round!(v, m, 7);
+        round!(v, m, 8);
+        round!(v, m, 9);
+
+        let h: [__m256i; 8] =
+            core::array::from_fn(|w| _mm256_xor_si256(cv[w], _mm256_xor_si256(v[w], v[w + 8])));
+        for (o, row) in out.iter_mut().zip(transpose8(h)) {
+            // SAFETY: `o` is a live, writable `[u8; 32]`, exactly the 32 bytes an unaligned
+            // 256-bit store writes.
+            unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), row) };
+        }
+    }
+
+    /// [`super::hash_single_blocks`] eight messages per kernel call; a final group is padded
+    /// like `x16::hash_all` pads it.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support AVX2 ([`available`]).
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn hash_all<'a>(
+        count: usize,
+        mut job: impl FnMut(usize) -> (&'a [u32; 8], &'a [u8]),
+        mut out: impl FnMut(usize, [u8; 32]),
+    ) {
+        let mut digests = [[0u8; 32]; LANES];
+        let mut start = 0;
+        while start < count {
+            let n = LANES.min(count - start);
+            if n == 1 {
+                let (cv, msg) = job(start);
+                out(start, portable::hash_one(cv, msg));
+                break;
+            }
+            let first = job(start);
+            let mut cvs = [first.0; LANES];
+            let mut msgs = [first.1; LANES];
+            for l in 1..n {
+                (cvs[l], msgs[l]) = job(start + l);
+            }
+            hash8(&cvs, &msgs, &mut digests);
+            for (l, d) in digests.iter().take(n).enumerate() {
+                out(start + l, *d);
+            }
+            start += n;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,15 +862,27 @@ mod tests {
         }
     }
 
-    /// Lanes sharing one chaining value take the broadcast path; make sure it is as correct as
-    /// the transpose path the random-domain tests take, including equal values behind distinct
-    /// references.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx512_shared_chaining_value() {
-        if !x16::available() {
+    fn avx2_matches_reference() {
+        if !x8::available() {
+            eprintln!("skipped: this CPU lacks AVX2");
             return;
         }
+        for (k, n) in COUNTS.into_iter().enumerate() {
+            // SAFETY: `available` confirmed AVX2.
+            check(&cases(n, 300 + k as u64), |n, job, out| unsafe {
+                x8::hash_all(n, job, out)
+            });
+        }
+    }
+
+    /// Lanes sharing one chaining value take the broadcast path; make sure it is as correct as
+    /// the transpose path the random-domain tests take, for one reference in every lane and for
+    /// equal values behind distinct references, in both kernels.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_shared_chaining_value() {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         for depth in [0u8, 1, 200, 255] {
             let personal = *b"aldbnode";
@@ -609,25 +890,31 @@ mod tests {
             let cv = chaining_value(&personal, &salt);
             let copies = [cv; 3];
             let msgs: Vec<[u8; 64]> = (0..40).map(|_| rng.random()).collect();
-            // One reference for every lane, then equal values behind distinct references.
-            for same_ref in [true, false] {
-                let mut got = vec![[0u8; 32]; msgs.len()];
-                let lane_cv = |i: usize| if same_ref { &cv } else { &copies[i % 3] };
-                // SAFETY: `available` confirmed AVX-512F.
-                unsafe {
-                    x16::hash_all(
-                        msgs.len(),
-                        |i| (lane_cv(i), &msgs[i][..]),
-                        |i, d| got[i] = d,
-                    )
-                };
-                for (m, g) in msgs.iter().zip(&got) {
-                    let want = blake2s_simd::Params::new()
-                        .hash_length(32)
+            let want: Vec<[u8; 32]> = msgs
+                .iter()
+                .map(|m| {
+                    let mut p = blake2s_simd::Params::new();
+                    *p.hash_length(32)
                         .personal(&personal)
                         .salt(&salt)
-                        .hash(m);
-                    assert_eq!(g, want.as_array());
+                        .hash(m)
+                        .as_array()
+                })
+                .collect();
+            for same_ref in [true, false] {
+                let lane_cv = |i: usize| if same_ref { &cv } else { &copies[i % 3] };
+                let job = |i: usize| (lane_cv(i), &msgs[i][..]);
+                if x16::available() {
+                    let mut got = vec![[0u8; 32]; msgs.len()];
+                    // SAFETY: `available` confirmed AVX-512F.
+                    unsafe { x16::hash_all(msgs.len(), job, |i, d| got[i] = d) };
+                    assert_eq!(got, want, "x16, depth {depth}, same_ref {same_ref}");
+                }
+                if x8::available() {
+                    let mut got = vec![[0u8; 32]; msgs.len()];
+                    // SAFETY: `available` confirmed AVX2.
+                    unsafe { x8::hash_all(msgs.len(), job, |i, d| got[i] = d) };
+                    assert_eq!(got, want, "x8, depth {depth}, same_ref {same_ref}");
                 }
             }
         }
@@ -700,6 +987,13 @@ mod tests {
                 let job = |i: usize| (&cvs[(base + i) % 256], &m[i][..]);
                 // SAFETY: `available` confirmed AVX-512F.
                 unsafe { x16::hash_all(m.len(), job, |i, d| s[i] = d) }
+            });
+        }
+        #[cfg(target_arch = "x86_64")]
+        if x8::available() {
+            time("avx2 x8, one chaining value", &mut |m, s, _| {
+                // SAFETY: `available` confirmed AVX2.
+                unsafe { x8::hash_all(m.len(), |i| (&cv, &m[i][..]), |i, d| s[i] = d) }
             });
         }
         time("blake2s_simd::many::hash_many", &mut |m, s, _| {
