@@ -1,5 +1,7 @@
 //! The `aldb` binary against the checked-in vectors, which an independent implementation made.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 
 use aldb_verify::spec::{self, Hash};
 
-use crate::multihash::{hash_each, DOMAINS};
+use crate::multihash::{hash_blocks, hash_each, DOMAINS};
 
 /// An account as the validator reports it, borrowed: what the commitment hashes.
 #[derive(Clone, Copy, Debug)]
@@ -42,7 +42,7 @@ pub fn hash_accounts(accounts: &[AccountRef<'_>], out: &mut Vec<Update>) {
     let d = &*DOMAINS;
     let base = out.len();
     out.resize(base + accounts.len(), Update { path: [0; 32], value: None });
-    hash_each(accounts.len(), |i| (&d.path, &accounts[i].pubkey[..]), |i, h| out[base + i].path = h);
+    hash_blocks(accounts.len(), |i| (&d.path_cv, &accounts[i].pubkey[..]), |i, h| out[base + i].path = h);
 
     // The value preimage is header || data; the SIMD jobs each need one contiguous slice.
     let mut offsets = Vec::with_capacity(accounts.len() + 1);

@@ -15,9 +15,6 @@
 //! (or off x86_64) a plain scalar compression, one message at a time. Each is chosen once per
 //! process from run-time CPU feature detection.
 
-// Until the tree's hashing is switched over to this module, only its tests call it; the
-// expectation then stops holding and flags this line for removal.
-#![cfg_attr(not(test), expect(dead_code, reason = "not yet called outside tests"))]
 
 /// The BLAKE2s initialisation vector (RFC 7693 section 2.6), shared with SHA-256.
 const IV: [u32; 8] = [

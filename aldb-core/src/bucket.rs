@@ -9,7 +9,7 @@
 
 use aldb_verify::spec::{bit, branch_hash, first_difference, leaf_hash, Hash, EMPTY_ROOT};
 
-use crate::multihash::{hash_each, DOMAINS};
+use crate::multihash::{hash_blocks, DOMAINS};
 use crate::slab::Leaf;
 
 #[derive(Clone, Copy)]
@@ -51,7 +51,7 @@ pub(crate) fn hash_buckets(buckets: &[&[Leaf]], out: &mut Vec<Hash>, s: &mut Buc
     {
         let leaves: Vec<&Leaf> = buckets.iter().flat_map(|b| b.iter()).collect();
         let items = &mut s.items;
-        hash_each(leaves.len(), |i| (&d.leaf, &leaves[i].as_bytes()[..]), |i, h| items[i] = h);
+        hash_blocks(leaves.len(), |i| (&d.leaf_cv, &leaves[i].as_bytes()[..]), |i, h| items[i] = h);
     }
     loop {
         s.jobs.clear();
@@ -75,12 +75,12 @@ pub(crate) fn hash_buckets(buckets: &[&[Leaf]], out: &mut Vec<Hash>, s: &mut Buc
         s.out.resize(s.jobs.len(), EMPTY_ROOT);
         {
             let (items, jobs, res) = (&s.items, &s.jobs, &mut s.out);
-            hash_each(
+            hash_blocks(
                 jobs.len(),
                 |k| {
                     let (at, depth) = jobs[k];
                     let at = at as usize;
-                    (&d.branch[usize::from(depth)], items[at..at + 2].as_flattened())
+                    (&d.branch_cv[usize::from(depth)], items[at..at + 2].as_flattened())
                 },
                 |k, h| res[k] = h,
             );
@@ -161,7 +161,7 @@ mod tests {
                 Leaf { path, value: [i as u8; 32] }
             })
             .collect();
-        v.sort_by(|a, b| a.path.cmp(&b.path));
+        v.sort_by_key(|a| a.path);
         v
     }
 

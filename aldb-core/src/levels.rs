@@ -12,7 +12,7 @@
 
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
-use crate::multihash::{hash_each, DOMAINS};
+use crate::multihash::{hash_blocks, DOMAINS};
 
 /// Hashes of all prefixes between `base_depth` and `base_depth + height` bits under one node.
 pub(crate) struct LevelTree {
@@ -67,7 +67,7 @@ impl LevelTree {
             }
             s.next.dedup();
             let level_base = 1usize << r;
-            let params = &d.branch[usize::from(self.base_depth + r)];
+            let cv = &d.branch_cv[usize::from(self.base_depth + r)];
             s.jobs.clear();
             for &j in &s.next {
                 let i = level_base + j as usize;
@@ -83,11 +83,11 @@ impl LevelTree {
             let nodes = &self.nodes;
             let jobs = &s.jobs;
             let out = &mut s.out;
-            hash_each(
+            hash_blocks(
                 jobs.len(),
                 |k| {
                     let i = jobs[k] as usize;
-                    (params, nodes[2 * i..2 * i + 2].as_flattened())
+                    (cv, nodes[2 * i..2 * i + 2].as_flattened())
                 },
                 |k, h| out[k] = h,
             );

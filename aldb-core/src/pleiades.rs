@@ -238,7 +238,7 @@ fn split_by_offsets<'a, T>(mut items: &'a mut [T], offsets: &[usize]) -> Vec<&'a
 
 /// Sorts by path (stable) and keeps the last update of each path.
 fn sort_keep_last(ops: &mut [Update]) -> &[Update] {
-    ops.sort_by(|a, b| a.path.cmp(&b.path));
+    ops.sort_by_key(|a| a.path);
     let n = ops.len();
     let mut w = 0;
     for r in 0..n {

@@ -1,6 +1,8 @@
 //! The engine's root is a function of the account set only: compared with the naive model over
 //! random insert/update/delete histories, for many layouts, thread counts and commit cadences.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use aldb_core::{BulkBuilder, BulkEntry, Claim, Config, Pleiades, Update};
 use aldb_naive::NaiveState;
 use proptest::prelude::*;
