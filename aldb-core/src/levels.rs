@@ -44,6 +44,10 @@ impl LevelTree {
         self.nodes[1]
     }
 
+    pub(crate) fn bottom(&self, j: usize) -> Hash {
+        self.nodes[self.width() + j]
+    }
+
     pub(crate) fn set_bottom(&mut self, j: usize, h: Hash) {
         let w = self.width();
         self.nodes[w + j] = h;
@@ -56,7 +60,9 @@ impl LevelTree {
 
     /// Recomputes every ancestor of the bottom slots in `dirty` (sorted, unique), level by level
     /// so each level's branches are hashed together in SIMD batches.
-    pub(crate) fn rehash(&mut self, dirty: &[u32], s: &mut LevelScratch) {
+    /// When `capture` is given, every recomputed node is appended to it as `(r, j, hash)`: level
+    /// `r` below the top (0 is the top node), position `j` within that level.
+    pub(crate) fn rehash(&mut self, dirty: &[u32], s: &mut LevelScratch, mut capture: Option<&mut Vec<(u8, u32, Hash)>>) {
         let d = &*DOMAINS;
         s.next.clear();
         s.next.extend_from_slice(dirty);
@@ -93,6 +99,22 @@ impl LevelTree {
             );
             for (k, &i) in s.jobs.iter().enumerate() {
                 self.nodes[i as usize] = s.out[k];
+            }
+            if let Some(c) = capture.as_deref_mut() {
+                c.extend(s.next.iter().map(|&j| (r, j, self.nodes[level_base + j as usize])));
+            }
+        }
+    }
+
+    /// Every non-empty node above the bottom, as `(r, j, hash)` like [`LevelTree::rehash`]'s capture.
+    pub(crate) fn for_each_node(&self, mut f: impl FnMut(u8, u32, &Hash)) {
+        for r in 0..self.height {
+            let base = 1usize << r;
+            for j in 0..base {
+                let h = &self.nodes[base + j];
+                if *h != EMPTY_ROOT {
+                    f(r, j as u32, h);
+                }
             }
         }
     }

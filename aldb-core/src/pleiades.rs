@@ -5,6 +5,7 @@ use aldb_verify::{Proof, Sibling, Terminal};
 use rayon::prelude::*;
 
 use crate::account::{hash_accounts, AccountRef, Update};
+use crate::changes::{ChangeSet, NodeChange, ShardCapture};
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::levels::{LevelScratch, LevelTree};
@@ -101,11 +102,45 @@ impl Pleiades {
     /// Later updates of the same path win. The updates are split by shard, and each shard is
     /// applied and rehashed by one worker with no lock; the shard roots are then combined.
     pub fn commit(&mut self, updates: Vec<Update>) -> Hash {
+        self.commit_inner(updates, None)
+    }
+
+    /// Like [`Pleiades::commit`], and also records every prefix and bucket it rewrote in
+    /// `changes` (cleared first), for the snapshot writer.
+    pub fn commit_capture(&mut self, updates: Vec<Update>, changes: &mut ChangeSet) -> Hash {
+        changes.clear();
+        changes.bucket_bits = self.config.bucket_bits;
+        self.commit_inner(updates, Some(changes))
+    }
+
+    /// Records the whole tree in `changes` (cleared first): what a full snapshot holds.
+    pub fn capture_all(&self, changes: &mut ChangeSet) {
+        changes.clear();
+        changes.bucket_bits = self.config.bucket_bits;
+        let shard_bits = self.config.shard_bits;
+        let parts: Vec<ShardCapture> = self.pool.install(|| {
+            self.shards
+                .par_iter()
+                .map(|shard| {
+                    let mut c = ShardCapture::default();
+                    shard.capture_all(&mut c);
+                    c
+                })
+                .collect()
+        });
+        for (i, c) in parts.iter().enumerate() {
+            c.append_to(i as u64, shard_bits, changes);
+        }
+        self.top.for_each_node(|r, j, h| changes.nodes.push(NodeChange { level: r, index: u64::from(j), hash: *h }));
+    }
+
+    fn commit_inner(&mut self, updates: Vec<Update>, changes: Option<&mut ChangeSet>) -> Hash {
         let shard_bits = self.config.shard_bits;
         let (mut parts, offsets) = partition(updates, 1usize << shard_bits, |u| shard_index(&u.path, shard_bits));
         let slices = split_by_offsets(&mut parts, &offsets);
+        let capture = changes.is_some();
         let shards = &mut self.shards;
-        let results: Vec<(usize, isize)> = self.pool.install(|| {
+        let results: Vec<ShardResult> = self.pool.install(|| {
             shards
                 .par_iter_mut()
                 .zip(slices)
@@ -113,25 +148,37 @@ impl Pleiades {
                 .filter(|(_, (_, ops))| !ops.is_empty())
                 .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
                     let ops = sort_keep_last(ops);
-                    let before = shard.len() as isize;
-                    shard.commit(ops, scratch).then(|| (i, shard.len() as isize - before))
+                    apply_to_shard(i, shard, ops, scratch, capture)
                 })
                 .flatten()
                 .collect()
         });
-        self.finish_commit(&results);
+        self.finish_commit(results, changes);
         self.root()
     }
 
     /// Folds changed shards' roots into the top of the tree.
-    fn finish_commit(&mut self, changed: &[(usize, isize)]) {
-        let mut dirty = Vec::with_capacity(changed.len());
-        for &(i, delta) in changed {
-            self.len = self.len.saturating_add_signed(delta);
-            self.top.set_bottom(i, self.shards[i].root());
-            dirty.push(i as u32);
+    fn finish_commit(&mut self, results: Vec<ShardResult>, changes: Option<&mut ChangeSet>) {
+        let mut dirty = Vec::with_capacity(results.len());
+        for r in &results {
+            self.len = self.len.saturating_add_signed(r.delta);
+            self.top.set_bottom(r.shard, self.shards[r.shard].root());
+            dirty.push(r.shard as u32);
         }
-        self.top.rehash(&dirty, &mut self.top_scratch);
+        match changes {
+            Some(out) => {
+                let shard_bits = self.config.shard_bits;
+                for r in &results {
+                    if let Some(c) = &r.capture {
+                        c.append_to(r.shard as u64, shard_bits, out);
+                    }
+                }
+                let mut top = Vec::new();
+                self.top.rehash(&dirty, &mut self.top_scratch, Some(&mut top));
+                out.nodes.extend(top.into_iter().map(|(r, j, hash)| NodeChange { level: r, index: u64::from(j), hash }));
+            }
+            None => self.top.rehash(&dirty, &mut self.top_scratch, None),
+        }
     }
 
     /// The account value hash stored at `path`, if the account is present.
@@ -178,21 +225,34 @@ impl Pleiades {
     /// Applies already sorted, unique, per-shard updates (a bulk build) to an empty tree.
     pub(crate) fn load_sorted(&mut self, parts: Vec<Vec<Update>>) {
         let shards = &mut self.shards;
-        let results: Vec<(usize, isize)> = self.pool.install(|| {
+        let results: Vec<ShardResult> = self.pool.install(|| {
             shards
                 .par_iter_mut()
                 .zip(parts)
                 .enumerate()
                 .filter(|(_, (_, ops))| !ops.is_empty())
                 .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
-                    let before = shard.len() as isize;
-                    shard.commit(&ops, scratch).then(|| (i, shard.len() as isize - before))
+                    apply_to_shard(i, shard, &ops, scratch, false)
                 })
                 .flatten()
                 .collect()
         });
-        self.finish_commit(&results);
+        self.finish_commit(results, None);
     }
+}
+
+/// What one shard's part of a commit did.
+struct ShardResult {
+    shard: usize,
+    delta: isize,
+    capture: Option<ShardCapture>,
+}
+
+fn apply_to_shard(i: usize, shard: &mut Shard, ops: &[Update], scratch: &mut ShardScratch, capture: bool) -> Option<ShardResult> {
+    let before = shard.len() as isize;
+    let mut c = capture.then(ShardCapture::default);
+    let changed = shard.commit(ops, scratch, c.as_mut());
+    changed.then(|| ShardResult { shard: i, delta: shard.len() as isize - before, capture: c })
 }
 
 /// The shard of a path: its top `bits` bits.

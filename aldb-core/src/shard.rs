@@ -9,6 +9,7 @@ use aldb_verify::spec::Hash;
 
 use crate::account::Update;
 use crate::bucket::{self, hash_buckets, BucketScratch};
+use crate::changes::ShardCapture;
 use crate::levels::{LevelScratch, LevelTree};
 use crate::prefetch::prefetch;
 use crate::slab::{BucketRef, Leaf, LeafSlab};
@@ -67,8 +68,8 @@ impl Shard {
     }
 
     /// Applies updates sorted by path with unique paths, then rehashes what changed.
-    /// Returns whether the shard's root may have changed.
-    pub(crate) fn commit(&mut self, ops: &[Update], s: &mut ShardScratch) -> bool {
+    /// Returns whether the shard's root may have changed. With `capture`, records what changed.
+    pub(crate) fn commit(&mut self, ops: &[Update], s: &mut ShardScratch, capture: Option<&mut ShardCapture>) -> bool {
         s.dirty.clear();
         let n = ops.len();
         let mut i = 0;
@@ -99,18 +100,42 @@ impl Shard {
         if s.dirty.is_empty() {
             return false;
         }
-        self.rehash(s);
+        self.rehash(s, capture);
         true
     }
 
-    fn rehash(&mut self, s: &mut ShardScratch) {
+    fn rehash(&mut self, s: &mut ShardScratch, capture: Option<&mut ShardCapture>) {
         let refs: Vec<&[Leaf]> = s.dirty.iter().map(|&b| self.slab.get(self.buckets[b as usize])).collect();
         hash_buckets(&refs, &mut s.hashes, &mut s.bucket);
         drop(refs);
         for (&b, h) in s.dirty.iter().zip(&s.hashes) {
             self.levels.set_bottom(b as usize, *h);
         }
-        self.levels.rehash(&s.dirty, &mut s.level);
+        match capture {
+            Some(c) => {
+                for (&b, h) in s.dirty.iter().zip(&s.hashes) {
+                    self.capture_bucket(b, *h, c);
+                }
+                self.levels.rehash(&s.dirty, &mut s.level, Some(&mut c.nodes));
+            }
+            None => self.levels.rehash(&s.dirty, &mut s.level, None),
+        }
+    }
+
+    fn capture_bucket(&self, b: u32, hash: Hash, c: &mut ShardCapture) {
+        let leaves = self.slab.get(self.buckets[b as usize]);
+        c.buckets.push((b, hash, c.leaves.len() as u32, leaves.len() as u32));
+        c.leaves.extend(leaves.iter().map(|l| (l.path, l.value)));
+    }
+
+    /// Records the whole shard (every non-empty prefix and bucket) as changed.
+    pub(crate) fn capture_all(&self, c: &mut ShardCapture) {
+        self.levels.for_each_node(|r, j, h| c.nodes.push((r, j, *h)));
+        for (b, r) in self.buckets.iter().enumerate() {
+            if r.len != 0 {
+                self.capture_bucket(b as u32, self.levels.bottom(b), c);
+            }
+        }
     }
 
     /// The value hash stored for `path`, if present.

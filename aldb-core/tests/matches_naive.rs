@@ -208,3 +208,56 @@ proptest! {
         check_proofs(&tree, &naive, &probes);
     }
 }
+
+/// The prefix array a change set describes, as maps, for comparing incremental and full captures.
+#[derive(Default, PartialEq, Debug)]
+struct ArrayModel {
+    nodes: std::collections::BTreeMap<(u8, u64), [u8; 32]>,
+    buckets: std::collections::BTreeMap<u64, ([u8; 32], Vec<([u8; 32], [u8; 32])>)>,
+}
+
+impl ArrayModel {
+    fn apply(&mut self, c: &aldb_core::ChangeSet) {
+        for n in &c.nodes {
+            if n.hash == [0; 32] {
+                self.nodes.remove(&(n.level, n.index));
+            } else {
+                self.nodes.insert((n.level, n.index), n.hash);
+            }
+        }
+        for b in &c.buckets {
+            if b.len == 0 {
+                self.buckets.remove(&b.index);
+            } else {
+                self.buckets.insert(b.index, (b.hash, c.leaves_of(b).to_vec()));
+            }
+        }
+    }
+}
+
+#[test]
+fn change_sets_rebuild_the_full_capture() {
+    for (shard_bits, bucket_bits) in [(0, 0), (2, 2), (3, 7), (4, 12)] {
+        let config = Config::new(2, shard_bits, bucket_bits).expect("valid");
+        let mut tree = Pleiades::new(config).expect("config");
+        let mut model = ArrayModel::default();
+        let mut changes = aldb_core::ChangeSet::default();
+        for slot in history(31, 10, 250) {
+            let root = tree.commit_capture(slot, &mut changes);
+            assert_eq!(changes.bucket_bits, bucket_bits);
+            model.apply(&changes);
+            let mut full = aldb_core::ChangeSet::default();
+            tree.capture_all(&mut full);
+            let mut expect = ArrayModel::default();
+            expect.apply(&full);
+            assert_eq!(model, expect, "layout ({shard_bits}, {bucket_bits})");
+            // The top of the array is the root (or, with no levels above the buckets, bucket 0).
+            let top = if bucket_bits == 0 {
+                model.buckets.get(&0).map(|b| b.0)
+            } else {
+                model.nodes.get(&(0, 0)).copied()
+            };
+            assert_eq!(top.unwrap_or([0; 32]), root);
+        }
+    }
+}
