@@ -1,0 +1,94 @@
+//! Account records handed from the committing thread to the writer, in one flat buffer.
+
+use aldb_core::AccountRef;
+use aldb_verify::spec::Hash;
+
+/// One account of a batch; its data lives in the batch's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccountEntry {
+    /// Key path of `pubkey` (already computed by the committer).
+    pub path: Hash,
+    /// Account address.
+    pub pubkey: [u8; 32],
+    /// Balance; zero means deleted (no record is written).
+    pub lamports: u64,
+    /// Owning program.
+    pub owner: [u8; 32],
+    /// Whether the account is a loaded program.
+    pub executable: bool,
+    data_start: usize,
+    data_len: usize,
+}
+
+/// The account states of one slot (or a full state), owning their data in one allocation so a
+/// slot's worth moves to the writer without per-account allocations or copies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccountBatch {
+    entries: Vec<AccountEntry>,
+    data: Vec<u8>,
+}
+
+impl AccountBatch {
+    /// An empty batch with room for `accounts` accounts and `data_bytes` of data.
+    pub fn with_capacity(accounts: usize, data_bytes: usize) -> Self {
+        Self { entries: Vec::with_capacity(accounts), data: Vec::with_capacity(data_bytes) }
+    }
+
+    /// Appends an account whose key path is `path`.
+    pub fn push(&mut self, path: Hash, a: &AccountRef<'_>) {
+        let data_start = self.data.len();
+        self.data.extend_from_slice(a.data);
+        self.entries.push(AccountEntry {
+            path,
+            pubkey: *a.pubkey,
+            lamports: a.lamports,
+            owner: *a.owner,
+            executable: a.executable,
+            data_start,
+            data_len: a.data.len(),
+        });
+    }
+
+    /// Number of accounts.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries in push order.
+    pub fn entries(&self) -> &[AccountEntry] {
+        &self.entries
+    }
+
+    /// The data of an entry of this batch.
+    pub fn data(&self, e: &AccountEntry) -> &[u8] {
+        &self.data[e.data_start..e.data_start + e.data_len]
+    }
+
+    /// Account `i` as an engine account reference.
+    pub fn get(&self, i: usize) -> Option<AccountRef<'_>> {
+        let e = self.entries.get(i)?;
+        Some(AccountRef {
+            pubkey: &e.pubkey,
+            lamports: e.lamports,
+            owner: &e.owner,
+            executable: e.executable,
+            data: self.data(e),
+        })
+    }
+
+    /// Every account as an engine account reference, in push order.
+    pub fn refs(&self) -> Vec<AccountRef<'_>> {
+        (0..self.len()).filter_map(|i| self.get(i)).collect()
+    }
+
+    /// Empties the batch, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.data.clear();
+    }
+}

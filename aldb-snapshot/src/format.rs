@@ -1,0 +1,225 @@
+//! The on-disk format, version 1 (`docs/FORMAT.md` is the prose version of this file).
+//!
+//! A snapshot file holds the records a slot wrote: account records, bucket records and prefix
+//! node records. Records refer to each other with [`Ref`]s, which may point into older files:
+//! what did not change is referenced, not copied. All integers are little-endian and every
+//! record starts at a multiple of 8 bytes.
+
+use aldb_verify::spec::Hash;
+
+/// First bytes of every snapshot file.
+pub const MAGIC: [u8; 8] = *b"ALDBSNAP";
+/// Last bytes of every snapshot file, after the checksum.
+pub const END_MAGIC: [u8; 8] = *b"SNAPEND\0";
+/// The format version this code writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Header size in bytes.
+pub const HEADER_LEN: usize = 128;
+/// Footer size: the 128-bit checksum, 8 reserved zero bytes, then [`END_MAGIC`].
+pub const FOOTER_LEN: usize = 32;
+/// Header flag: the file is a full base (references nothing older).
+pub const FLAG_FULL: u32 = 1;
+
+/// Size of a prefix node record: hash, left ref, right ref.
+pub const NODE_LEN: usize = 48;
+/// Size of a bucket record's fixed part: hash, leaf count, padding.
+pub const BUCKET_HEAD_LEN: usize = 40;
+/// Size of one leaf inside a bucket record: path, value, account ref.
+pub const BUCKET_LEAF_LEN: usize = 72;
+/// Size of an account record's fixed part, before its data.
+pub const ACCOUNT_HEAD_LEN: usize = 80;
+
+/// A reference to a record: the file's sequence number and the record's offset in 8-byte units.
+/// Zero is the null reference (an empty subtree): sequence numbers start at 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ref(pub u64);
+
+impl Ref {
+    /// The null reference.
+    pub const NULL: Ref = Ref(0);
+
+    /// A reference to byte `offset` (a multiple of 8) of file `seq`.
+    pub fn new(seq: u32, offset: u64) -> Ref {
+        Ref((u64::from(seq) << 32) | (offset >> 3))
+    }
+
+    /// The file's sequence number.
+    pub fn seq(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// Byte offset of the record in its file.
+    pub fn offset(self) -> u64 {
+        (self.0 & 0xFFFF_FFFF) << 3
+    }
+
+    /// Whether this is the null reference.
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// The fixed header at the start of every file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Flags ([`FLAG_FULL`]).
+    pub flags: u32,
+    /// This file's sequence number.
+    pub seq: u32,
+    /// Bucket level of the tree layout.
+    pub bucket_bits: u8,
+    /// The slot this snapshot is the state of.
+    pub slot: u64,
+    /// The parent slot, if known.
+    pub parent: Option<u64>,
+    /// The state root at `slot`.
+    pub root: Hash,
+    /// Reference to the top record (the level-0 prefix node, or bucket 0 with no prefix levels).
+    pub root_ref: Ref,
+    /// Every record reachable from this file lives in a file with this sequence number or later.
+    pub oldest_seq: u32,
+    /// Bytes between the header and the footer.
+    pub body_len: u64,
+    /// Account records in this file.
+    pub accounts: u32,
+    /// Prefix node records in this file.
+    pub nodes: u32,
+    /// Bucket records in this file.
+    pub buckets: u32,
+}
+
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+pub(crate) fn hash_at(b: &[u8], at: usize) -> Hash {
+    let mut h = [0u8; 32];
+    h.copy_from_slice(&b[at..at + 32]);
+    h
+}
+
+impl Header {
+    /// Encodes the header.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        b[16..20].copy_from_slice(&self.seq.to_le_bytes());
+        b[20] = self.bucket_bits;
+        b[24..32].copy_from_slice(&self.slot.to_le_bytes());
+        b[32..40].copy_from_slice(&self.parent.unwrap_or(u64::MAX).to_le_bytes());
+        b[40..72].copy_from_slice(&self.root);
+        b[72..80].copy_from_slice(&self.root_ref.0.to_le_bytes());
+        b[80..84].copy_from_slice(&self.oldest_seq.to_le_bytes());
+        b[88..96].copy_from_slice(&self.body_len.to_le_bytes());
+        b[96..100].copy_from_slice(&self.accounts.to_le_bytes());
+        b[100..104].copy_from_slice(&self.nodes.to_le_bytes());
+        b[104..108].copy_from_slice(&self.buckets.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header.
+    pub fn decode(b: &[u8]) -> Result<Header, String> {
+        if b.len() < HEADER_LEN {
+            return Err(format!("file of {} bytes is shorter than a header", b.len()));
+        }
+        if b[0..8] != MAGIC {
+            return Err("bad magic".into());
+        }
+        let version = u32_at(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(format!("format version {version}, this build reads {FORMAT_VERSION}"));
+        }
+        let parent = u64_at(b, 32);
+        Ok(Header {
+            flags: u32_at(b, 12),
+            seq: u32_at(b, 16),
+            bucket_bits: b[20],
+            slot: u64_at(b, 24),
+            parent: (parent != u64::MAX).then_some(parent),
+            root: hash_at(b, 40),
+            root_ref: Ref(u64_at(b, 72)),
+            oldest_seq: u32_at(b, 80),
+            body_len: u64_at(b, 88),
+            accounts: u32_at(b, 96),
+            nodes: u32_at(b, 100),
+            buckets: u32_at(b, 104),
+        })
+    }
+}
+
+/// The file name of a published snapshot.
+pub fn file_name(seq: u32, slot: u64) -> String {
+    format!("{seq:010}-{slot:020}.snap")
+}
+
+/// Parses a published snapshot's file name into `(seq, slot)`.
+pub fn parse_file_name(name: &str) -> Option<(u32, u64)> {
+    let stem = name.strip_suffix(".snap")?;
+    let (seq, slot) = stem.split_once('-')?;
+    if seq.len() != 10 || slot.len() != 20 {
+        return None;
+    }
+    Some((seq.parse().ok()?, slot.parse().ok()?))
+}
+
+/// The footer checksum: XXH3-128 of the header followed by the XXH3-128 of the body, so a
+/// writer can stream the body and write the header last. It detects corruption (torn writes, bit
+/// rot); authenticity comes from the roots, not from this.
+pub(crate) fn checksum(header: &[u8], body_digest: u128) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(header);
+    h.update(&body_digest.to_le_bytes());
+    h.digest128()
+}
+
+/// Digest of a whole body, as the streaming writer computes it.
+pub(crate) fn body_digest(body: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_and_names_round_trip() {
+        let r = Ref::new(7, 8 * 12345);
+        assert_eq!((r.seq(), r.offset()), (7, 8 * 12345));
+        assert!(Ref::NULL.is_null() && !r.is_null());
+        assert_eq!(parse_file_name(&file_name(3, 99)), Some((3, 99)));
+        assert_eq!(parse_file_name("0000000003-00000000000000000099.snap.tmp"), None);
+        assert_eq!(parse_file_name("x-y.snap"), None);
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let h = Header {
+            flags: FLAG_FULL,
+            seq: 9,
+            bucket_bits: 12,
+            slot: 1 << 40,
+            parent: None,
+            root: [5; 32],
+            root_ref: Ref::new(9, 128),
+            oldest_seq: 2,
+            body_len: 4096,
+            accounts: 1,
+            nodes: 2,
+            buckets: 3,
+        };
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let mut bad = h.encode();
+        bad[8] = 2;
+        assert!(Header::decode(&bad).is_err());
+    }
+}

@@ -1,0 +1,25 @@
+//! aldb snapshots and Hyades.
+//!
+//! [`SnapshotWriter`] runs beside the engine: each committed slot's [`SlotInput`] (what the
+//! commit changed, plus the new account states) becomes one immutable file, written under a
+//! temporary name, synced and atomically renamed. Files reference unchanged records in older
+//! files instead of copying them, and a rolling refresh lets old files be retired.
+//!
+//! [`Hyades`] reads a snapshot directory — in another process, with no access to the engine —
+//! and answers "what was account X at slot S", with a proof against S's root. The format is
+//! specified in `docs/FORMAT.md`.
+
+mod batch;
+mod error;
+mod file_builder;
+pub mod format;
+mod reader;
+mod serializer;
+mod store;
+mod writer;
+
+pub use batch::{AccountBatch, AccountEntry};
+pub use error::{QueryError, SnapshotError};
+pub use reader::{Account, AccountProof, Hyades, SlotInfo};
+pub use serializer::{Published, SlotInput};
+pub use writer::{SnapshotWriter, WriterConfig, WriterStats};

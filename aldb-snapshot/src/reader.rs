@@ -1,0 +1,259 @@
+//! Hyades: accounts and their proofs at any kept slot, read from snapshot files alone.
+//!
+//! A query walks the file records of its slot from that slot's root, exactly as the engine walks
+//! its prefix array: a branch wherever both children are non-empty, straight through where one
+//! is empty, then the bucket's sorted leaves. No history is replayed and no live tree is needed;
+//! each step is one bounds-checked read from a memory-mapped file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use aldb_core::sorted::walk_sorted;
+use aldb_verify::spec::{bit, key_path, Hash, EMPTY_ROOT};
+use aldb_verify::{Proof, Sibling, Terminal};
+
+use crate::error::{QueryError, SnapshotError};
+use crate::format::parse_file_name;
+use crate::store::{Files, LeafView, MappedFile};
+
+/// A published slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotInfo {
+    /// The slot.
+    pub slot: u64,
+    /// Its parent, if known.
+    pub parent: Option<u64>,
+    /// Its state root.
+    pub root: Hash,
+    /// Sequence number of its file.
+    pub seq: u32,
+}
+
+/// An account's state as served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    /// Address.
+    pub pubkey: [u8; 32],
+    /// Balance.
+    pub lamports: u64,
+    /// Owning program.
+    pub owner: [u8; 32],
+    /// Whether it is a loaded program.
+    pub executable: bool,
+    /// Data.
+    pub data: Vec<u8>,
+}
+
+/// The answer to "what was this account at slot S": the account (or `None` if absent), the
+/// slot's root and a proof of either against it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountProof {
+    /// The slot.
+    pub slot: u64,
+    /// The slot's root.
+    pub root: Hash,
+    /// The account, or `None` if it did not exist (or had zero lamports).
+    pub account: Option<Account>,
+    /// Inclusion or exclusion proof against `root`.
+    pub proof: Proof,
+}
+
+#[derive(Default)]
+struct Index {
+    files: Files,
+    slots: BTreeMap<u64, SlotInfo>,
+    /// Files already found corrupt, by name, so they are reported once and skipped.
+    bad: BTreeMap<String, String>,
+}
+
+/// A read-only view of a snapshot directory, shared by any number of query threads.
+pub struct Hyades {
+    dir: PathBuf,
+    index: RwLock<Arc<Index>>,
+}
+
+impl std::fmt::Debug for Hyades {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hyades").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl Hyades {
+    /// Opens a snapshot directory and indexes what is published there.
+    pub fn open(dir: &Path) -> Result<Self, SnapshotError> {
+        let h = Self { dir: dir.to_path_buf(), index: RwLock::new(Arc::new(Index::default())) };
+        h.refresh()?;
+        Ok(h)
+    }
+
+    fn current(&self) -> Arc<Index> {
+        match self.index.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Picks up newly published files and forgets deleted ones. Returns the newly published
+    /// slots in slot order. A corrupt file is logged and skipped, never served.
+    pub fn refresh(&self) -> Result<Vec<SlotInfo>, SnapshotError> {
+        let old = self.current();
+        let mut files = Files::default();
+        let mut slots = BTreeMap::new();
+        let mut bad = old.bad.clone();
+        let mut fresh = Vec::new();
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((seq, _)) = parse_file_name(name) else { continue };
+            if bad.contains_key(name) {
+                continue;
+            }
+            let f = match old.files.get(seq) {
+                Some(f) => f.clone(),
+                None => match MappedFile::open(&entry.path(), true) {
+                    Ok(f) => Arc::new(f),
+                    // Deleted between listing and opening: pruned, not an error.
+                    Err(SnapshotError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        log::error!("skipping snapshot file: {e}");
+                        bad.insert(name.to_string(), e.to_string());
+                        continue;
+                    }
+                },
+            };
+            let h = f.header;
+            let info = SlotInfo { slot: h.slot, parent: h.parent, root: h.root, seq: h.seq };
+            if !old.slots.contains_key(&h.slot) {
+                fresh.push(info);
+            }
+            // A restarted writer may publish the same slot again; the newer file wins.
+            if slots.get(&h.slot).is_none_or(|s: &SlotInfo| s.seq < h.seq) {
+                slots.insert(h.slot, info);
+            }
+            files.insert(f);
+        }
+        // Only slots whose every reachable file is still present are served.
+        slots.retain(|_, s| {
+            let Some(f) = files.get(s.seq) else { return false };
+            let oldest = f.header.oldest_seq;
+            (oldest..=s.seq).all(|q| files.get(q).is_some())
+        });
+        fresh.retain(|s| slots.get(&s.slot) == Some(s));
+        fresh.sort_by_key(|s| s.slot);
+        let next = Arc::new(Index { files, slots, bad });
+        match self.index.write() {
+            Ok(mut g) => *g = next,
+            Err(p) => *p.into_inner() = next,
+        }
+        Ok(fresh)
+    }
+
+    /// The newest published slot.
+    pub fn latest(&self) -> Option<SlotInfo> {
+        self.current().slots.values().next_back().copied()
+    }
+
+    /// The oldest slot still served.
+    pub fn oldest(&self) -> Option<SlotInfo> {
+        self.current().slots.values().next().copied()
+    }
+
+    /// Published slots in `[start, end]`, oldest first.
+    pub fn slots(&self, start: u64, end: u64) -> Vec<SlotInfo> {
+        if start > end {
+            return Vec::new();
+        }
+        self.current().slots.range(start..=end).map(|(_, s)| *s).collect()
+    }
+
+    /// The slot's info, or why it cannot be served.
+    pub fn slot(&self, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
+        Self::lookup(&self.current(), slot)
+    }
+
+    fn lookup(ix: &Index, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
+        let (Some(oldest), Some(newest)) = (ix.slots.values().next(), ix.slots.values().next_back()) else {
+            return Err(QueryError::NothingPublished);
+        };
+        let Some(slot) = slot else { return Ok(*newest) };
+        if slot > newest.slot {
+            return Err(QueryError::NotYetCommitted { slot, newest: newest.slot });
+        }
+        if slot < oldest.slot {
+            return Err(QueryError::Pruned { slot, oldest: oldest.slot });
+        }
+        ix.slots.get(&slot).copied().ok_or(QueryError::NoSnapshot { slot })
+    }
+
+    /// The account `pubkey` at `slot` (the newest when `None`), with its proof.
+    pub fn prove(&self, pubkey: &[u8; 32], slot: Option<u64>) -> Result<AccountProof, QueryError> {
+        let ix = self.current();
+        let info = Self::lookup(&ix, slot)?;
+        prove_in(&ix.files, &info, pubkey).map_err(|e| QueryError::Storage(e.to_string()))
+    }
+}
+
+fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<AccountProof, SnapshotError> {
+    let path = key_path(pubkey);
+    let top = files.get(info.seq).ok_or(SnapshotError::MissingFile { seq: info.seq })?;
+    let bucket_bits = usize::from(top.header.bucket_bits);
+    let mut siblings = Vec::new();
+    let mut r = top.header.root_ref;
+    let empty = || AccountProof {
+        slot: info.slot,
+        root: info.root,
+        account: None,
+        proof: Proof { siblings: Vec::new(), terminal: Terminal::Empty },
+    };
+    if r.is_null() {
+        return Ok(empty());
+    }
+    for d in 0..bucket_bits {
+        let n = files.node(r)?;
+        let (lh, rh) = (files.hash(n.left)?, files.hash(n.right)?);
+        let want = bit(&path, d);
+        let go_right = match (lh == EMPTY_ROOT, rh == EMPTY_ROOT) {
+            (false, false) => {
+                siblings.push(Sibling { depth: d as u8, hash: if want == 0 { rh } else { lh } });
+                want == 1
+            }
+            (true, false) => true,
+            (false, true) => false,
+            (true, true) => {
+                return Err(SnapshotError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
+            }
+        };
+        r = if go_right { n.right } else { n.left };
+    }
+    let mut leaves: Vec<LeafView> = Vec::new();
+    files.bucket(r, &mut leaves)?;
+    let pairs: Vec<(Hash, Hash)> = leaves.iter().map(|l| (l.path, l.value)).collect();
+    let Some((lp, lv)) = walk_sorted(&pairs, &path, &mut siblings) else {
+        return Err(SnapshotError::corrupt(&top.path, "empty bucket record"));
+    };
+    let account = if lp == path {
+        let leaf = leaves.iter().find(|l| l.path == lp).copied();
+        match leaf {
+            Some(l) => {
+                let a = files.account(l.account)?;
+                let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
+                if value != lv || a.pubkey != *pubkey {
+                    return Err(SnapshotError::corrupt(&top.path, "account record does not match its leaf"));
+                }
+                Some(Account { pubkey: a.pubkey, lamports: a.lamports, owner: a.owner, executable: a.executable, data: a.data.to_vec() })
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    Ok(AccountProof {
+        slot: info.slot,
+        root: info.root,
+        account,
+        proof: Proof { siblings, terminal: Terminal::Leaf { path: lp, value: lv } },
+    })
+}

@@ -1,0 +1,154 @@
+//! Memory-mapped snapshot files and bounds-checked record access.
+//!
+//! Every read goes through here, and every offset read from disk is checked against the file it
+//! points into before use, so a corrupt or truncated file yields an error, never a panic or a
+//! read outside the mapping.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aldb_verify::spec::Hash;
+use memmap2::Mmap;
+
+use crate::error::SnapshotError;
+use crate::format::{
+    body_digest, checksum, hash_at, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC,
+    FOOTER_LEN, HEADER_LEN, NODE_LEN,
+};
+
+/// One published snapshot file, mapped read-only.
+#[derive(Debug)]
+pub(crate) struct MappedFile {
+    pub(crate) header: Header,
+    pub(crate) path: PathBuf,
+    map: Mmap,
+}
+
+impl MappedFile {
+    /// Maps a file and checks its header, size and (when `verify`) its checksum.
+    pub(crate) fn open(path: &Path, verify: bool) -> Result<Self, SnapshotError> {
+        let file = File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
+        // SAFETY: published snapshot files are immutable (written under a temporary name, then
+        // renamed), so the mapping never changes under us; pruning only unlinks, which keeps the
+        // mapped pages valid.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| SnapshotError::io("map", path, e))?;
+        let header = Header::decode(&map).map_err(|r| SnapshotError::corrupt(path, r))?;
+        let expect = (HEADER_LEN as u64).checked_add(header.body_len).and_then(|n| n.checked_add(FOOTER_LEN as u64));
+        if expect != Some(map.len() as u64) {
+            return Err(SnapshotError::corrupt(path, format!("size {} does not match header", map.len())));
+        }
+        let end = map.len() - FOOTER_LEN;
+        if map[end + 24..] != END_MAGIC {
+            return Err(SnapshotError::corrupt(path, "bad end magic"));
+        }
+        let mut stored = [0u8; 16];
+        stored.copy_from_slice(&map[end..end + 16]);
+        if verify && checksum(&map[..HEADER_LEN], body_digest(&map[HEADER_LEN..end])) != u128::from_le_bytes(stored) {
+            return Err(SnapshotError::corrupt(path, "checksum mismatch"));
+        }
+        Ok(Self { header, path: path.to_path_buf(), map })
+    }
+
+    fn record(&self, offset: u64, len: usize) -> Result<&[u8], SnapshotError> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let body_end = self.map.len() - FOOTER_LEN;
+        match start.checked_add(len) {
+            Some(end) if start >= HEADER_LEN && end <= body_end => Ok(&self.map[start..end]),
+            _ => Err(SnapshotError::corrupt(&self.path, format!("record at {offset}+{len} is out of bounds"))),
+        }
+    }
+}
+
+/// A prefix node record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeView {
+    pub(crate) left: Ref,
+    pub(crate) right: Ref,
+}
+
+/// One leaf of a bucket record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LeafView {
+    pub(crate) path: Hash,
+    pub(crate) value: Hash,
+    pub(crate) account: Ref,
+}
+
+/// An account record, borrowed from its file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AccountView<'a> {
+    pub(crate) pubkey: Hash,
+    pub(crate) lamports: u64,
+    pub(crate) owner: Hash,
+    pub(crate) executable: bool,
+    pub(crate) data: &'a [u8],
+    /// The whole record, for copying it forward.
+    pub(crate) raw: &'a [u8],
+}
+
+/// Snapshot files by sequence number.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Files {
+    by_seq: BTreeMap<u32, Arc<MappedFile>>,
+}
+
+impl Files {
+    pub(crate) fn insert(&mut self, f: Arc<MappedFile>) {
+        self.by_seq.insert(f.header.seq, f);
+    }
+
+    pub(crate) fn remove_below(&mut self, seq: u32) {
+        self.by_seq = self.by_seq.split_off(&seq);
+    }
+
+    pub(crate) fn get(&self, seq: u32) -> Option<&Arc<MappedFile>> {
+        self.by_seq.get(&seq)
+    }
+
+    fn file(&self, r: Ref) -> Result<&MappedFile, SnapshotError> {
+        self.by_seq.get(&r.seq()).map(|f| &**f).ok_or(SnapshotError::MissingFile { seq: r.seq() })
+    }
+
+    /// The subtree hash a reference points to: the first 32 bytes of a node or bucket record.
+    pub(crate) fn hash(&self, r: Ref) -> Result<Hash, SnapshotError> {
+        if r.is_null() {
+            return Ok(aldb_verify::EMPTY_ROOT);
+        }
+        Ok(hash_at(self.file(r)?.record(r.offset(), 32)?, 0))
+    }
+
+    pub(crate) fn node(&self, r: Ref) -> Result<NodeView, SnapshotError> {
+        let b = self.file(r)?.record(r.offset(), NODE_LEN)?;
+        Ok(NodeView { left: Ref(u64_at(b, 32)), right: Ref(u64_at(b, 40)) })
+    }
+
+    /// A bucket record's hash and leaves.
+    pub(crate) fn bucket(&self, r: Ref, out: &mut Vec<LeafView>) -> Result<Hash, SnapshotError> {
+        out.clear();
+        let f = self.file(r)?;
+        let head = f.record(r.offset(), BUCKET_HEAD_LEN)?;
+        let count = u32_at(head, 32) as usize;
+        let leaves = f.record(r.offset() + BUCKET_HEAD_LEN as u64, count.saturating_mul(BUCKET_LEAF_LEN))?;
+        for l in leaves.chunks_exact(BUCKET_LEAF_LEN) {
+            out.push(LeafView { path: hash_at(l, 0), value: hash_at(l, 32), account: Ref(u64_at(l, 64)) });
+        }
+        Ok(hash_at(head, 0))
+    }
+
+    pub(crate) fn account(&self, r: Ref) -> Result<AccountView<'_>, SnapshotError> {
+        let f = self.file(r)?;
+        let head = f.record(r.offset(), ACCOUNT_HEAD_LEN)?;
+        let data_len = u32_at(head, 76) as usize;
+        let raw = f.record(r.offset(), ACCOUNT_HEAD_LEN + data_len)?;
+        Ok(AccountView {
+            pubkey: hash_at(head, 0),
+            lamports: u64_at(head, 32),
+            owner: hash_at(head, 40),
+            executable: head[72] != 0,
+            data: &raw[ACCOUNT_HEAD_LEN..],
+            raw,
+        })
+    }
+}
