@@ -1,0 +1,238 @@
+//! The adapter: the callback-facing entry points and where each lock sits.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use aldb_core::{BulkEntry, Pleiades, Update};
+
+use crate::control::{Control, Cx, Shared};
+use crate::engine::{Committed, Engine};
+use crate::error::{AdapterError, IgnoreReason, Ignored};
+use crate::retain::{NoRecords, Retain};
+use crate::stats::{Counters, Stats};
+use crate::stripe::{Buffer, Incoming, Stripes, lock};
+use crate::sysvar::{SLOT_HASHES_SYSVAR, slot_hashes_parent};
+use crate::types::{AccountUpdate, AdapterConfig, SlotEvent};
+
+/// The slot and fork state machine between the validator's callbacks and the engine.
+///
+/// All methods take `&self` and the adapter is `Sync`: share it (for example in an `Arc`)
+/// between the validator's callback threads and one commit worker. Three kinds of lock, only
+/// ever nested in the order engine, state machine, stripe:
+///
+/// - [`update_account`](Self::update_account) hashes with no lock held, then holds one of
+///   [`AdapterConfig::stripes`] stripe locks for a hash-map insert. It never waits for the state
+///   machine or the engine.
+/// - [`update_slot_status`](Self::update_slot_status) and [`end_of_startup`](Self::end_of_startup)
+///   hold the state-machine lock for bookkeeping proportional to the tracked slots and the
+///   stripe count; they hand buffers over by handle and never hash or touch the engine.
+/// - [`commit_ready`](Self::commit_ready) holds the engine lock while it applies the decided
+///   slots, taking the state-machine lock only to pop each job. Run it on a worker thread of
+///   the plugin's own, never in a callback: applying a slot or building the startup state takes
+///   as long as the hashing does.
+pub struct Adapter<R: Retain = NoRecords> {
+    config: AdapterConfig,
+    retain: R,
+    stripes: Stripes<R::Record>,
+    shared: Shared,
+    counters: Counters,
+    control: Mutex<Control<R::Record>>,
+    work: Condvar,
+    engine: Mutex<Engine>,
+}
+
+impl<R: Retain> std::fmt::Debug for Adapter<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter").field("config", &self.config).field("stats", &self.stats()).finish_non_exhaustive()
+    }
+}
+
+impl Adapter<NoRecords> {
+    /// An adapter that keeps only the hashes the engine needs.
+    pub fn new(config: AdapterConfig) -> Result<Self, AdapterError> {
+        Self::with_retain(config, NoRecords)
+    }
+}
+
+impl<R: Retain> Adapter<R> {
+    /// An adapter that also keeps what `retain` copies out of each update.
+    pub fn with_retain(config: AdapterConfig, retain: R) -> Result<Self, AdapterError> {
+        config.validate()?;
+        let engine = Engine::new(config.engine, config.capture_changes)?;
+        Ok(Self {
+            control: Mutex::new(Control::new(config.commitment, config.max_pending_slots)),
+            stripes: Stripes::new(config.stripes),
+            config,
+            retain,
+            shared: Shared::default(),
+            counters: Counters::default(),
+            work: Condvar::new(),
+            engine: Mutex::new(engine),
+        })
+    }
+
+    fn cx(&self) -> Cx<'_, R::Record> {
+        Cx { stripes: &self.stripes, shared: &self.shared, counters: &self.counters }
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &AdapterConfig {
+        &self.config
+    }
+
+    /// The retention policy.
+    pub fn retain_policy(&self) -> &R {
+        &self.retain
+    }
+
+    /// One account update, from any thread. The data is hashed (and retained per the policy)
+    /// before the call returns; nothing borrowed is kept.
+    pub fn update_account(&self, u: &AccountUpdate<'_>) -> Result<(), Ignored> {
+        Counters::add(&self.counters.updates_received, 1);
+        let hashed = Update::from_account(&u.account());
+        let hint =
+            if !u.is_startup && u.pubkey == SLOT_HASHES_SYSVAR { slot_hashes_parent(u.slot, u.data) } else { None };
+        let record = self.retain.retain(u, &hashed);
+        let result = {
+            let mut stripe = self.stripes.lock_path(&hashed.path);
+            if u.is_startup {
+                // Read under the stripe lock: see `Shared::startup_open`.
+                if self.shared.startup_open.load(Ordering::Acquire) {
+                    let rank = (u.slot, u.write_version);
+                    stripe.push_startup(BulkEntry { path: hashed.path, value: hashed.value, rank }, record);
+                    Counters::add(&self.counters.startup_updates, 1);
+                    Ok(Buffer::Done)
+                } else {
+                    Err(IgnoreReason::LateStartupUpdate)
+                }
+            } else {
+                let base = self.counters.base.get();
+                let incoming = Incoming {
+                    slot: u.slot,
+                    path: hashed.path,
+                    value: hashed.value,
+                    write_version: u.write_version,
+                    record,
+                    hint,
+                };
+                stripe.buffer(incoming, base)
+            }
+        };
+        match result {
+            Ok(Buffer::Done) => Ok(()),
+            Ok(Buffer::NewSlot) => {
+                lock(&self.shared.fresh).push(u.slot);
+                Ok(())
+            }
+            Err(reason) => {
+                self.counters.ignore(reason);
+                Err(Ignored { reason, slot: Some(u.slot) })
+            }
+        }
+    }
+
+    /// One slot status. Decides what became ready to commit and queues it for
+    /// [`commit_ready`](Self::commit_ready); does no engine work itself.
+    pub fn update_slot_status(&self, ev: SlotEvent) -> Result<(), Ignored> {
+        Counters::add(&self.counters.statuses_received, 1);
+        let mut control = lock(&self.control);
+        let result = control.on_status(ev, &self.cx());
+        if !control.jobs.is_empty() {
+            self.work.notify_all();
+        }
+        result
+    }
+
+    /// The validator finished sending startup accounts: the startup state is queued for a bulk
+    /// build and becomes the base.
+    pub fn end_of_startup(&self) -> Result<(), Ignored> {
+        let mut control = lock(&self.control);
+        let cx = self.cx();
+        let result = control.end_of_startup(&cx);
+        control.advance(&cx);
+        if !control.jobs.is_empty() {
+            self.work.notify_all();
+        }
+        result
+    }
+
+    /// Applies every decided commit to the engine, in chain order, and returns them. Also picks
+    /// up readiness that needs no status (replayed slots linked by their SlotHashes writes).
+    ///
+    /// Call it from one worker thread (concurrent calls are safe but serialize); each call
+    /// blocks for as long as the engine works.
+    pub fn commit_ready(&self) -> Vec<Committed<R::Record>> {
+        let mut engine = lock(&self.engine);
+        let cx = self.cx();
+        let mut out = Vec::new();
+        let mut first = true;
+        loop {
+            // Popped while the engine lock is held, so jobs are applied in the order decided.
+            let job = {
+                let mut control = lock(&self.control);
+                if first {
+                    control.advance(&cx);
+                    first = false;
+                }
+                let job = control.jobs.pop_front();
+                self.counters.queued_commits.store(control.jobs.len() as u64, Ordering::Relaxed);
+                job
+            };
+            let Some(job) = job else { break };
+            let done = engine.apply(job, &self.counters);
+            Counters::add(&self.counters.slots_committed, 1);
+            self.counters.last_committed.set(Some(done.slot));
+            out.push(done);
+        }
+        out
+    }
+
+    /// Waits up to `timeout` for a decided commit; returns whether one is queued. Readiness
+    /// found only by [`commit_ready`](Self::commit_ready) itself does not wake this, so a worker
+    /// should call `commit_ready` after every wait, whatever it returns.
+    pub fn wait_for_work(&self, timeout: Duration) -> bool {
+        let control = lock(&self.control);
+        if !control.jobs.is_empty() {
+            return true;
+        }
+        let (control, _) = self.work.wait_timeout(control, timeout).unwrap_or_else(PoisonError::into_inner);
+        !control.jobs.is_empty()
+    }
+
+    /// Counters and gauges for metrics; lock-free.
+    pub fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    /// Runs `f` on the engine's tree (at the last applied commit), holding the engine lock.
+    pub fn with_tree<T>(&self, f: impl FnOnce(&Pleiades) -> T) -> T {
+        f(lock(&self.engine).tree())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retain::KeepAccounts;
+
+    #[test]
+    fn the_adapter_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Adapter>();
+        shared::<Adapter<KeepAccounts>>();
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        let mut c = AdapterConfig::new(crate::Commitment::Confirmed, aldb_core::Config::for_leaves(10, 1));
+        c.stripes = 3;
+        assert!(matches!(Adapter::new(c), Err(AdapterError::Config(_))));
+        c.stripes = 4;
+        c.max_pending_slots = 0;
+        assert!(matches!(Adapter::new(c), Err(AdapterError::Config(_))));
+        c.max_pending_slots = 1;
+        c.engine.threads = 0;
+        assert!(matches!(Adapter::new(c), Err(AdapterError::Engine(_))));
+    }
+}

@@ -1,0 +1,504 @@
+//! The slot and fork state machine: which slots exist, how they link, which are complete,
+//! confirmed or rooted, and which slot commits next.
+//!
+//! It runs under one mutex, but every operation is short: it moves buffers between the stripes
+//! and the job queue by handle and never hashes or touches the engine. The engine applies the
+//! queued jobs in order, elsewhere (see `Adapter::commit_ready`).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aldb_core::BulkEntry;
+
+use crate::CommitKind;
+use crate::error::{DropReason, IgnoreReason, Ignored, Irregularity};
+use crate::stats::Counters;
+use crate::stripe::{SlotUpdates, Stripes, lock};
+use crate::types::{Commitment, SlotEvent, SlotStatus};
+
+/// State shared with the account callbacks, which never take the control lock.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Whether startup accounts are still accepted. Cleared before the stripes hand theirs over,
+    /// and read under a stripe lock, so no startup account can slip in after the hand-over.
+    pub(crate) startup_open: AtomicBool,
+    /// Slots the stripes saw a first update for, not yet known to the state machine.
+    pub(crate) fresh: Mutex<Vec<u64>>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self { startup_open: AtomicBool::new(true), fresh: Mutex::new(Vec::new()) }
+    }
+}
+
+/// What the state machine works with besides its own state.
+pub(crate) struct Cx<'a, Rec> {
+    pub(crate) stripes: &'a Stripes<Rec>,
+    pub(crate) shared: &'a Shared,
+    pub(crate) counters: &'a Counters,
+}
+
+impl<Rec> Cx<'_, Rec> {
+    fn ignored(&self, reason: IgnoreReason, slot: u64) -> Ignored {
+        self.counters.ignore(reason);
+        Ignored { reason, slot: Some(slot) }
+    }
+
+    fn discarded(&self, n: u64) {
+        Counters::add(&self.counters.updates_discarded, n);
+    }
+}
+
+/// Work for the engine, applied strictly in queue order.
+pub(crate) enum Job<Rec> {
+    /// Build the startup state in bulk.
+    Startup { slot: u64, entries: Vec<Vec<BulkEntry>>, records: Vec<Vec<Rec>> },
+    /// Apply one slot's winning updates.
+    Slot { slot: u64, parent: Option<u64>, kind: CommitKind, buffers: Vec<SlotUpdates<Rec>> },
+}
+
+/// What is known about one slot above the base.
+#[derive(Clone, Copy, Debug, Default)]
+struct SlotInfo {
+    parent: Option<u64>,
+    /// Whether the parent came from a status (trusted over a SlotHashes hint).
+    parent_from_status: bool,
+    /// A `CreatedBank` was seen for the current version of the slot.
+    created: bool,
+    /// `Processed` was seen for the current version.
+    processed: bool,
+    /// Some bank names this slot as its parent, so this bank was frozen before that one was
+    /// created: all its updates have arrived.
+    has_child: bool,
+    /// Confirmed, directly or through a descendant.
+    confirmed: bool,
+    /// Rooted, directly or through a descendant.
+    rooted: bool,
+    dropped: Option<DropReason>,
+}
+
+impl SlotInfo {
+    /// All the slot's account updates have arrived.
+    fn complete(&self) -> bool {
+        self.processed || self.rooted || self.has_child
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Flag {
+    Confirmed,
+    Rooted,
+}
+
+pub(crate) struct Control<Rec> {
+    commitment: Commitment,
+    max_pending: usize,
+    /// The committed base: the last slot decided for commit.
+    base: Option<u64>,
+    slots: BTreeMap<u64, SlotInfo>,
+    pub(crate) jobs: VecDeque<Job<Rec>>,
+}
+
+impl<Rec> Control<Rec> {
+    pub(crate) fn new(commitment: Commitment, max_pending: usize) -> Self {
+        Self { commitment, max_pending: max_pending.max(1), base: None, slots: BTreeMap::new(), jobs: VecDeque::new() }
+    }
+
+    fn below_base(&self, slot: u64) -> bool {
+        self.base.is_some_and(|b| slot <= b)
+    }
+
+    /// Handles one slot status, then commits whatever became ready.
+    pub(crate) fn on_status(&mut self, ev: SlotEvent, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        let SlotEvent { slot, parent, status } = ev;
+        if matches!(status, SlotStatus::Completed | SlotStatus::FirstShredReceived) {
+            return Ok(());
+        }
+        if parent.is_some_and(|p| p >= slot) {
+            return Err(cx.ignored(IgnoreReason::InvalidParent, slot));
+        }
+        if cx.shared.startup_open.load(Ordering::Acquire) && cx.counters.startup_updates.load(Ordering::Relaxed) > 0 {
+            // The validator is past startup but never said so: build the startup state now,
+            // since every later slot is relative to it.
+            cx.counters.irregular(Irregularity::ImplicitEndOfStartup);
+            let _ = self.end_of_startup(cx);
+        }
+        self.absorb_fresh(cx);
+        let result = match status {
+            SlotStatus::CreatedBank => self.created_bank(slot, parent, cx),
+            SlotStatus::Processed => self.processed(slot, parent, cx),
+            SlotStatus::Confirmed => self.flagged(slot, None, Flag::Confirmed, cx),
+            SlotStatus::Rooted => self.flagged(slot, parent, Flag::Rooted, cx),
+            SlotStatus::Dead => self.dead(slot, parent, cx),
+            SlotStatus::Completed | SlotStatus::FirstShredReceived => Ok(()),
+        };
+        self.advance(cx);
+        result
+    }
+
+    fn created_bank(&mut self, slot: u64, parent: Option<u64>, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        if self.below_base(slot) {
+            return Err(cx.ignored(IgnoreReason::StatusBelowBase, slot));
+        }
+        let Some(parent) = parent else {
+            return Err(cx.ignored(IgnoreReason::InvalidParent, slot));
+        };
+        // Updates that came before the first `CreatedBank` (a replayed slot) are kept; a second
+        // `CreatedBank` means the bank was rebuilt and everything it had is void.
+        let restart = self.slots.get(&slot).is_some_and(|e| e.created || e.dropped.is_some());
+        if restart {
+            self.restart(slot, cx);
+        }
+        self.slots.entry(slot).or_default().created = true;
+        self.link(slot, parent, true, cx);
+        Ok(())
+    }
+
+    /// Slot `slot` starts over: its buffered updates and local progress go, and so do the
+    /// children of its old version. Cluster facts (confirmed, rooted) are about the slot, so
+    /// they stay.
+    fn restart(&mut self, slot: u64, cx: &Cx<'_, Rec>) {
+        Counters::add(&cx.counters.restarted, 1);
+        let mut orphans = Vec::new();
+        for (&s, e) in self.slots.range_mut((Bound::Excluded(slot), Bound::Unbounded)) {
+            if e.parent == Some(slot) && e.dropped.is_none() {
+                e.dropped = Some(DropReason::Abandoned);
+                orphans.push(s);
+            }
+        }
+        cx.counters.dropped(DropReason::Abandoned, orphans.len() as u64);
+        cx.discarded(cx.stripes.close(&orphans));
+        if let Some(e) = self.slots.get_mut(&slot) {
+            *e = SlotInfo { confirmed: e.confirmed, rooted: e.rooted, ..SlotInfo::default() };
+        }
+        cx.discarded(cx.stripes.reopen(slot));
+    }
+
+    /// The entry for a slot named by a status, counting it when it comes from nowhere.
+    fn known(&mut self, slot: u64, cx: &Cx<'_, Rec>) -> &mut SlotInfo {
+        if !self.slots.contains_key(&slot) {
+            cx.counters.irregular(Irregularity::UnknownSlot);
+        }
+        self.slots.entry(slot).or_default()
+    }
+
+    fn processed(&mut self, slot: u64, parent: Option<u64>, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        if self.below_base(slot) {
+            return Err(cx.ignored(IgnoreReason::StatusBelowBase, slot));
+        }
+        let e = self.known(slot, cx);
+        if e.dropped.is_some() {
+            return Err(cx.ignored(IgnoreReason::StatusForDroppedSlot, slot));
+        }
+        if e.processed {
+            return Err(cx.ignored(IgnoreReason::RepeatedProcessed, slot));
+        }
+        e.processed = true;
+        cx.counters.highest_processed.raise(slot);
+        if let Some(p) = parent {
+            self.link(slot, p, true, cx);
+        }
+        Ok(())
+    }
+
+    /// `Confirmed` or `Rooted`: marks the slot and its known ancestors.
+    fn flagged(&mut self, slot: u64, parent: Option<u64>, flag: Flag, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        if self.below_base(slot) {
+            return Err(cx.ignored(IgnoreReason::StatusBelowBase, slot));
+        }
+        if !self.slots.contains_key(&slot) && matches!(flag, Flag::Rooted) {
+            cx.counters.irregular(Irregularity::UnknownSlot);
+        }
+        // `Confirmed` may come before anything else about the slot: remember it.
+        let e = self.slots.entry(slot).or_default();
+        if e.dropped.is_some() {
+            return Err(cx.ignored(IgnoreReason::StatusForDroppedSlot, slot));
+        }
+        self.mark_up(slot, flag);
+        if let Some(p) = parent {
+            self.link(slot, p, true, cx);
+        }
+        Ok(())
+    }
+
+    fn dead(&mut self, slot: u64, parent: Option<u64>, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        if self.below_base(slot) {
+            return Err(cx.ignored(IgnoreReason::StatusBelowBase, slot));
+        }
+        let e = self.known(slot, cx);
+        if e.dropped.is_some() {
+            return Err(cx.ignored(IgnoreReason::StatusForDroppedSlot, slot));
+        }
+        if let Some(p) = parent {
+            self.link(slot, p, true, cx);
+        }
+        if let Some(e) = self.slots.get_mut(&slot) {
+            e.dropped = Some(DropReason::Dead);
+        }
+        cx.counters.dropped(DropReason::Dead, 1);
+        cx.discarded(cx.stripes.close(&[slot]));
+        Ok(())
+    }
+
+    /// Records that `parent` is the parent of `slot`.
+    fn link(&mut self, slot: u64, parent: u64, from_status: bool, cx: &Cx<'_, Rec>) {
+        if parent >= slot {
+            // Only reachable from a hint, which is checked when read; kept as a guard because a
+            // parent at or above its slot would make the ancestor walks below loop.
+            return;
+        }
+        let base = self.base;
+        let Some(e) = self.slots.get_mut(&slot) else {
+            return;
+        };
+        if let Some(old) = e.parent {
+            if old == parent {
+                e.parent_from_status |= from_status;
+                return;
+            }
+            if e.parent_from_status || !from_status {
+                cx.counters.irregular(Irregularity::ParentConflict);
+                return;
+            }
+            // A status corrects what a SlotHashes hint said.
+            cx.counters.irregular(Irregularity::ParentConflict);
+        }
+        e.parent = Some(parent);
+        e.parent_from_status = from_status;
+        let (confirmed, rooted) = (e.confirmed, e.rooted);
+        match base {
+            // Off the committed chain: the next prune drops it.
+            Some(b) if parent < b => {
+                if rooted {
+                    cx.counters.irregular(Irregularity::RootedOffChain);
+                }
+                return;
+            }
+            Some(b) if parent == b => return,
+            _ => {}
+        }
+        self.slots.entry(parent).or_default().has_child = true;
+        if confirmed {
+            self.mark_up(parent, Flag::Confirmed);
+        }
+        if rooted {
+            self.mark_up(parent, Flag::Rooted);
+        }
+    }
+
+    /// Sets a flag on a slot and its known ancestors above the base. Invariant: a flagged slot
+    /// with a known parent has a flagged parent, so the walk stops at the first flagged slot.
+    fn mark_up(&mut self, slot: u64, flag: Flag) {
+        let mut cur = slot;
+        while !self.below_base(cur) {
+            let Some(e) = self.slots.get_mut(&cur) else { break };
+            let was = match flag {
+                Flag::Confirmed => std::mem::replace(&mut e.confirmed, true),
+                Flag::Rooted => std::mem::replace(&mut e.rooted, true),
+            };
+            match (was, e.parent) {
+                // Parents are strictly lower, so this ends.
+                (false, Some(p)) if p < cur => cur = p,
+                _ => break,
+            }
+        }
+    }
+
+    /// Registers slots the stripes saw updates for (replayed or genesis slots have no status).
+    fn absorb_fresh(&mut self, cx: &Cx<'_, Rec>) {
+        let fresh = std::mem::take(&mut *lock(&cx.shared.fresh));
+        for s in fresh {
+            if !self.below_base(s) {
+                self.slots.entry(s).or_default();
+            }
+        }
+    }
+
+    /// Links slots with no known parent from their SlotHashes writes.
+    fn resolve_hints(&mut self, cx: &Cx<'_, Rec>) {
+        // A hinted slot has updates and so (once absorbed) an entry: one round links them all.
+        // Another round is needed only when a link created a parent entry, which happens at
+        // most once per hint, so this ends.
+        loop {
+            let want: Vec<u64> =
+                self.slots.iter().filter(|(_, e)| e.parent.is_none() && e.dropped.is_none()).map(|(s, _)| *s).collect();
+            if want.is_empty() {
+                return;
+            }
+            let found = cx.stripes.hints_for(&want);
+            if found.is_empty() {
+                return;
+            }
+            let before = self.slots.len();
+            for (s, p) in found {
+                self.link(s, p, false, cx);
+            }
+            if self.slots.len() == before {
+                return;
+            }
+        }
+    }
+
+    /// The startup state is complete: queue the bulk build and make it the base.
+    pub(crate) fn end_of_startup(&mut self, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        if !cx.shared.startup_open.swap(false, Ordering::AcqRel) {
+            cx.counters.ignore(IgnoreReason::RepeatedEndOfStartup);
+            return Err(Ignored { reason: IgnoreReason::RepeatedEndOfStartup, slot: None });
+        }
+        let parts = cx.stripes.take_startup();
+        // No startup accounts: a genesis start (or an empty snapshot); the genesis rule applies.
+        let Some(slot) = parts.max_slot else { return Ok(()) };
+        if self.base.is_some() {
+            cx.counters.irregular(Irregularity::StartupAfterBase);
+            return Ok(());
+        }
+        self.set_base(slot, cx);
+        cx.discarded(cx.stripes.prune_below(slot));
+        self.jobs.push_back(Job::Startup { slot, entries: parts.entries, records: parts.records });
+        Ok(())
+    }
+
+    fn set_base(&mut self, slot: u64, cx: &Cx<'_, Rec>) {
+        self.base = Some(slot);
+        // Published before the stripes are visited, so an update that takes a stripe lock after
+        // the visit sees the slot as decided.
+        cx.counters.base.set(Some(slot));
+    }
+
+    /// Decides `slot` for commit on top of the base.
+    fn decide(&mut self, slot: u64, kind: CommitKind, cx: &Cx<'_, Rec>) {
+        let parent = self.base;
+        self.set_base(slot, cx);
+        self.slots.remove(&slot);
+        let (buffers, gone) = cx.stripes.take_slot(slot);
+        cx.discarded(gone);
+        self.jobs.push_back(Job::Slot { slot, parent, kind, buffers });
+    }
+
+    /// Genesis start: no startup state ever came, and a bank names slot 0 as its parent. Slot 0
+    /// (the genesis accounts, sent as ordinary updates with no status) is then complete and final.
+    fn try_genesis(&mut self, cx: &Cx<'_, Rec>) {
+        if self.base.is_some() || cx.counters.startup_updates.load(Ordering::Relaxed) > 0 {
+            return;
+        }
+        if !self.slots.get(&0).is_some_and(|e| e.has_child && e.dropped.is_none()) {
+            return;
+        }
+        cx.shared.startup_open.store(false, Ordering::Release);
+        self.decide(0, CommitKind::Genesis, cx);
+    }
+
+    /// The child of the base to commit next, if one is ready.
+    fn next_ready(&self, cx: &Cx<'_, Rec>) -> Option<u64> {
+        let base = self.base?;
+        let mut pick: Option<(u64, bool)> = None;
+        let mut ready = 0;
+        for (&s, e) in &self.slots {
+            if e.parent != Some(base) || e.dropped.is_some() {
+                continue;
+            }
+            let ok = match self.commitment {
+                Commitment::Confirmed => e.complete() && (e.confirmed || e.rooted),
+                Commitment::Finalized => e.rooted,
+            };
+            if !ok {
+                continue;
+            }
+            ready += 1;
+            // A rooted child beats a merely confirmed one; otherwise the lowest slot.
+            match pick {
+                None => pick = Some((s, e.rooted)),
+                Some((_, false)) if e.rooted => pick = Some((s, true)),
+                Some(_) => {}
+            }
+        }
+        if ready > 1 {
+            cx.counters.irregular(Irregularity::ConflictingForks);
+        }
+        pick.map(|(s, _)| s)
+    }
+
+    /// Drops what the committed chain has passed: entries at or below the base, and slots whose
+    /// parent is below the base or dropped.
+    fn prune(&mut self, cx: &Cx<'_, Rec>) {
+        if let Some(b) = self.base {
+            let below: Vec<u64> = self.slots.range(..=b).map(|(s, _)| *s).collect();
+            let mut passed = 0u64;
+            for s in below {
+                if self.slots.remove(&s).is_some_and(|e| e.dropped.is_none()) {
+                    passed += 1;
+                }
+            }
+            cx.counters.dropped(DropReason::Abandoned, passed);
+        }
+        let base = self.base;
+        let mut dropped = BTreeSet::new();
+        let mut newly = Vec::new();
+        // Ascending order visits parents before children, so drops cascade in one pass.
+        for (&s, e) in self.slots.iter_mut() {
+            if e.dropped.is_some() {
+                dropped.insert(s);
+                continue;
+            }
+            if let Some(p) = e.parent
+                && (base.is_some_and(|b| p < b) || dropped.contains(&p))
+            {
+                e.dropped = Some(DropReason::Abandoned);
+                dropped.insert(s);
+                newly.push(s);
+            }
+        }
+        cx.counters.dropped(DropReason::Abandoned, newly.len() as u64);
+        cx.discarded(cx.stripes.close(&newly));
+    }
+
+    /// Keeps the tracked slots within bounds (see `docs/ADAPTER.md`, "Bounded memory").
+    fn enforce_bounds(&mut self, cx: &Cx<'_, Rec>) {
+        let live: Vec<u64> = self.slots.iter().filter(|(_, e)| e.dropped.is_none()).map(|(s, _)| *s).collect();
+        if live.len() > self.max_pending {
+            let victims = &live[..live.len() - self.max_pending];
+            for s in victims {
+                if let Some(e) = self.slots.get_mut(s) {
+                    e.dropped = Some(DropReason::Overflow);
+                }
+            }
+            cx.counters.dropped(DropReason::Overflow, victims.len() as u64);
+            cx.discarded(cx.stripes.close(victims));
+            self.prune(cx);
+        }
+        // Dropped markers only refuse late events; past twice the bound the oldest are forgotten.
+        let limit = self.max_pending.saturating_mul(2);
+        if self.slots.len() > limit {
+            let excess = self.slots.len() - limit;
+            let old: Vec<u64> =
+                self.slots.iter().filter(|(_, e)| e.dropped.is_some()).map(|(s, _)| *s).take(excess).collect();
+            for s in &old {
+                self.slots.remove(s);
+            }
+            cx.stripes.forget(&old);
+        }
+    }
+
+    /// Brings everything up to date and queues every slot that became ready, in chain order.
+    pub(crate) fn advance(&mut self, cx: &Cx<'_, Rec>) {
+        self.absorb_fresh(cx);
+        self.resolve_hints(cx);
+        if self.base.is_none() {
+            self.try_genesis(cx);
+        }
+        if self.base.is_some() {
+            self.prune(cx);
+            while let Some(next) = self.next_ready(cx) {
+                self.decide(next, CommitKind::Slot, cx);
+                self.prune(cx);
+            }
+        }
+        self.enforce_bounds(cx);
+        let live = self.slots.values().filter(|e| e.dropped.is_none()).count();
+        cx.counters.pending_slots.store(live as u64, Ordering::Relaxed);
+        cx.counters.queued_commits.store(self.jobs.len() as u64, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,177 @@
+//! Applies decided jobs to the Pleiades tree, in order, off the callback path.
+
+use aldb_core::{BulkBuilder, BulkEntry, ChangeSet, Hash, Pleiades, Update};
+
+use crate::control::Job;
+use crate::error::Irregularity;
+use crate::stats::Counters;
+
+/// How a committed slot's state came about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CommitKind {
+    /// Slot 0 of a genesis start: the genesis accounts on an empty tree.
+    Genesis,
+    /// The startup state built from the snapshot's accounts, at the highest slot among them.
+    Startup,
+    /// A slot's winning updates on top of its parent's state.
+    Slot,
+}
+
+/// One committed slot: what the plugin hands to the snapshot writer, the root feed and metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed<Rec = ()> {
+    /// The slot.
+    pub slot: u64,
+    /// The previously committed slot, which is the slot's parent; `None` for the first commit.
+    pub parent: Option<u64>,
+    /// The state root of the full account state at `slot`.
+    pub root: Hash,
+    /// How the state came about.
+    pub kind: CommitKind,
+    /// Accounts written (for a slot: distinct accounts the bank wrote, deletions included; for
+    /// the startup state: accounts in it).
+    pub updates: usize,
+    /// The retained record of each winning write, one per account in no particular order. For
+    /// the startup state, only the accounts present in it; empty when the policy keeps nothing.
+    pub records: Vec<Rec>,
+    /// The tree entries the commit rewrote (the whole tree for a startup state), when
+    /// [`AdapterConfig::capture_changes`](crate::AdapterConfig::capture_changes) is set: what the
+    /// snapshot writer persists.
+    pub changes: Option<ChangeSet>,
+}
+
+pub(crate) struct Engine {
+    tree: Pleiades,
+    config: aldb_core::Config,
+    capture: bool,
+}
+
+impl Engine {
+    pub(crate) fn new(config: aldb_core::Config, capture: bool) -> Result<Self, aldb_core::CoreError> {
+        Ok(Self { tree: Pleiades::new(config)?, config, capture })
+    }
+
+    pub(crate) fn tree(&self) -> &Pleiades {
+        &self.tree
+    }
+
+    pub(crate) fn apply<Rec>(&mut self, job: Job<Rec>, counters: &Counters) -> Committed<Rec> {
+        match job {
+            Job::Startup { slot, entries, records } => self.startup(slot, entries, records, counters),
+            Job::Slot { slot, parent, kind, buffers } => {
+                let n: usize = buffers.iter().map(|m| m.len()).sum();
+                let mut updates = Vec::with_capacity(n);
+                let mut records = Vec::with_capacity(n);
+                for map in buffers {
+                    for (path, b) in map {
+                        updates.push(Update { path, value: b.value });
+                        records.push(b.record);
+                    }
+                }
+                let (root, changes) = if self.capture {
+                    let mut c = ChangeSet::default();
+                    (self.tree.commit_capture(updates, &mut c), Some(c))
+                } else {
+                    (self.tree.commit(updates), None)
+                };
+                Committed { slot, parent, root, kind, updates: n, records, changes }
+            }
+        }
+    }
+
+    fn startup<Rec>(
+        &mut self,
+        slot: u64,
+        entries: Vec<Vec<BulkEntry>>,
+        records: Vec<Vec<Rec>>,
+        counters: &Counters,
+    ) -> Committed<Rec> {
+        // Records are only worth resolving when the policy keeps something.
+        let keeps = std::mem::size_of::<Rec>() != 0;
+        let won = keeps.then(|| winners(&entries));
+        let kept = won.as_ref().map(|w| take(records, w)).unwrap_or_default();
+        match BulkBuilder::new(self.config) {
+            Ok(mut b) => {
+                for part in entries {
+                    b.push(&part);
+                }
+                self.tree = b.finish();
+            }
+            Err(_) => {
+                // No second worker pool: resolve the winners here and commit them as one batch
+                // into the (still empty) tree instead. Slower, same root.
+                counters.irregular(Irregularity::EngineFallback);
+                let won = won.unwrap_or_else(|| winners(&entries));
+                let updates = won
+                    .iter()
+                    .filter_map(|&(p, i)| entries.get(p)?.get(i))
+                    .map(|e| Update { path: e.path, value: e.value })
+                    .collect();
+                self.tree.commit(updates);
+            }
+        }
+        let changes = self.capture.then(|| {
+            let mut c = ChangeSet::default();
+            self.tree.capture_all(&mut c);
+            c
+        });
+        Committed {
+            slot,
+            parent: None,
+            root: self.tree.root(),
+            kind: CommitKind::Startup,
+            updates: self.tree.len(),
+            records: kept,
+            changes,
+        }
+    }
+}
+
+/// `(part, index)` of the entry that wins each path (highest rank, then the later pushed), for
+/// paths whose winner is not a tombstone. A path's entries all sit in one part (one stripe).
+fn winners(parts: &[Vec<BulkEntry>]) -> Vec<(usize, usize)> {
+    let get = |&(p, i): &(usize, usize)| parts.get(p).and_then(|v| v.get(i));
+    let mut idx: Vec<(usize, usize)> =
+        parts.iter().enumerate().flat_map(|(p, v)| (0..v.len()).map(move |i| (p, i))).collect();
+    idx.sort_by(|a, b| match (get(a), get(b)) {
+        (Some(x), Some(y)) => x.path.cmp(&y.path).then(x.rank.cmp(&y.rank)).then(a.cmp(b)),
+        _ => a.cmp(b),
+    });
+    let mut out = Vec::new();
+    for (k, cur) in idx.iter().enumerate() {
+        let Some(e) = get(cur) else { continue };
+        let last = idx.get(k + 1).and_then(get).is_none_or(|next| next.path != e.path);
+        if last && e.value.is_some() {
+            out.push(*cur);
+        }
+    }
+    out
+}
+
+/// Moves the chosen records out.
+fn take<Rec>(records: Vec<Vec<Rec>>, chosen: &[(usize, usize)]) -> Vec<Rec> {
+    let mut slots: Vec<Vec<Option<Rec>>> = records.into_iter().map(|v| v.into_iter().map(Some).collect()).collect();
+    chosen.iter().filter_map(|&(p, i)| slots.get_mut(p)?.get_mut(i)?.take()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(key: u8, rank: (u64, u64), value: Option<u8>) -> BulkEntry {
+        BulkEntry { path: [key; 32], value: value.map(|v| [v; 32]), rank }
+    }
+
+    #[test]
+    fn winners_take_highest_rank_then_latest_and_skip_tombstones() {
+        let parts = vec![
+            vec![e(1, (5, 1), Some(1)), e(2, (3, 0), Some(2)), e(1, (5, 2), Some(3)), e(1, (4, 9), Some(4))],
+            vec![e(3, (1, 1), Some(5)), e(3, (2, 0), None), e(4, (1, 1), Some(6)), e(4, (1, 1), Some(7))],
+        ];
+        let mut w = winners(&parts);
+        w.sort();
+        assert_eq!(w, vec![(0, 1), (0, 2), (1, 3)]);
+        let recs = take(vec![vec!['a', 'b', 'c', 'd'], vec!['e', 'f', 'g', 'h']], &w);
+        assert_eq!(recs, vec!['b', 'c', 'h']);
+    }
+}

@@ -1,0 +1,145 @@
+//! Counters for metrics, updated with relaxed atomics so no callback waits on them.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::error::{DropReason, IgnoreReason, Irregularity};
+
+/// A snapshot of the adapter's counters and gauges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Account updates offered, startup ones included.
+    pub updates_received: u64,
+    /// Startup account updates accepted.
+    pub startup_updates: u64,
+    /// Slot statuses offered (`Completed` and `FirstShredReceived` included).
+    pub statuses_received: u64,
+    /// Slots applied to the engine, the startup or genesis base included.
+    pub slots_committed: u64,
+    /// Slots dropped because they died.
+    pub slots_dropped_dead: u64,
+    /// Slots dropped because they left the committed chain.
+    pub slots_dropped_abandoned: u64,
+    /// Slots dropped over the pending bound.
+    pub slots_dropped_overflow: u64,
+    /// Slots that restarted (a repeated `CreatedBank`).
+    pub slots_restarted: u64,
+    /// Buffered account updates thrown away with dropped or restarted slots.
+    pub updates_discarded: u64,
+    /// Ignored events, indexed like [`IgnoreReason::ALL`]; see [`Stats::ignored`].
+    pub ignored: [u64; IgnoreReason::ALL.len()],
+    /// Irregular events, indexed like [`Irregularity::ALL`]; see [`Stats::irregular`].
+    pub irregular: [u64; Irregularity::ALL.len()],
+    /// The last slot the engine committed.
+    pub last_committed_slot: Option<u64>,
+    /// The committed base: the last slot decided for commit, perhaps still queued.
+    pub base_slot: Option<u64>,
+    /// The highest slot reported `Processed`: with `last_committed_slot`, the commit lag.
+    pub highest_processed_slot: Option<u64>,
+    /// Slots tracked above the base and not dropped.
+    pub pending_slots: u64,
+    /// Decided commits not yet applied by [`Adapter::commit_ready`](crate::Adapter::commit_ready).
+    pub queued_commits: u64,
+}
+
+impl Stats {
+    /// How many events were ignored for `reason`.
+    pub fn ignored(&self, reason: IgnoreReason) -> u64 {
+        self.ignored.get(reason.index()).copied().unwrap_or(0)
+    }
+
+    /// How many irregular events of `kind` were handled.
+    pub fn irregular(&self, kind: Irregularity) -> u64 {
+        self.irregular.get(kind.index()).copied().unwrap_or(0)
+    }
+
+    /// Slots the engine is behind the highest processed slot.
+    pub fn lag(&self) -> Option<u64> {
+        Some(self.highest_processed_slot?.saturating_sub(self.last_committed_slot?))
+    }
+}
+
+/// `Option<u64>` in an atomic: zero is `None`, otherwise the value plus one.
+#[derive(Debug, Default)]
+pub(crate) struct AtomicSlot(AtomicU64);
+
+impl AtomicSlot {
+    pub(crate) fn get(&self) -> Option<u64> {
+        self.0.load(Relaxed).checked_sub(1)
+    }
+
+    pub(crate) fn set(&self, v: Option<u64>) {
+        self.0.store(v.map_or(0, |s| s.saturating_add(1)), Relaxed);
+    }
+
+    pub(crate) fn raise(&self, v: u64) {
+        self.0.fetch_max(v.saturating_add(1), Relaxed);
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) updates_received: AtomicU64,
+    pub(crate) startup_updates: AtomicU64,
+    pub(crate) statuses_received: AtomicU64,
+    pub(crate) slots_committed: AtomicU64,
+    pub(crate) dropped_dead: AtomicU64,
+    pub(crate) dropped_abandoned: AtomicU64,
+    pub(crate) dropped_overflow: AtomicU64,
+    pub(crate) restarted: AtomicU64,
+    pub(crate) updates_discarded: AtomicU64,
+    ignored: [AtomicU64; IgnoreReason::ALL.len()],
+    irregular: [AtomicU64; Irregularity::ALL.len()],
+    pub(crate) last_committed: AtomicSlot,
+    pub(crate) base: AtomicSlot,
+    pub(crate) highest_processed: AtomicSlot,
+    pub(crate) pending_slots: AtomicU64,
+    pub(crate) queued_commits: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn ignore(&self, reason: IgnoreReason) {
+        if let Some(c) = self.ignored.get(reason.index()) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn irregular(&self, kind: Irregularity) {
+        if let Some(c) = self.irregular.get(kind.index()) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn dropped(&self, reason: DropReason, n: u64) {
+        let c = match reason {
+            DropReason::Dead => &self.dropped_dead,
+            DropReason::Abandoned => &self.dropped_abandoned,
+            DropReason::Overflow => &self.dropped_overflow,
+        };
+        Self::add(c, n);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        Stats {
+            updates_received: self.updates_received.load(Relaxed),
+            startup_updates: self.startup_updates.load(Relaxed),
+            statuses_received: self.statuses_received.load(Relaxed),
+            slots_committed: self.slots_committed.load(Relaxed),
+            slots_dropped_dead: self.dropped_dead.load(Relaxed),
+            slots_dropped_abandoned: self.dropped_abandoned.load(Relaxed),
+            slots_dropped_overflow: self.dropped_overflow.load(Relaxed),
+            slots_restarted: self.restarted.load(Relaxed),
+            updates_discarded: self.updates_discarded.load(Relaxed),
+            ignored: std::array::from_fn(|i| self.ignored.get(i).map_or(0, |c| c.load(Relaxed))),
+            irregular: std::array::from_fn(|i| self.irregular.get(i).map_or(0, |c| c.load(Relaxed))),
+            last_committed_slot: self.last_committed.get(),
+            base_slot: self.base.get(),
+            highest_processed_slot: self.highest_processed.get(),
+            pending_slots: self.pending_slots.load(Relaxed),
+            queued_commits: self.queued_commits.load(Relaxed),
+        }
+    }
+}
