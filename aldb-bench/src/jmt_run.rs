@@ -17,7 +17,7 @@ use sparse_merkle_tree::blake2b::Blake2bHasher;
 use sparse_merkle_tree::default_store::DefaultStore;
 use sparse_merkle_tree::{H256, SparseMerkleTree};
 
-use crate::workload::{AccountBatch, KeyWindow, SlotOps};
+use aldb_workload::{KeyWindow, SlotAccounts as AccountBatch, SlotOps};
 
 const PREFILL_CHUNK: usize = 65_536;
 

@@ -9,7 +9,6 @@ mod lattice;
 mod mem;
 mod opts;
 mod pleiades_run;
-mod workload;
 
 use anyhow::Context;
 use serde_json::{Map, Value, json};

@@ -10,7 +10,7 @@ use anyhow::ensure;
 use crate::lattice::Lattice;
 use crate::mem;
 use crate::opts::Opts;
-use crate::workload::{AccountBatch, KeyWindow, SlotOps};
+use aldb_workload::{KeyWindow, SlotAccounts as AccountBatch, SlotOps};
 
 /// Accounts generated and pushed to the bulk builder at a time.
 const PREFILL_CHUNK: usize = 65_536;

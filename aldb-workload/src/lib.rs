@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 /// The SPL token program id (`TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA`): the owner of every
 /// account in the workload, as token accounts dominate mainnet writes.
-pub(crate) const OWNER: [u8; 32] = [
+pub const OWNER: [u8; 32] = [
     0x06, 0xdd, 0xf6, 0xe1, 0xd7, 0x65, 0xa1, 0x93, 0xd9, 0xcb, 0xe1, 0x46, 0xce, 0xeb, 0x79, 0xac,
     0x1c, 0xb4, 0x85, 0xed, 0x5f, 0x5b, 0x37, 0x91, 0x3a, 0x8c, 0xf5, 0x85, 0x7e, 0xff, 0x00, 0xa9,
 ];
@@ -24,9 +24,9 @@ pub(crate) const OWNER: [u8; 32] = [
 const FILL_BLOCK: usize = 4096;
 
 /// Purposes of the random streams, so no two uses of the seed share a stream.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 #[repr(u64)]
-pub(crate) enum Stream {
+pub enum Stream {
     /// Lamports and data of the prefilled accounts.
     Prefill = 1,
     /// The op mix and update targets of a slot.
@@ -45,13 +45,13 @@ fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// A 64-bit seed for one stream at one position (slot, block), well mixed.
-pub(crate) fn stream_seed(seed: u64, stream: Stream, a: u64, b: u64) -> u64 {
+pub fn stream_seed(seed: u64, stream: Stream, a: u64, b: u64) -> u64 {
     splitmix64(splitmix64(splitmix64(seed ^ stream as u64) ^ a) ^ b)
 }
 
 /// Pubkey number `i`: four splitmix64 outputs, which are uniform enough for the key paths (the
 /// tree hashes pubkeys before placing them anyway) and cost a few nanoseconds.
-pub(crate) fn pubkey(seed: u64, i: u64) -> [u8; 32] {
+pub fn pubkey(seed: u64, i: u64) -> [u8; 32] {
     let base = splitmix64(seed ^ 0x5eed_0000_0000_0000).wrapping_add(i.wrapping_mul(4));
     let mut out = [0u8; 32];
     for (k, chunk) in out.chunks_exact_mut(8).enumerate() {
@@ -62,7 +62,7 @@ pub(crate) fn pubkey(seed: u64, i: u64) -> [u8; 32] {
 
 /// What one op of a slot does to its key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// An existing key gets a new account state.
     Update,
     /// A new key.
@@ -73,31 +73,37 @@ pub(crate) enum Kind {
 
 /// The live keys: indices `[lo, hi)`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct KeyWindow {
-    pub(crate) lo: u64,
-    pub(crate) hi: u64,
+pub struct KeyWindow {
+    /// Oldest live key index.
+    pub lo: u64,
+    /// One past the newest live key index.
+    pub hi: u64,
 }
 
 impl KeyWindow {
-    pub(crate) fn prefilled(n: u64) -> Self {
+    /// The window after prefilling `n` keys.
+    pub fn prefilled(n: u64) -> Self {
         Self { lo: 0, hi: n }
     }
 
-    pub(crate) fn len(&self) -> u64 {
+    /// Number of live keys.
+    pub fn len(&self) -> u64 {
         self.hi - self.lo
     }
 }
 
 /// One slot's ops: which key index each touches and how, in order.
-pub(crate) struct SlotOps {
-    pub(crate) index: Vec<u64>,
-    pub(crate) kind: Vec<Kind>,
+pub struct SlotOps {
+    /// Key index each op touches.
+    pub index: Vec<u64>,
+    /// What each op does.
+    pub kind: Vec<Kind>,
 }
 
 impl SlotOps {
     /// Draws `n` ops with the 90/5/5 mix and moves the window. An update may hit a key twice in a
     /// slot (the later state wins, as in a real slot).
-    pub(crate) fn draw(seed: u64, slot: u64, n: usize, window: &mut KeyWindow) -> Self {
+    pub fn draw(seed: u64, slot: u64, n: usize, window: &mut KeyWindow) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, Stream::Ops, slot, 0));
         let mut index = Vec::with_capacity(n);
         let mut kind = Vec::with_capacity(n);
@@ -130,18 +136,20 @@ impl SlotOps {
 }
 
 /// Owned account states, laid out flat so a slot's buffers are three allocations.
-pub(crate) struct AccountBatch {
-    pub(crate) pubkeys: Vec<[u8; 32]>,
-    pub(crate) lamports: Vec<u64>,
+pub struct SlotAccounts {
+    /// Pubkey of each account.
+    pub pubkeys: Vec<[u8; 32]>,
+    /// Lamports of each account (0 = closed).
+    pub lamports: Vec<u64>,
     data: Vec<u8>,
     data_len: usize,
 }
 
-impl AccountBatch {
+impl SlotAccounts {
     /// Accounts for `pubkeys`, with random non-zero lamports and `data_len` random data bytes from
     /// the stream (`stream`, `position`); those marked in `dead` get lamports 0 and no data (a
     /// closed account).
-    pub(crate) fn generate(
+    pub fn generate(
         seed: u64,
         stream: Stream,
         position: u64,
@@ -187,7 +195,7 @@ impl AccountBatch {
     }
 
     /// The prefill chunk of keys `[first, first + count)`, all alive.
-    pub(crate) fn prefill(seed: u64, first: u64, count: usize, data_len: usize) -> Self {
+    pub fn prefill(seed: u64, first: u64, count: usize, data_len: usize) -> Self {
         let pubkeys = (first..first + count as u64)
             .into_par_iter()
             .map(|i| pubkey(seed, i))
@@ -196,7 +204,7 @@ impl AccountBatch {
     }
 
     /// A slot's new account states: deletes are closed accounts.
-    pub(crate) fn slot_new(seed: u64, slot: u64, ops: &SlotOps, data_len: usize) -> Self {
+    pub fn slot_new(seed: u64, slot: u64, ops: &SlotOps, data_len: usize) -> Self {
         let pubkeys = ops.index.par_iter().map(|&i| pubkey(seed, i)).collect();
         Self::generate(
             seed,
@@ -213,7 +221,7 @@ impl AccountBatch {
     /// size. These are stand-ins with fresh random lamports and data, not the exact previous
     /// version (tracking that would need per-key state); the hashing cost is the same, as it
     /// depends only on the account's length.
-    pub(crate) fn slot_old(
+    pub fn slot_old(
         seed: u64,
         slot: u64,
         ops: &SlotOps,
@@ -230,12 +238,13 @@ impl AccountBatch {
         )
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Number of accounts.
+    pub fn len(&self) -> usize {
         self.pubkeys.len()
     }
 
     /// The data of account `i`: empty when it is closed.
-    pub(crate) fn data(&self, i: usize) -> &[u8] {
+    pub fn data(&self, i: usize) -> &[u8] {
         if self.lamports[i] == 0 {
             &[]
         } else {
@@ -243,8 +252,13 @@ impl AccountBatch {
         }
     }
 
+    /// Whether there are no accounts.
+    pub fn is_empty(&self) -> bool {
+        self.pubkeys.is_empty()
+    }
+
     /// Borrowed views, as the engine takes them.
-    pub(crate) fn refs(&self) -> Vec<AccountRef<'_>> {
+    pub fn refs(&self) -> Vec<AccountRef<'_>> {
         (0..self.len())
             .map(|i| AccountRef {
                 pubkey: &self.pubkeys[i],
@@ -277,8 +291,8 @@ mod tests {
     fn generation_is_deterministic_and_deletes_are_closed() {
         let mut w = KeyWindow::prefilled(50);
         let ops = SlotOps::draw(1, 3, 10_000, &mut w);
-        let a = AccountBatch::slot_new(1, 3, &ops, 165);
-        let b = AccountBatch::slot_new(1, 3, &ops, 165);
+        let a = SlotAccounts::slot_new(1, 3, &ops, 165);
+        let b = SlotAccounts::slot_new(1, 3, &ops, 165);
         assert_eq!(a.lamports, b.lamports);
         assert_eq!(a.data, b.data);
         for i in 0..a.len() {
