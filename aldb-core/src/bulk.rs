@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use crate::account::{AccountRef, Update};
 use crate::config::Config;
 use crate::error::CoreError;
-use crate::pleiades::{shard_index, Pleiades};
+use crate::pleiades::{path_cmp, shard_index, Pleiades};
 
 /// One account state offered to the builder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl BulkBuilder {
             parts
                 .into_par_iter()
                 .map(|mut p| {
-                    p.sort_by(|a, b| a.path.cmp(&b.path).then(a.rank.cmp(&b.rank)));
+                    p.sort_by(|a, b| path_cmp(&a.path, &b.path).then(a.rank.cmp(&b.rank)));
                     let n = p.len();
                     let mut out = Vec::with_capacity(n);
                     for i in 0..n {

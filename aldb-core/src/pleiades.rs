@@ -25,6 +25,8 @@ pub struct Pleiades {
     shards: Vec<Shard>,
     top: LevelTree,
     top_scratch: LevelScratch,
+    /// The partitioned updates of the last commit, kept to reuse the allocation.
+    scratch: Vec<Update>,
     len: usize,
 }
 
@@ -50,6 +52,7 @@ impl Pleiades {
             shards,
             top: LevelTree::new(0, config.shard_bits),
             top_scratch: LevelScratch::default(),
+            scratch: Vec::new(),
             len: 0,
         })
     }
@@ -136,7 +139,12 @@ impl Pleiades {
 
     fn commit_inner(&mut self, updates: Vec<Update>, changes: Option<&mut ChangeSet>) -> Hash {
         let shard_bits = self.config.shard_bits;
-        let (mut parts, offsets) = partition(updates, 1usize << shard_bits, |u| shard_index(&u.path, shard_bits));
+        let workers = self.config.threads;
+        let mut parts = std::mem::take(&mut self.scratch);
+        let offsets = self.pool.install(|| {
+            partition(&updates, 1usize << shard_bits, |u| shard_index(&u.path, shard_bits), workers, &mut parts)
+        });
+        drop(updates);
         let slices = split_by_offsets(&mut parts, &offsets);
         let capture = changes.is_some();
         let shards = &mut self.shards;
@@ -153,6 +161,7 @@ impl Pleiades {
                 .flatten()
                 .collect()
         });
+        self.scratch = parts;
         self.finish_commit(results, changes);
         self.root()
     }
@@ -255,6 +264,19 @@ fn apply_to_shard(i: usize, shard: &mut Shard, ops: &[Update], scratch: &mut Sha
     changed.then(|| ShardResult { shard: i, delta: shard.len() as isize - before, capture: c })
 }
 
+/// Orders paths; the first eight bytes decide almost every comparison of random paths, so they
+/// are compared as one integer before falling back to the whole array.
+#[inline]
+pub(crate) fn path_cmp(a: &Hash, b: &Hash) -> std::cmp::Ordering {
+    let (x, y) = (prefix64(a), prefix64(b));
+    if x != y { x.cmp(&y) } else { a.cmp(b) }
+}
+
+#[inline]
+pub(crate) fn prefix64(p: &Hash) -> u64 {
+    u64::from_be_bytes([p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]])
+}
+
 /// The shard of a path: its top `bits` bits.
 pub(crate) fn shard_index(path: &Hash, bits: u8) -> usize {
     if bits == 0 {
@@ -264,26 +286,71 @@ pub(crate) fn shard_index(path: &Hash, bits: u8) -> usize {
     (top >> (32 - u32::from(bits))) as usize
 }
 
-/// Stable counting sort of `items` into `n` groups; returns the items and group start offsets.
-pub(crate) fn partition<T: Copy>(items: Vec<T>, n: usize, key: impl Fn(&T) -> usize) -> (Vec<T>, Vec<usize>) {
+/// Stable counting sort of `items` into `n` groups, written into `out` (reused across commits so
+/// its pages stay mapped); returns the group start offsets.
+///
+/// Runs on the workers: each counts a chunk, then each owns a contiguous range of groups holding
+/// about an equal share of the items and copies its own items into its part of `out`, so no two
+/// workers write the same memory and no lock is needed.
+pub(crate) fn partition<T: Copy + Send + Sync>(
+    items: &[T],
+    n: usize,
+    key: impl Fn(&T) -> usize + Sync,
+    workers: usize,
+    out: &mut Vec<T>,
+) -> Vec<usize> {
+    let chunk = items.len().div_ceil(workers.max(1)).max(4096);
+    let counts: Vec<Vec<usize>> = items
+        .par_chunks(chunk)
+        .map(|c| {
+            let mut h = vec![0usize; n];
+            for it in c {
+                h[key(it)] += 1;
+            }
+            h
+        })
+        .collect();
     let mut offsets = vec![0usize; n + 1];
-    for it in &items {
-        offsets[key(it) + 1] += 1;
+    for h in &counts {
+        for (k, c) in h.iter().enumerate() {
+            offsets[k + 1] += c;
+        }
     }
-    for i in 0..n {
-        offsets[i + 1] += offsets[i];
+    for k in 0..n {
+        offsets[k + 1] += offsets[k];
     }
-    let Some(&first) = items.first() else {
-        return (items, offsets);
-    };
-    let mut out = vec![first; items.len()];
-    let mut next = offsets.clone();
-    for it in &items {
-        let k = key(it);
-        out[next[k]] = *it;
-        next[k] += 1;
+    out.clear();
+    let Some(&first) = items.first() else { return offsets };
+    out.resize(items.len(), first);
+    // Group boundaries: contiguous group ranges with about len/workers items each.
+    let per = items.len().div_ceil(workers.max(1));
+    let mut bounds = vec![0usize];
+    for k in 1..n {
+        if offsets[k] >= per * bounds.len() && bounds.len() < workers {
+            bounds.push(k);
+        }
     }
-    (out, offsets)
+    bounds.push(n);
+    let mut parts: Vec<(usize, usize, &mut [T])> = Vec::with_capacity(bounds.len());
+    let mut rest: &mut [T] = out;
+    for w in bounds.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        let (head, tail) = rest.split_at_mut(offsets[hi] - offsets[lo]);
+        parts.push((lo, hi, head));
+        rest = tail;
+    }
+    parts.into_par_iter().for_each(|(lo, hi, dst)| {
+        let base = offsets[lo];
+        let mut next: Vec<usize> = offsets[lo..hi].iter().map(|o| o - base).collect();
+        for it in items {
+            let k = key(it);
+            if (lo..hi).contains(&k) {
+                dst[next[k - lo]] = *it;
+                next[k - lo] += 1;
+            }
+        }
+    });
+    offsets
 }
 
 fn split_by_offsets<'a, T>(mut items: &'a mut [T], offsets: &[usize]) -> Vec<&'a mut [T]> {
@@ -298,7 +365,7 @@ fn split_by_offsets<'a, T>(mut items: &'a mut [T], offsets: &[usize]) -> Vec<&'a
 
 /// Sorts by path (stable) and keeps the last update of each path.
 fn sort_keep_last(ops: &mut [Update]) -> &[Update] {
-    ops.sort_by_key(|a| a.path);
+    ops.sort_by(|a, b| path_cmp(&a.path, &b.path));
     let n = ops.len();
     let mut w = 0;
     for r in 0..n {

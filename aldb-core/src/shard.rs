@@ -11,6 +11,7 @@ use crate::account::Update;
 use crate::bucket::{self, hash_buckets, BucketScratch};
 use crate::changes::ShardCapture;
 use crate::levels::{LevelScratch, LevelTree};
+use crate::pleiades::{path_cmp, prefix64};
 use crate::prefetch::prefetch;
 use crate::slab::{BucketRef, Leaf, LeafSlab};
 
@@ -54,7 +55,7 @@ impl Shard {
         if width == 1 {
             return 0;
         }
-        let prefix = u64::from_be_bytes([path[0], path[1], path[2], path[3], path[4], path[5], path[6], path[7]]);
+        let prefix = prefix64(path);
         let height = width.trailing_zeros();
         ((prefix << self.base_depth) >> (64 - height)) as usize
     }
@@ -173,7 +174,7 @@ fn merge(old: &[Leaf], ops: &[Update], out: &mut Vec<Leaf>) -> bool {
     let (mut i, mut j) = (0, 0);
     while j < ops.len() {
         let op = &ops[j];
-        if i < old.len() && old[i].path < op.path {
+        if i < old.len() && path_cmp(&old[i].path, &op.path) == std::cmp::Ordering::Less {
             out.push(old[i]);
             i += 1;
             continue;
