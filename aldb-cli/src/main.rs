@@ -1,6 +1,7 @@
 //! `aldb`: compute state roots, produce and check proofs from account files.
 
 mod accounts;
+mod simulate;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -43,6 +44,8 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// Drive the benchmark workload through Pleiades and the snapshot writer into a directory.
+    Simulate(simulate::SimulateArgs),
     /// Check a JSON proof for PUBKEY against ROOT; prints what it proves, fails if invalid.
     Verify {
         /// Base58 state root.
@@ -93,6 +96,7 @@ fn main() -> Result<()> {
             eprintln!("root {}", hash_to_base58(&tree.root()));
             println!("{}", tree.prove_pubkey(&key).to_json_string());
         }
+        Command::Simulate(args) => simulate::run(args)?,
         Command::Verify { root, pubkey, proof } => {
             let root = decode_key("root", &root)?;
             let key = decode_key("pubkey", &pubkey)?;

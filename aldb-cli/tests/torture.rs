@@ -1,0 +1,148 @@
+//! Crash torture: a writer process is killed with SIGKILL at random moments, restarted with
+//! `--resume` each time, and every slot it ever reported published must still be served, with its
+//! reported root and with proofs that verify and agree with a model of the workload.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use aldb_core::Claim;
+use aldb_snapshot::Hyades;
+use aldb_verify::json::hash_to_base58;
+use aldb_workload::{pubkey, KeyWindow, SlotAccounts, SlotOps};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const SEED: u64 = 20240611;
+const LEAVES_LOG2: u32 = 10;
+const SLOT_UPDATES: usize = 300;
+const DATA_LEN: usize = 165;
+const LAST_SLOT: u64 = 240;
+
+fn simulate(dir: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_aldb"))
+        .args(["simulate", "--dir"])
+        .arg(dir)
+        .args(["--slots", &LAST_SLOT.to_string(), "--leaves-log2", &LEAVES_LOG2.to_string()])
+        .args(["--slot-updates", &SLOT_UPDATES.to_string(), "--data-len", &DATA_LEN.to_string()])
+        .args(["--seed", &SEED.to_string(), "--refresh-slots", "8", "--slot-ms", "4", "--threads", "2", "--resume"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn aldb simulate")
+}
+
+/// The workload's account states after every slot, as `pubkey -> (lamports, data)`.
+fn model() -> Vec<HashMap<[u8; 32], (u64, Vec<u8>)>> {
+    let n = 1u64 << LEAVES_LOG2;
+    let mut state = HashMap::new();
+    let apply = |state: &mut HashMap<[u8; 32], (u64, Vec<u8>)>, s: &SlotAccounts| {
+        for i in 0..s.len() {
+            if s.lamports[i] == 0 {
+                state.remove(&s.pubkeys[i]);
+            } else {
+                state.insert(s.pubkeys[i], (s.lamports[i], s.data(i).to_vec()));
+            }
+        }
+    };
+    apply(&mut state, &SlotAccounts::prefill(SEED, 0, n as usize, DATA_LEN));
+    let mut out = vec![state.clone()];
+    let mut window = KeyWindow::prefilled(n);
+    for slot in 1..=LAST_SLOT {
+        let ops = SlotOps::draw(SEED, slot, SLOT_UPDATES, &mut window);
+        apply(&mut state, &SlotAccounts::slot_new(SEED, slot, &ops, DATA_LEN));
+        out.push(state.clone());
+    }
+    out
+}
+
+#[test]
+fn sigkill_never_loses_a_published_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(0x5161_c111);
+    let mut reported: BTreeMap<u64, String> = BTreeMap::new();
+    let mut kills = 0;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        assert!(Instant::now() < deadline, "torture did not finish in time");
+        let mut child = simulate(dir.path());
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        // Kill at a random moment, unless the run has already finished by then.
+        let kill_after = Duration::from_millis(rng.random_range(5..150));
+        let started = Instant::now();
+        let finished = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if kills < 30 && started.elapsed() >= kill_after {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                kills += 1;
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        reader.join().unwrap();
+        for line in rx.try_iter() {
+            let mut slot = None;
+            let mut root = None;
+            for field in line.split_whitespace() {
+                if let Some(v) = field.strip_prefix("slot=") {
+                    slot = v.parse::<u64>().ok();
+                }
+                if let Some(v) = field.strip_prefix("root=") {
+                    root = Some(v.to_string());
+                }
+            }
+            if let (Some(s), Some(r)) = (slot, root) {
+                // A slot published twice (by a run and by its restart) must have one root.
+                if let Some(prev) = reported.insert(s, r.clone()) {
+                    assert_eq!(prev, r, "slot {s} published with two roots");
+                }
+            }
+        }
+        if let Some(status) = finished {
+            assert!(status.success(), "simulate failed after {kills} kills");
+            break;
+        }
+    }
+    assert!(kills >= 10, "too few kills to mean anything: {kills}");
+    assert!(reported.contains_key(&LAST_SLOT));
+
+    // No partial file is ever visible: every name a reader would open is a complete file.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(name.ends_with(".snap") || name.starts_with('.'), "unexpected file {name}");
+    }
+    let h = Hyades::open(dir.path()).unwrap();
+    let states = model();
+    let probes: Vec<[u8; 32]> = (0..1200u64).step_by(7).map(|i| pubkey(SEED, i)).chain([[0u8; 32], [9u8; 32]]).collect();
+    for (slot, root) in &reported {
+        let info = h.slot(Some(*slot)).unwrap_or_else(|e| panic!("reported slot {slot} not served: {e}"));
+        assert_eq!(&hash_to_base58(&info.root), root, "slot {slot}");
+        let state = &states[*slot as usize];
+        for pk in &probes {
+            let p = h.prove(pk, Some(*slot)).unwrap();
+            let claim = p.proof.verify(&info.root, pk).unwrap();
+            match state.get(pk) {
+                Some((lamports, data)) => {
+                    let a = p.account.expect("present");
+                    assert_eq!((a.lamports, &a.data), (*lamports, data), "slot {slot}");
+                    assert!(matches!(claim, Claim::Present { .. }));
+                }
+                None => assert_eq!((p.account, claim), (None, Claim::Absent), "slot {slot}"),
+            }
+        }
+    }
+    eprintln!("{kills} kills, {} published slots checked", reported.len());
+}
