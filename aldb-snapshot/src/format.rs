@@ -24,8 +24,10 @@ pub const FLAG_FULL: u32 = 1;
 pub const NODE_LEN: usize = 48;
 /// Size of a bucket record's fixed part: hash, leaf count, padding.
 pub const BUCKET_HEAD_LEN: usize = 40;
-/// Size of one leaf inside a bucket record: path, value, account ref.
-pub const BUCKET_LEAF_LEN: usize = 72;
+/// Size of one leaf inside a bucket record: the first 8 bytes of its key path (big-endian, so
+/// leaves stay sorted by path) and its account record reference. The full path and the value hash
+/// are recomputed from the account record, which holds the pubkey and everything hashed.
+pub const BUCKET_LEAF_LEN: usize = 16;
 /// Size of an account record's fixed part, before its data.
 pub const ACCOUNT_HEAD_LEN: usize = 80;
 

@@ -230,23 +230,26 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     }
     let mut leaves: Vec<LeafView> = Vec::new();
     files.bucket(r, &mut leaves)?;
-    let pairs: Vec<(Hash, Hash)> = leaves.iter().map(|l| (l.path, l.value)).collect();
+    // Leaves are stored as account references; their paths and values come from the records.
+    let mut full = Vec::with_capacity(leaves.len());
+    for l in &leaves {
+        full.push(files.leaf(l)?);
+    }
+    let pairs: Vec<(Hash, Hash)> = full.iter().map(|(p, v, _)| (*p, *v)).collect();
+    if pairs.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(SnapshotError::corrupt(&top.path, "bucket leaves are not sorted by path"));
+    }
     let Some((lp, lv)) = walk_sorted(&pairs, &path, &mut siblings) else {
         return Err(SnapshotError::corrupt(&top.path, "empty bucket record"));
     };
     let account = if lp == path {
-        let leaf = leaves.iter().find(|l| l.path == lp).copied();
-        match leaf {
-            Some(l) => {
-                let a = files.account(l.account)?;
-                let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
-                if value != lv || a.pubkey != *pubkey {
-                    return Err(SnapshotError::corrupt(&top.path, "account record does not match its leaf"));
-                }
-                Some(Account { pubkey: a.pubkey, lamports: a.lamports, owner: a.owner, executable: a.executable, data: a.data.to_vec() })
-            }
-            None => None,
-        }
+        full.iter().find(|(p, _, _)| *p == lp).map(|(_, _, a)| Account {
+            pubkey: a.pubkey,
+            lamports: a.lamports,
+            owner: a.owner,
+            executable: a.executable,
+            data: a.data.to_vec(),
+        })
     } else {
         None
     };

@@ -13,7 +13,6 @@
 //! writing (the tree and accounts divided by the cycle length per slot), in exchange for never
 //! reading or rewriting a whole base on the hot path.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,7 +22,7 @@ use aldb_verify::spec::{Hash, EMPTY_ROOT};
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::FileBuilder;
-use crate::format::{file_name, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_FULL, NODE_LEN};
+use crate::format::{file_name, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_LEAF_LEN, FLAG_FULL, NODE_LEN};
 use crate::store::{Files, LeafView, MappedFile};
 
 /// One slot's input to the writer.
@@ -192,24 +191,29 @@ impl Serializer {
         seq: u32,
     ) -> Result<((u32, u32, u32), u64, u64, Option<Hash>), SnapshotError> {
         let l = usize::from(self.bucket_bits);
-        let mut new_accounts: HashMap<Hash, Ref> = HashMap::with_capacity(input.accounts.len());
+        // The newest state of each account in the batch (a coalesced batch may hold several),
+        // sorted by path: changed buckets are visited in path order, so finding each leaf's new
+        // record is a merge, not a hash lookup per leaf.
+        let entries = input.accounts.entries();
+        // Sort keys carried inline (no indirection during the sort); newest first within a path.
+        let mut by_path: Vec<(Hash, std::cmp::Reverse<usize>)> =
+            entries.iter().enumerate().map(|(i, e)| (e.path, std::cmp::Reverse(i))).collect();
+        by_path.sort_unstable();
+        by_path.dedup_by_key(|e| e.0);
+        let order_by_path = by_path.iter().map(|e| e.1 .0);
         let start = fb.len();
-        // Newest first, so when a batch holds several states of one account (coalesced slots)
-        // only the last is written.
-        for e in input.accounts.entries().iter().rev() {
-            if e.lamports == 0 || new_accounts.contains_key(&e.path) {
+        let mut new_accounts: Vec<(Hash, Ref)> = Vec::with_capacity(by_path.len());
+        for i in order_by_path {
+            let e = &entries[i];
+            if e.lamports == 0 {
                 continue;
             }
             let data = input.accounts.data(e);
-            let r = fb.record(&account_record_parts(
-                &e.pubkey,
-                e.lamports,
-                &e.owner,
-                e.executable,
-                data.len(),
-            ).as_slice_with(data))?;
-            new_accounts.insert(e.path, r);
+            let head = account_record_parts(&e.pubkey, e.lamports, &e.owner, e.executable, data.len());
+            let r = fb.record(&head.as_slice_with(data))?;
+            new_accounts.push((e.path, r));
         }
+        let mut cursor = 0usize;
         let account_bytes = fb.len() - start;
         let mut refresh_bytes = 0u64;
 
@@ -264,9 +268,13 @@ impl Serializer {
                         self.leaves.clear();
                     }
                     for (path, value) in leaves {
-                        let acct = match new_accounts.get(path) {
-                            Some(r) => *r,
-                            None => match self.leaves.iter().find(|lv| lv.path == *path && lv.value == *value) {
+                        while cursor < new_accounts.len() && new_accounts[cursor].0 < *path {
+                            cursor += 1;
+                        }
+                        let fresh = new_accounts.get(cursor).filter(|(p, _)| p == path).map(|(_, r)| *r);
+                        let acct = match fresh {
+                            Some(r) => r,
+                            None => match self.find_old_leaf(path)? {
                                 // Inside the refresh chunk even untouched records are copied forward.
                                 Some(lv) if in_chunk(b) => {
                                     let before = fb.len();
@@ -282,7 +290,8 @@ impl Serializer {
                                 }
                             },
                         };
-                        push_leaf(&mut leaf_buf, path, value, acct);
+                        let _ = value;
+                        push_leaf(&mut leaf_buf, prefix_of(path), acct);
                     }
                     c.hash
                 }
@@ -292,14 +301,14 @@ impl Serializer {
                     let leaves = std::mem::take(&mut self.leaves);
                     for lv in &leaves {
                         let acct = self.copy_account(fb, lv.account)?;
-                        push_leaf(&mut leaf_buf, &lv.path, &lv.value, acct);
+                        push_leaf(&mut leaf_buf, lv.prefix, acct);
                     }
                     self.leaves = leaves;
                     refresh_bytes += fb.len() - before;
                     hash
                 }
             };
-            let count = (leaf_buf.len() / 72) as u32;
+            let count = (leaf_buf.len() / BUCKET_LEAF_LEN) as u32;
             let before = fb.len();
             let r = fb.record(&[&hash, &count.to_le_bytes(), &[0u8; 4], &leaf_buf])?;
             if change.is_none() {
@@ -370,6 +379,23 @@ impl Serializer {
         Ok(((new_accounts.len() as u32, node_count, bucket_count), account_bytes, refresh_bytes, top_hash))
     }
 
+    /// The old leaf (from `self.leaves`, the bucket's previous record) with this path. Prefixes
+    /// almost never collide within a bucket; when they do, the account records decide.
+    fn find_old_leaf(&self, path: &Hash) -> Result<Option<LeafView>, SnapshotError> {
+        let prefix = prefix_of(path);
+        let mut hits = self.leaves.iter().filter(|l| l.prefix == prefix);
+        let Some(first) = hits.next() else { return Ok(None) };
+        if hits.next().is_none() {
+            return Ok(Some(*first));
+        }
+        for l in self.leaves.iter().filter(|l| l.prefix == prefix) {
+            if aldb_verify::spec::key_path(&self.files.account(l.account)?.pubkey) == *path {
+                return Ok(Some(*l));
+            }
+        }
+        Ok(None)
+    }
+
     /// Copies an account record from an older file into this one.
     fn copy_account(&self, fb: &mut FileBuilder, r: Ref) -> Result<Ref, SnapshotError> {
         let a = self.files.account(r)?;
@@ -377,10 +403,15 @@ impl Serializer {
     }
 }
 
-fn push_leaf(buf: &mut Vec<u8>, path: &Hash, value: &Hash, acct: Ref) {
-    buf.extend_from_slice(path);
-    buf.extend_from_slice(value);
+fn push_leaf(buf: &mut Vec<u8>, prefix: u64, acct: Ref) {
+    buf.extend_from_slice(&prefix.to_be_bytes());
     buf.extend_from_slice(&acct.0.to_le_bytes());
+}
+
+fn prefix_of(path: &Hash) -> u64 {
+    let mut p = [0u8; 8];
+    p.copy_from_slice(&path[..8]);
+    u64::from_be_bytes(p)
 }
 
 /// The fixed part of an account record.

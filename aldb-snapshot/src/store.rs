@@ -71,8 +71,8 @@ pub(crate) struct NodeView {
 /// One leaf of a bucket record.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LeafView {
-    pub(crate) path: Hash,
-    pub(crate) value: Hash,
+    /// The first 8 bytes of the key path, as a big-endian integer.
+    pub(crate) prefix: u64,
     pub(crate) account: Ref,
 }
 
@@ -124,6 +124,21 @@ impl Files {
         Ok(NodeView { left: Ref(u64_at(b, 32)), right: Ref(u64_at(b, 40)) })
     }
 
+    /// The full `(path, value)` of a bucket leaf, recomputed from its account record and checked
+    /// against the stored path prefix.
+    pub(crate) fn leaf(&self, l: &LeafView) -> Result<(Hash, Hash, AccountView<'_>), SnapshotError> {
+        let a = self.account(l.account)?;
+        let path = aldb_verify::spec::key_path(&a.pubkey);
+        let mut p = [0u8; 8];
+        p.copy_from_slice(&path[..8]);
+        if u64::from_be_bytes(p) != l.prefix {
+            let f = self.file(l.account)?;
+            return Err(SnapshotError::corrupt(&f.path, "account record does not match its bucket leaf"));
+        }
+        let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
+        Ok((path, value, a))
+    }
+
     /// A bucket record's hash and leaves.
     pub(crate) fn bucket(&self, r: Ref, out: &mut Vec<LeafView>) -> Result<Hash, SnapshotError> {
         out.clear();
@@ -132,7 +147,9 @@ impl Files {
         let count = u32_at(head, 32) as usize;
         let leaves = f.record(r.offset() + BUCKET_HEAD_LEN as u64, count.saturating_mul(BUCKET_LEAF_LEN))?;
         for l in leaves.chunks_exact(BUCKET_LEAF_LEN) {
-            out.push(LeafView { path: hash_at(l, 0), value: hash_at(l, 32), account: Ref(u64_at(l, 64)) });
+            let mut p = [0u8; 8];
+            p.copy_from_slice(&l[..8]);
+            out.push(LeafView { prefix: u64::from_be_bytes(p), account: Ref(u64_at(l, 8)) });
         }
         Ok(hash_at(head, 0))
     }

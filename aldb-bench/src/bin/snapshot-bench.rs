@@ -1,0 +1,193 @@
+//! Snapshot cost: the AlDBaran workload through Pleiades with the snapshot writer on, then the
+//! same workload with it off, in one run. Prints readable lines, then one JSON line.
+//!
+//! Timed with snapshots on: hashing, copying the slot's accounts for the writer, the commit with
+//! change capture, the hand-off (including any wait on a full queue), and the final flush, so the
+//! figure is the rate the writer sustains end to end, fsyncs included.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use aldb_core::{BulkBuilder, ChangeSet, Config};
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
+use anyhow::{bail, Context};
+use serde_json::json;
+
+struct Opts {
+    leaves_log2: u32,
+    slot_updates: usize,
+    slots: u64,
+    threads: usize,
+    data_len: usize,
+    seed: u64,
+    refresh_slots: u64,
+    dir: Option<PathBuf>,
+}
+
+fn parse() -> anyhow::Result<Opts> {
+    let mut o = Opts {
+        leaves_log2: 20,
+        slot_updates: 100_000,
+        slots: 8,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        data_len: 165,
+        seed: 20240611,
+        refresh_slots: 512,
+        dir: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut v = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--leaves-log2" => o.leaves_log2 = v()?.parse()?,
+            "--slot-updates" => o.slot_updates = v()?.parse()?,
+            "--slots" => o.slots = v()?.parse()?,
+            "--threads" => o.threads = v()?.parse()?,
+            "--data-len" => o.data_len = v()?.parse()?,
+            "--seed" => o.seed = v()?.parse()?,
+            "--refresh-slots" => o.refresh_slots = v()?.parse()?,
+            "--dir" => o.dir = Some(PathBuf::from(v()?)),
+            "-h" | "--help" => {
+                println!(
+                    "snapshot-bench [--leaves-log2 20] [--slot-updates 100000] [--slots 8 (per phase)] \
+                     [--threads N] [--data-len 165] [--seed S] [--refresh-slots 512] [--dir DIR (default: a temp dir)]"
+                );
+                std::process::exit(0);
+            }
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if o.leaves_log2 > 28 || o.slots < 2 {
+        bail!("--leaves-log2 must be at most 28 and --slots at least 2");
+    }
+    Ok(o)
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = parse()?;
+    let tmp;
+    let dir = match &o.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let n = 1u64 << o.leaves_log2;
+    let config = Config::for_leaves(n, o.threads);
+    println!(
+        "snapshot-bench: leaves=2^{} slot_updates={} slots per phase={} threads={} data_len={} seed={} refresh_slots={}",
+        o.leaves_log2, o.slot_updates, o.slots, o.threads, o.data_len, o.seed, o.refresh_slots
+    );
+
+    // Prefill and the full first snapshot: untimed.
+    let mut builder = BulkBuilder::new(config)?;
+    let mut full_accounts = AccountBatch::with_capacity(n as usize, n as usize * o.data_len);
+    let mut first = 0;
+    while first < n {
+        let count = (n - first).min(65_536) as usize;
+        let chunk = SlotAccounts::prefill(o.seed, first, count, o.data_len);
+        let refs = chunk.refs();
+        builder.push_accounts(&refs, (0, 0));
+        for r in &refs {
+            full_accounts.push(aldb_verify::spec::key_path(r.pubkey), r);
+        }
+        first += count as u64;
+    }
+    let mut tree = builder.finish();
+    let writer = SnapshotWriter::start(
+        WriterConfig { refresh_slots: o.refresh_slots, keep_slots: 4 * o.slots, ..WriterConfig::new(&dir) },
+        None,
+    )?;
+    let mut changes = ChangeSet::default();
+    tree.capture_all(&mut changes);
+    let t = Instant::now();
+    writer.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes: std::mem::take(&mut changes), accounts: full_accounts, full: true })?;
+    writer.flush()?;
+    let full_bytes = writer.stats().bytes.load(Ordering::Relaxed);
+    let full_account_bytes = writer.stats().account_bytes.load(Ordering::Relaxed);
+    println!("full snapshot: {} bytes in {:.2} s (untimed)", full_bytes, t.elapsed().as_secs_f64());
+
+    let mut window = KeyWindow::prefilled(n);
+    // Phase 1: snapshots on.
+    let mut on_secs = 0.0;
+    let mut on_updates = 0u64;
+    for slot in 1..=o.slots {
+        let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
+        let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
+        let t = Instant::now();
+        let refs = accounts.refs();
+        let updates = tree.hash_accounts(&refs);
+        let mut batch = AccountBatch::with_capacity(refs.len(), refs.len() * o.data_len);
+        for (u, r) in updates.iter().zip(&refs) {
+            batch.push(u.path, r);
+        }
+        let root = tree.commit_capture(updates, &mut changes);
+        writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes: std::mem::take(&mut changes), accounts: batch, full: false })?;
+        on_secs += t.elapsed().as_secs_f64();
+        on_updates += o.slot_updates as u64;
+        println!("slot {slot:>3} (snapshots on):  {:8.2} ms to hand off", t.elapsed().as_secs_f64() * 1e3);
+    }
+    let t = Instant::now();
+    writer.flush()?;
+    on_secs += t.elapsed().as_secs_f64();
+    let s = writer.stats().clone();
+    let bytes = s.bytes.load(Ordering::Relaxed) - full_bytes;
+    let account_bytes = s.account_bytes.load(Ordering::Relaxed) - full_account_bytes;
+    let refresh = s.refresh_bytes.load(Ordering::Relaxed);
+    let waits = s.full_waits.load(Ordering::Relaxed);
+    let wait_ms = s.wait_nanos.load(Ordering::Relaxed) as f64 / 1e6;
+    let write_ms = s.write_nanos.load(Ordering::Relaxed) as f64 / 1e6;
+    writer.shutdown()?;
+
+    // Phase 2: the same workload, snapshots off.
+    let mut off_secs = 0.0;
+    let mut off_updates = 0u64;
+    for slot in o.slots + 1..=2 * o.slots {
+        let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
+        let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
+        let t = Instant::now();
+        tree.commit_accounts(&accounts.refs());
+        off_secs += t.elapsed().as_secs_f64();
+        off_updates += o.slot_updates as u64;
+        println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
+    let on_rate = on_updates as f64 / on_secs;
+    let off_rate = off_updates as f64 / off_secs;
+    let per = |b: u64| b as f64 / on_updates as f64;
+    println!();
+    println!("updates/s snapshots off: {off_rate:.0}");
+    println!("updates/s snapshots on:  {on_rate:.0}  (ratio {:.3})", on_rate / off_rate);
+    println!(
+        "snapshot bytes/update: {:.1} total = {:.1} tree (nodes + buckets) + {:.1} account records + {:.1} refresh copies",
+        per(bytes),
+        per(bytes - account_bytes - refresh),
+        per(account_bytes),
+        per(refresh)
+    );
+    println!("writer: {write_ms:.0} ms writing+fsync, {waits} full-queue waits totalling {wait_ms:.0} ms");
+    let line = json!({
+        "leaves": tree.len(),
+        "threads": o.threads,
+        "slot_updates": o.slot_updates,
+        "slots_per_phase": o.slots,
+        "data_len": o.data_len,
+        "seed": o.seed,
+        "refresh_slots": o.refresh_slots,
+        "updates_per_sec_snapshots_off": off_rate.round(),
+        "updates_per_sec_snapshots_on": on_rate.round(),
+        "snapshot_ratio": ((on_rate / off_rate) * 1000.0).round() / 1000.0,
+        "snapshot_bytes_per_update": (per(bytes) * 10.0).round() / 10.0,
+        "snapshot_tree_bytes_per_update": (per(bytes - account_bytes - refresh) * 10.0).round() / 10.0,
+        "snapshot_account_bytes_per_update": (per(account_bytes) * 10.0).round() / 10.0,
+        "snapshot_refresh_bytes_per_update": (per(refresh) * 10.0).round() / 10.0,
+        "writer_full_waits": waits,
+        "writer_wait_ms": wait_ms.round(),
+        "writer_write_ms": write_ms.round(),
+        "full_snapshot_bytes": full_bytes,
+    });
+    println!("{line}");
+    Ok(())
+}
