@@ -135,11 +135,15 @@ impl Hyades {
             }
             files.insert(f);
         }
-        // Only slots whose every reachable file is still present are served.
+        // Only slots whose every reachable file is still present are served: with the present
+        // sequence numbers sorted, [oldest, seq] is complete when it holds seq - oldest + 1 of them.
+        let present: Vec<u32> = files.seqs().collect();
         slots.retain(|_, s| {
             let Some(f) = files.get(s.seq) else { return false };
             let oldest = f.header.oldest_seq;
-            (oldest..=s.seq).all(|q| files.get(q).is_some())
+            let lo = present.partition_point(|&q| q < oldest);
+            let hi = present.partition_point(|&q| q <= s.seq);
+            oldest <= s.seq && (hi - lo) as u64 == u64::from(s.seq - oldest) + 1
         });
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);

@@ -103,6 +103,11 @@ impl Files {
         self.by_seq = self.by_seq.split_off(&seq);
     }
 
+    /// Sequence numbers present, ascending.
+    pub(crate) fn seqs(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_seq.keys().copied()
+    }
+
     pub(crate) fn get(&self, seq: u32) -> Option<&Arc<MappedFile>> {
         self.by_seq.get(&seq)
     }
