@@ -184,6 +184,11 @@ pub(crate) fn checksum(header: &[u8], body_digest: u128) -> u128 {
     h.digest128()
 }
 
+/// The footer checksum of a complete header and body (what a verifier of a whole file computes).
+pub fn file_checksum(header: &[u8], body: &[u8]) -> u128 {
+    checksum(header, body_digest(body))
+}
+
 /// Digest of a whole body, as the streaming writer computes it.
 pub(crate) fn body_digest(body: &[u8]) -> u128 {
     xxhash_rust::xxh3::xxh3_128(body)

@@ -65,6 +65,9 @@ struct Index {
     slots: BTreeMap<u64, SlotInfo>,
     /// Files already found corrupt, by name, so they are reported once and skipped.
     bad: BTreeMap<String, String>,
+    /// The newest slot any published file names, served or not: a slot at or below it was
+    /// committed, even if its file is damaged or incomplete.
+    newest_named: Option<u64>,
 }
 
 /// A read-only view of a snapshot directory, shared by any number of query threads.
@@ -102,12 +105,14 @@ impl Hyades {
         let mut slots = BTreeMap::new();
         let mut bad = old.bad.clone();
         let mut fresh = Vec::new();
+        let mut newest_named: Option<u64> = None;
         let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
         for entry in rd {
             let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let Some((seq, _)) = parse_file_name(name) else { continue };
+            let Some((seq, named_slot)) = parse_file_name(name) else { continue };
+            newest_named = newest_named.max(Some(named_slot));
             if bad.contains_key(name) {
                 continue;
             }
@@ -147,7 +152,7 @@ impl Hyades {
         });
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);
-        let next = Arc::new(Index { files, slots, bad });
+        let next = Arc::new(Index { files, slots, bad, newest_named });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
@@ -183,7 +188,7 @@ impl Hyades {
             return Err(QueryError::NothingPublished);
         };
         let Some(slot) = slot else { return Ok(*newest) };
-        if slot > newest.slot {
+        if slot > newest.slot && slot > ix.newest_named.unwrap_or(0) {
             return Err(QueryError::NotYetCommitted { slot, newest: newest.slot });
         }
         if slot < oldest.slot {
