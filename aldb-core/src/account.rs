@@ -2,7 +2,7 @@
 
 use aldb_verify::spec::{self, Hash};
 
-use crate::multihash::{hash_blocks, hash_each, DOMAINS};
+use crate::multihash::{hash_blocks, hash_messages, Parts, DOMAINS};
 
 /// An account as the validator reports it, borrowed: what the commitment hashes.
 #[derive(Clone, Copy, Debug)]
@@ -44,24 +44,21 @@ pub fn hash_accounts(accounts: &[AccountRef<'_>], out: &mut Vec<Update>) {
     out.resize(base + accounts.len(), Update { path: [0; 32], value: None });
     hash_blocks(accounts.len(), |i| (&d.path_cv, &accounts[i].pubkey[..]), |i, h| out[base + i].path = h);
 
-    // The value preimage is header || data; the SIMD jobs each need one contiguous slice.
-    let mut offsets = Vec::with_capacity(accounts.len() + 1);
-    let mut total = 0usize;
-    for a in accounts {
-        offsets.push(total);
-        total += spec::ACCOUNT_HEADER_LEN + a.data.len();
-    }
-    offsets.push(total);
-    let mut buf = Vec::with_capacity(total);
-    for a in accounts {
-        buf.extend_from_slice(&spec::account_header(a.lamports, a.owner, a.executable, a.data.len()));
-        buf.extend_from_slice(a.data);
-    }
-    let live: Vec<usize> = (0..accounts.len()).filter(|&i| accounts[i].lamports != 0).collect();
-    hash_each(
+    // The value preimage is header || data. The kernel reads the two as separate parts, so only
+    // the 49-byte headers of live (non-zero lamports) accounts are built, never a copy of the data.
+    let live: Vec<(usize, [u8; spec::ACCOUNT_HEADER_LEN])> = accounts
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.lamports != 0)
+        .map(|(i, a)| (i, spec::account_header(a.lamports, a.owner, a.executable, a.data.len())))
+        .collect();
+    hash_messages(
         live.len(),
-        |k| (&d.account, &buf[offsets[live[k]]..offsets[live[k] + 1]]),
-        |k, h| out[base + live[k]].value = Some(h),
+        |k| {
+            let (i, ref header) = live[k];
+            (&d.account_cv, Parts { head: header, tail: accounts[i].data })
+        },
+        |k, h| out[base + live[k].0].value = Some(h),
     );
 }
 
