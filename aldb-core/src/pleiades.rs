@@ -325,8 +325,8 @@ pub(crate) fn partition<T: Copy + Send + Sync>(
     // Group boundaries: contiguous group ranges with about len/workers items each.
     let per = items.len().div_ceil(workers.max(1));
     let mut bounds = vec![0usize];
-    for k in 1..n {
-        if offsets[k] >= per * bounds.len() && bounds.len() < workers {
+    for (k, &start) in offsets.iter().enumerate().take(n).skip(1) {
+        if start >= per * bounds.len() && bounds.len() < workers {
             bounds.push(k);
         }
     }

@@ -209,11 +209,14 @@ proptest! {
     }
 }
 
+/// A bucket as a change set describes it: its hash and its `(path, value)` leaves.
+type BucketModel = ([u8; 32], Vec<([u8; 32], [u8; 32])>);
+
 /// The prefix array a change set describes, as maps, for comparing incremental and full captures.
 #[derive(Default, PartialEq, Debug)]
 struct ArrayModel {
     nodes: std::collections::BTreeMap<(u8, u64), [u8; 32]>,
-    buckets: std::collections::BTreeMap<u64, ([u8; 32], Vec<([u8; 32], [u8; 32])>)>,
+    buckets: std::collections::BTreeMap<u64, BucketModel>,
 }
 
 impl ArrayModel {
