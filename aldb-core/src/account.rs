@@ -39,10 +39,15 @@ impl Update {
 
 /// Hashes a run of accounts into updates, many messages per SIMD pass; appends to `out`.
 pub fn hash_accounts(accounts: &[AccountRef<'_>], out: &mut Vec<Update>) {
-    let d = &*DOMAINS;
     let base = out.len();
     out.resize(base + accounts.len(), Update { path: [0; 32], value: None });
-    hash_blocks(accounts.len(), |i| (&d.path_cv, &accounts[i].pubkey[..]), |i, h| out[base + i].path = h);
+    hash_accounts_into(accounts, &mut out[base..]);
+}
+
+/// Hashes `accounts[i]` into `out[i]`; the slices have equal length.
+pub(crate) fn hash_accounts_into(accounts: &[AccountRef<'_>], out: &mut [Update]) {
+    let d = &*DOMAINS;
+    hash_blocks(accounts.len(), |i| (&d.path_cv, &accounts[i].pubkey[..]), |i, h| out[i].path = h);
 
     // The value preimage is header || data. The kernel reads the two as separate parts, so only
     // the 49-byte headers of live (non-zero lamports) accounts are built, never a copy of the data.
@@ -52,13 +57,18 @@ pub fn hash_accounts(accounts: &[AccountRef<'_>], out: &mut Vec<Update>) {
         .filter(|(_, a)| a.lamports != 0)
         .map(|(i, a)| (i, spec::account_header(a.lamports, a.owner, a.executable, a.data.len())))
         .collect();
+    for (i, a) in accounts.iter().enumerate() {
+        if a.lamports == 0 {
+            out[i].value = None;
+        }
+    }
     hash_messages(
         live.len(),
         |k| {
             let (i, ref header) = live[k];
             (&d.account_cv, Parts { head: header, tail: accounts[i].data })
         },
-        |k, h| out[base + live[k].0].value = Some(h),
+        |k, h| out[live[k].0].value = Some(h),
     );
 }
 

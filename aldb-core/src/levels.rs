@@ -13,13 +13,23 @@
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
 use crate::multihash::{hash_blocks, DOMAINS};
+use crate::prefetch::prefetch;
+
+/// Two sibling hashes in one cache line: the 64-byte preimage of their parent.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Pair([Hash; 2]);
+
+/// How many nodes ahead of the one being rehashed its parent's line is prefetched.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Hashes of all prefixes between `base_depth` and `base_depth + height` bits under one node.
 pub(crate) struct LevelTree {
     base_depth: u8,
     height: u8,
-    /// Heap order: `nodes[1]` is the node at `base_depth`; `nodes[0]` is unused.
-    nodes: Vec<Hash>,
+    /// Heap order, two nodes per cache line: node `k` is `pairs[k / 2].0[k % 2]`, node 1 is the
+    /// node at `base_depth` (node 0 is unused), and the children of `i` are the whole pair `i`.
+    pairs: Vec<Pair>,
 }
 
 /// Reused buffers for rehashing.
@@ -32,7 +42,17 @@ pub(crate) struct LevelScratch {
 
 impl LevelTree {
     pub(crate) fn new(base_depth: u8, height: u8) -> Self {
-        Self { base_depth, height, nodes: vec![EMPTY_ROOT; 2usize << height] }
+        Self { base_depth, height, pairs: vec![Pair([EMPTY_ROOT; 2]); 1usize << height] }
+    }
+
+    #[inline]
+    fn get(&self, k: usize) -> Hash {
+        self.pairs[k >> 1].0[k & 1]
+    }
+
+    #[inline]
+    fn set(&mut self, k: usize, h: Hash) {
+        self.pairs[k >> 1].0[k & 1] = h;
     }
 
     /// Number of bottom slots (`2^height`).
@@ -41,21 +61,20 @@ impl LevelTree {
     }
 
     pub(crate) fn root(&self) -> Hash {
-        self.nodes[1]
+        self.get(1)
     }
 
     pub(crate) fn bottom(&self, j: usize) -> Hash {
-        self.nodes[self.width() + j]
+        self.get(self.width() + j)
     }
 
     pub(crate) fn set_bottom(&mut self, j: usize, h: Hash) {
-        let w = self.width();
-        self.nodes[w + j] = h;
+        self.set(self.width() + j, h);
     }
 
     /// Address of a bottom slot, for prefetching.
-    pub(crate) fn bottom_ptr(&self, j: usize) -> *const Hash {
-        &self.nodes[self.width() + j]
+    pub(crate) fn bottom_ptr(&self, j: usize) -> *const u8 {
+        (&self.pairs[(self.width() + j) >> 1] as *const Pair).cast()
     }
 
     /// Recomputes every ancestor of the bottom slots in `dirty` (sorted, unique), level by level
@@ -75,33 +94,30 @@ impl LevelTree {
             let level_base = 1usize << r;
             let cv = &d.branch_cv[usize::from(self.base_depth + r)];
             s.jobs.clear();
-            for &j in &s.next {
+            for (k, &j) in s.next.iter().enumerate() {
+                // The parent's line is written below; fetch it ahead (deep levels are DRAM misses).
+                if let Some(&ahead) = s.next.get(k + PREFETCH_AHEAD) {
+                    prefetch(&self.pairs[(level_base + ahead as usize) >> 1]);
+                }
                 let i = level_base + j as usize;
-                let (l, rr) = (self.nodes[2 * i], self.nodes[2 * i + 1]);
+                let [l, rr] = self.pairs[i].0;
                 match (l == EMPTY_ROOT, rr == EMPTY_ROOT) {
                     (false, false) => s.jobs.push(i as u32),
-                    (true, _) => self.nodes[i] = rr,
-                    (false, true) => self.nodes[i] = l,
+                    (true, _) => self.set(i, rr),
+                    (false, true) => self.set(i, l),
                 }
             }
             s.out.clear();
             s.out.resize(s.jobs.len(), EMPTY_ROOT);
-            let nodes = &self.nodes;
+            let pairs = &self.pairs;
             let jobs = &s.jobs;
             let out = &mut s.out;
-            hash_blocks(
-                jobs.len(),
-                |k| {
-                    let i = jobs[k] as usize;
-                    (cv, nodes[2 * i..2 * i + 2].as_flattened())
-                },
-                |k, h| out[k] = h,
-            );
+            hash_blocks(jobs.len(), |k| (cv, pairs[jobs[k] as usize].0.as_flattened()), |k, h| out[k] = h);
             for (k, &i) in s.jobs.iter().enumerate() {
-                self.nodes[i as usize] = s.out[k];
+                self.set(i as usize, s.out[k]);
             }
             if let Some(c) = capture.as_deref_mut() {
-                c.extend(s.next.iter().map(|&j| (r, j, self.nodes[level_base + j as usize])));
+                c.extend(s.next.iter().map(|&j| (r, j, self.get(level_base + j as usize))));
             }
         }
     }
@@ -111,9 +127,9 @@ impl LevelTree {
         for r in 0..self.height {
             let base = 1usize << r;
             for j in 0..base {
-                let h = &self.nodes[base + j];
-                if *h != EMPTY_ROOT {
-                    f(r, j as u32, h);
+                let h = self.get(base + j);
+                if h != EMPTY_ROOT {
+                    f(r, j as u32, &h);
                 }
             }
         }
@@ -126,7 +142,7 @@ impl LevelTree {
         let mut i = 1usize;
         for r in 0..self.height {
             let want = (j >> (self.height - 1 - r)) & 1;
-            let (l, rr) = (self.nodes[2 * i], self.nodes[2 * i + 1]);
+            let [l, rr] = self.pairs[i].0;
             let go = match (l == EMPTY_ROOT, rr == EMPTY_ROOT) {
                 (false, false) => {
                     siblings.push((self.base_depth + r, if want == 0 { rr } else { l }));
@@ -141,6 +157,6 @@ impl LevelTree {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * size_of::<Hash>()
+        self.pairs.capacity() * size_of::<Pair>()
     }
 }

@@ -4,7 +4,7 @@ use aldb_verify::spec::{Hash, EMPTY_ROOT};
 use aldb_verify::{Proof, Sibling, Terminal};
 use rayon::prelude::*;
 
-use crate::account::{hash_accounts, AccountRef, Update};
+use crate::account::{hash_accounts_into, AccountRef, Update};
 use crate::changes::{ChangeSet, NodeChange, ShardCapture};
 use crate::config::Config;
 use crate::error::CoreError;
@@ -83,15 +83,13 @@ impl Pleiades {
 
     /// Hashes accounts into updates on the worker threads, in SIMD batches.
     pub fn hash_accounts(&self, accounts: &[AccountRef<'_>]) -> Vec<Update> {
+        let mut out = vec![Update { path: [0; 32], value: None }; accounts.len()];
         self.pool.install(|| {
-            let mut out = Vec::with_capacity(accounts.len());
-            out.par_extend(accounts.par_chunks(HASH_CHUNK).flat_map_iter(|c| {
-                let mut v = Vec::with_capacity(c.len());
-                hash_accounts(c, &mut v);
-                v
-            }));
-            out
-        })
+            out.par_chunks_mut(HASH_CHUNK)
+                .zip(accounts.par_chunks(HASH_CHUNK))
+                .for_each(|(o, a)| hash_accounts_into(a, o));
+        });
+        out
     }
 
     /// Hashes and commits one slot's accounts; a later account with the same pubkey wins.

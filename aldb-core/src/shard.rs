@@ -109,7 +109,10 @@ impl Shard {
         let refs: Vec<&[Leaf]> = s.dirty.iter().map(|&b| self.slab.get(self.buckets[b as usize])).collect();
         hash_buckets(&refs, &mut s.hashes, &mut s.bucket);
         drop(refs);
-        for (&b, h) in s.dirty.iter().zip(&s.hashes) {
+        for (k, (&b, h)) in s.dirty.iter().zip(&s.hashes).enumerate() {
+            if let Some(&ahead) = s.dirty.get(k + PREFETCH_LEAVES) {
+                prefetch(self.levels.bottom_ptr(ahead as usize));
+            }
             self.levels.set_bottom(b as usize, *h);
         }
         match capture {
