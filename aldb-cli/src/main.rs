@@ -1,6 +1,7 @@
 //! `aldb`: compute state roots, produce and check proofs from account files.
 
 mod accounts;
+mod remote;
 mod simulate;
 
 use std::fs::File;
@@ -57,6 +58,22 @@ enum Command {
         /// File holding the proof JSON; stdin when absent or `-`.
         proof: Option<PathBuf>,
     },
+    /// Fetch PUBKEY's account and proof from a Hyades service and verify them locally; fails
+    /// unless the proof holds against the slot's root and commits to the returned account.
+    Proof {
+        /// The service's JSON-RPC URL, such as http://127.0.0.1:8899/.
+        #[arg(long)]
+        url: String,
+        /// Base58 pubkey to fetch.
+        pubkey: String,
+        /// Slot to ask about (default: the newest published).
+        #[arg(long)]
+        slot: Option<u64>,
+        /// Base58 root you already trust for that slot; without it the service's own
+        /// `getStateRoot` answer is used.
+        #[arg(long)]
+        root: Option<String>,
+    },
 }
 
 fn open(path: &Path) -> Result<Box<dyn std::io::BufRead>> {
@@ -109,6 +126,15 @@ fn main() -> Result<()> {
             match proof.verify(&root, &key).context("proof rejected")? {
                 Claim::Present { value } => println!("present {}", hash_to_base58(&value)),
                 Claim::Absent => println!("absent"),
+            }
+        }
+        Command::Proof { url, pubkey, slot, root } => {
+            let key = decode_key("pubkey", &pubkey)?;
+            let trusted = root.as_deref().map(|r| decode_key("root", r)).transpose()?;
+            let verified = remote::fetch_and_verify(&url, &key, slot, trusted)?;
+            println!("{}", remote::report(&key, &verified));
+            if !verified.root_trusted {
+                eprintln!("note: the root is the service's own; pass --root to check it against one you trust");
             }
         }
     }

@@ -1,0 +1,144 @@
+//! `aldb proof --url` against a real Hyades service on loopback: verified answers for present
+//! and absent accounts, and a non-zero exit whenever something does not verify — a wrong trusted
+//! root, a slot the service cannot serve, or a service whose answers were tampered with.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Output};
+
+use aldb_snapshot::{Account, WriterConfig};
+use aldb_verify::hash_to_base58;
+use hyades::fixture::History;
+use hyades::{Config, Service};
+use serde_json::Value;
+
+fn aldb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aldb")).args(args).output().expect("run aldb")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn account(i: u8, lamports: u64) -> Account {
+    Account { pubkey: [i; 32], lamports, owner: [200; 32], executable: i.is_multiple_of(2), data: vec![i; usize::from(i)] }
+}
+
+/// A loopback HTTP server that forwards each JSON-RPC call to `upstream` and passes the answer
+/// through `tamper` first: a dishonest service.
+fn tampering_proxy(upstream: String, tamper: fn(&mut Value)) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            let mut resp = ureq::post(&upstream).header("content-type", "application/json").send(&body[..]).unwrap();
+            let mut v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+            tamper(&mut v);
+            let out = v.to_string();
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", out.len());
+            stream.write_all(head.as_bytes()).unwrap();
+            stream.write_all(out.as_bytes()).unwrap();
+        }
+    });
+    format!("http://{addr}/")
+}
+
+#[test]
+fn proof_from_a_running_service_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut history = History::start(WriterConfig::new(dir.path()), 64).unwrap();
+    history.commit(0, None, &(1..40).map(|i| account(i, 1000 + u64::from(i))).collect::<Vec<_>>()).unwrap();
+    history.commit(1, Some(0), &[account(3, 7), account(4, 0), account(50, 9)]).unwrap();
+    let roots = history.finish().unwrap();
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let config = Config { addr: "127.0.0.1:0".parse().unwrap(), metrics_addr: None, ..Config::new(dir.path()) };
+    let service = rt.block_on(Service::start(config)).unwrap();
+    let url = format!("http://{}/", service.local_addr());
+    let key = |i: u8| hash_to_base58(&[i; 32]);
+
+    // Present, at the newest slot by default.
+    let out = aldb(&["proof", "--url", &url, &key(3)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(&format!("account {}", key(3))), "{stdout}");
+    assert!(stdout.contains("lamports: 7"), "{stdout}");
+    assert!(stdout.contains(&format!("owner: {}", hash_to_base58(&[200; 32]))), "{stdout}");
+    assert!(stdout.contains("data: 3 bytes: AwMD"), "{stdout}");
+    assert!(stdout.trim_end().ends_with(&format!("verified against root {} at slot 1", hash_to_base58(&roots[&1]))), "{stdout}");
+
+    // At an older slot, against a root the caller trusts.
+    let root0 = hash_to_base58(&roots[&0]);
+    let out = aldb(&["proof", "--url", &url, &key(4), "--slot", "0", "--root", &root0]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("lamports: 1004"));
+    assert!(text(&out.stdout).contains(&format!("verified against root {root0} at slot 0")));
+
+    // Absent: deleted at slot 1, and never created.
+    for k in [key(4), key(99)] {
+        let out = aldb(&["proof", "--url", &url, &k, "--slot", "1"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(&format!("account {k}: absent")), "{}", text(&out.stdout));
+    }
+
+    // Failures exit non-zero with the reason.
+    let out = aldb(&["proof", "--url", &url, &key(3), "--slot", "1", "--root", &root0]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("is not the trusted root"), "{}", text(&out.stderr));
+    let out = aldb(&["proof", "--url", &url, &key(3), "--slot", "9"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("-32004"), "{}", text(&out.stderr));
+    let out = aldb(&["proof", "--url", &url, "nope"]);
+    assert!(!out.status.success());
+    let out = aldb(&["proof", "--url", "http://127.0.0.1:1/", &key(3)]);
+    assert!(!out.status.success());
+
+    // A service that lies about the account, the proof or the root is caught.
+    let lies: [fn(&mut Value); 4] = [
+        |v| {
+            if let Some(a) = v.pointer_mut("/result/value/account/lamports") {
+                *a = Value::from(8);
+            }
+        },
+        |v| {
+            if let Some(a) = v.pointer_mut("/result/value/account") {
+                *a = Value::Null;
+            }
+        },
+        |v| {
+            if let Some(h) = v.pointer_mut("/result/value/proof/siblings/0/hash") {
+                *h = Value::from(hash_to_base58(&[1; 32]));
+            }
+        },
+        |v| {
+            if let Some(r) = v.pointer_mut("/result/value/root") {
+                *r = Value::from(hash_to_base58(&[1; 32]));
+            }
+        },
+    ];
+    for (i, lie) in lies.into_iter().enumerate() {
+        let proxy = tampering_proxy(url.clone(), lie);
+        let out = aldb(&["proof", "--url", &proxy, &key(3)]);
+        assert!(!out.status.success(), "lie {i} was believed: {}", text(&out.stdout));
+        assert!(!text(&out.stdout).contains("verified"), "lie {i}");
+    }
+
+    rt.block_on(service.shutdown());
+}

@@ -1,0 +1,27 @@
+//! Hyades: the read side of aldb. It serves an aldb snapshot directory — accounts with proofs
+//! at any kept slot, and the stream of new roots — to light clients and bridge relayers.
+//!
+//! One listener speaks JSON-RPC 2.0 over HTTP `POST /` and over WebSocket (`GET /` or
+//! `GET /ws`, upgraded); a second one serves Prometheus metrics at `/metrics`. The methods, their
+//! parameters and the error codes are documented in the crate's `README.md` and in [`rpc`].
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), hyades::ServeError> {
+//! let service = hyades::Service::start(hyades::Config::new("/var/lib/aldb/snapshots")).await?;
+//! println!("serving on {}", service.local_addr());
+//! service.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod encode;
+mod error;
+pub mod fixture;
+pub mod metrics;
+pub mod rpc;
+mod server;
+
+pub use error::ServeError;
+pub use metrics::Metrics;
+pub use rpc::{codes, Limits, Method, Rpc, RpcError};
+pub use server::{Config, Execution, Service, AUTO_INLINE_MAX_BYTES};

@@ -1,0 +1,128 @@
+//! Prometheus metrics, served in the text format on their own listener.
+//!
+//! Per-method series are resolved once at start-up and indexed by [`Method::index`], so the hot
+//! path records a request with two atomic updates and no label lookup.
+
+use std::time::Duration;
+
+use prometheus::{
+    exponential_buckets, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::rpc::Method;
+
+/// The service's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// By [`Method::index`], then one for unknown method names.
+    requests: Vec<IntCounter>,
+    latency: Vec<Histogram>,
+    errors: IntCounterVec,
+    /// Newest slot served.
+    pub newest_slot: IntGauge,
+    /// Oldest slot served.
+    pub oldest_slot: IntGauge,
+    /// Open root subscriptions.
+    pub subscribers: IntGauge,
+    /// Open WebSocket connections.
+    pub ws_connections: IntGauge,
+    /// Failed polls of the snapshot directory.
+    pub refresh_errors: IntCounter,
+    /// Roots announced to subscribers (once per root, not per subscriber).
+    pub roots_published: IntCounter,
+    /// Connections closed because they did not keep up with notifications.
+    pub slow_disconnects: IntCounter,
+}
+
+/// Why metrics could not be set up (a duplicate or malformed metric; a programming error).
+pub type MetricsError = prometheus::Error;
+
+impl Metrics {
+    /// Registers every metric in a fresh registry.
+    pub fn new() -> Result<Self, MetricsError> {
+        let registry = Registry::new();
+        let requests_vec = IntCounterVec::new(
+            Opts::new("hyades_requests_total", "JSON-RPC calls answered, by method (unknown names count as \"unknown\")"),
+            &["method"],
+        )?;
+        // From 10 µs (a cached proof) to about 5 s (a worst-case batch), doubling.
+        let latency_vec = HistogramVec::new(
+            HistogramOpts::new("hyades_request_duration_seconds", "Time to answer one JSON-RPC call, by method")
+                .buckets(exponential_buckets(1e-5, 2.0, 20)?),
+            &["method"],
+        )?;
+        let errors =
+            IntCounterVec::new(Opts::new("hyades_errors_total", "JSON-RPC error responses, by error code"), &["code"])?;
+        let newest_slot = IntGauge::new("hyades_newest_slot", "Newest published slot served (0 when none)")?;
+        let oldest_slot = IntGauge::new("hyades_oldest_slot", "Oldest kept slot served (0 when none)")?;
+        let subscribers = IntGauge::new("hyades_subscribers", "Open rootSubscribe subscriptions")?;
+        let ws_connections = IntGauge::new("hyades_websocket_connections", "Open WebSocket connections")?;
+        let refresh_errors = IntCounter::new("hyades_refresh_errors_total", "Failed polls of the snapshot directory")?;
+        let roots_published =
+            IntCounter::new("hyades_roots_published_total", "New roots announced to subscribers")?;
+        let slow_disconnects = IntCounter::new(
+            "hyades_slow_subscriber_disconnects_total",
+            "WebSocket connections closed because their notification buffer was full",
+        )?;
+        registry.register(Box::new(requests_vec.clone()))?;
+        registry.register(Box::new(latency_vec.clone()))?;
+        registry.register(Box::new(errors.clone()))?;
+        for g in [&newest_slot, &oldest_slot, &subscribers, &ws_connections] {
+            registry.register(Box::new(g.clone()))?;
+        }
+        for c in [&refresh_errors, &roots_published, &slow_disconnects] {
+            registry.register(Box::new(c.clone()))?;
+        }
+        let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).chain(["unknown"]).collect();
+        let requests = names.iter().map(|n| requests_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
+        let latency = names.iter().map(|n| latency_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
+        Ok(Self {
+            registry,
+            requests,
+            latency,
+            errors,
+            newest_slot,
+            oldest_slot,
+            subscribers,
+            ws_connections,
+            refresh_errors,
+            roots_published,
+            slow_disconnects,
+        })
+    }
+
+    /// Records one answered call of `method` (`None`: an unknown name).
+    pub fn request(&self, method: Option<Method>, took: Duration) {
+        let i = method.map_or(Method::ALL.len(), Method::index);
+        if let (Some(c), Some(h)) = (self.requests.get(i), self.latency.get(i)) {
+            c.inc();
+            h.observe(took.as_secs_f64());
+        }
+    }
+
+    /// Records one error response with `code`.
+    pub fn error(&self, code: i64) {
+        // Codes come from a fixed set, so the label's cardinality stays bounded.
+        if let Ok(c) = self.errors.get_metric_with_label_values(&[&code.to_string()]) {
+            c.inc();
+        }
+    }
+
+    /// Sets the served slot range gauges.
+    pub fn set_range(&self, oldest: Option<u64>, newest: Option<u64>) {
+        let g = |v: Option<u64>| v.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
+        self.oldest_slot.set(g(oldest));
+        self.newest_slot.set(g(newest));
+    }
+
+    /// Everything in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            log::warn!("cannot encode metrics: {e}");
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}

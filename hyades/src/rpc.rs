@@ -1,0 +1,540 @@
+//! JSON-RPC 2.0: request validation, method dispatch and the response forms.
+//!
+//! Everything here is synchronous and transport-free: [`Rpc::handle`] turns one request body
+//! (a single request or a batch) into a response body, so the HTTP handler, the WebSocket loop,
+//! the tests and the benchmark all exercise the same code. Conventions follow Solana's RPC:
+//! public keys and hashes are base58, account data is `["<base64>", "base64"]`, and slot-bound
+//! answers are wrapped in `{"context": {"slot": S}, "value": ...}`.
+//!
+//! No input makes this code panic: every field is checked for its type and range and reported
+//! as a JSON-RPC error naming the parameter.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aldb_snapshot::{Hyades, QueryError};
+use aldb_verify::json::{hash_from_base58, JsonError};
+use serde_json::{json, Map, Value};
+
+use crate::encode;
+use crate::metrics::Metrics;
+
+/// The JSON-RPC error codes Hyades returns.
+pub mod codes {
+    /// The body is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON is not a valid request object (or the batch is empty or too long, or the body too
+    /// large).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method (or a subscription method called over plain HTTP).
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// A parameter is missing, of the wrong type, not valid base58, not 32 bytes, or over a limit.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The snapshot files could not be read; details are in the server log.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The slot is older than the oldest kept slot.
+    pub const SLOT_PRUNED: i64 = -32001;
+    /// The slot is newer than the newest published slot.
+    pub const SLOT_NOT_COMMITTED: i64 = -32004;
+    /// The slot is in the kept range but has no snapshot (skipped, or merged into a later one).
+    pub const SLOT_NO_SNAPSHOT: i64 = -32007;
+    /// No snapshot has been published yet.
+    pub const NOTHING_PUBLISHED: i64 = -32008;
+    /// A WebSocket connection already holds the most subscriptions allowed.
+    pub const TOO_MANY_SUBSCRIPTIONS: i64 = -32009;
+}
+
+/// The commitment version whose roots and proofs Hyades serves (the v1 commitment of the spec).
+pub const COMMITMENT_VERSION: u32 = 1;
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    /// One of [`codes`].
+    pub code: i64,
+    /// A human-readable message.
+    pub message: String,
+    /// Structured details (such as the oldest and newest served slots), if any.
+    pub data: Option<Value>,
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+impl RpcError {
+    /// An error with no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    /// An error with structured data.
+    pub fn with_data(code: i64, message: impl Into<String>, data: Value) -> Self {
+        Self { code, message: message.into(), data: Some(data) }
+    }
+
+    fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_PARAMS, format!("Invalid params: {}", message.into()))
+    }
+
+    fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_REQUEST, format!("Invalid request: {}", message.into()))
+    }
+
+    /// The error object as JSON.
+    pub fn to_value(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("code".into(), Value::from(self.code));
+        o.insert("message".into(), Value::from(self.message.clone()));
+        if let Some(d) = &self.data {
+            o.insert("data".into(), d.clone());
+        }
+        Value::Object(o)
+    }
+}
+
+/// Bounds on what one request may ask for, so no request can take unbounded memory or time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body (HTTP) or message (WebSocket) in bytes.
+    pub max_body_bytes: usize,
+    /// Most requests in one batch.
+    pub max_batch: usize,
+    /// Most keys in one `getMultipleAccountProofs`.
+    pub max_keys: usize,
+    /// Most slots `getStateRoots` may span (`end - start + 1`).
+    pub max_slot_range: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_body_bytes: 512 * 1024, max_batch: 100, max_keys: 100, max_slot_range: 1000 }
+    }
+}
+
+/// The methods Hyades serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `getStateRoot([slot?])`.
+    GetStateRoot,
+    /// `getAccountProof([pubkey, {"slot"?}])`.
+    GetAccountProof,
+    /// `getMultipleAccountProofs([[pubkey, ...], {"slot"?}])`.
+    GetMultipleAccountProofs,
+    /// `getStateRoots([start, end])`.
+    GetStateRoots,
+    /// `getHealth`.
+    GetHealth,
+    /// `getVersion`.
+    GetVersion,
+    /// `rootSubscribe` (WebSocket only).
+    RootSubscribe,
+    /// `rootUnsubscribe([id])` (WebSocket only).
+    RootUnsubscribe,
+}
+
+impl Method {
+    /// Every method, in a fixed order (metrics index by it).
+    pub const ALL: [Method; 8] = [
+        Method::GetStateRoot,
+        Method::GetAccountProof,
+        Method::GetMultipleAccountProofs,
+        Method::GetStateRoots,
+        Method::GetHealth,
+        Method::GetVersion,
+        Method::RootSubscribe,
+        Method::RootUnsubscribe,
+    ];
+
+    /// The method's wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::GetStateRoot => "getStateRoot",
+            Method::GetAccountProof => "getAccountProof",
+            Method::GetMultipleAccountProofs => "getMultipleAccountProofs",
+            Method::GetStateRoots => "getStateRoots",
+            Method::GetHealth => "getHealth",
+            Method::GetVersion => "getVersion",
+            Method::RootSubscribe => "rootSubscribe",
+            Method::RootUnsubscribe => "rootUnsubscribe",
+        }
+    }
+
+    /// The method of a wire name.
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Position in [`Method::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A WebSocket connection's subscriptions, as seen by the dispatcher.
+pub trait Subscriptions {
+    /// Starts a root subscription; returns its id.
+    fn subscribe(&mut self) -> Result<u64, RpcError>;
+    /// Ends a subscription; false if this connection holds no subscription with that id.
+    fn unsubscribe(&mut self, id: u64) -> bool;
+}
+
+/// The JSON-RPC front of a [`Hyades`] reader.
+#[derive(Debug)]
+pub struct Rpc {
+    hyades: Arc<Hyades>,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+}
+
+impl Rpc {
+    /// Serves `hyades`, counting into `metrics`.
+    pub fn new(hyades: Arc<Hyades>, metrics: Arc<Metrics>, limits: Limits) -> Self {
+        Self { hyades, metrics, limits }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The reader served.
+    pub fn hyades(&self) -> &Arc<Hyades> {
+        &self.hyades
+    }
+
+    /// Handles one request body: a request object or a batch. Returns the response body, or
+    /// `None` when there is nothing to answer (only notifications, i.e. requests without `id`).
+    /// `subs` is the connection's subscriptions on WebSocket, `None` on HTTP.
+    pub fn handle(&self, body: &[u8], mut subs: Option<&mut dyn Subscriptions>) -> Option<Vec<u8>> {
+        let value: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => {
+                let err = RpcError::new(codes::PARSE_ERROR, format!("Parse error: {e}"));
+                return Some(self.error_response(&Value::Null, &err).into_bytes());
+            }
+        };
+        let response = match value {
+            Value::Array(items) => {
+                if items.is_empty() {
+                    Some(self.error_response(&Value::Null, &RpcError::invalid_request("empty batch")))
+                } else if items.len() > self.limits.max_batch {
+                    let err = RpcError::with_data(
+                        codes::INVALID_REQUEST,
+                        format!("Invalid request: batch of {} requests exceeds the limit of {}", items.len(), self.limits.max_batch),
+                        json!({"max": self.limits.max_batch, "got": items.len()}),
+                    );
+                    Some(self.error_response(&Value::Null, &err))
+                } else {
+                    let mut out = String::from("[");
+                    let mut any = false;
+                    for item in items {
+                        let reborrowed: Option<&mut dyn Subscriptions> = match subs {
+                            Some(ref mut s) => Some(&mut **s),
+                            None => None,
+                        };
+                        if let Some(r) = self.handle_one(item, reborrowed) {
+                            if any {
+                                out.push(',');
+                            }
+                            out.push_str(&r);
+                            any = true;
+                        }
+                    }
+                    out.push(']');
+                    // A batch of only notifications gets no response at all (JSON-RPC 2.0, 6).
+                    any.then_some(out)
+                }
+            }
+            other => self.handle_one(other, subs),
+        };
+        response.map(String::into_bytes)
+    }
+
+    /// A response body holding only `err` (with a null id), for failures before dispatch.
+    pub fn error_body(&self, err: &RpcError) -> Vec<u8> {
+        self.error_response(&Value::Null, err).into_bytes()
+    }
+
+    fn error_response(&self, id: &Value, err: &RpcError) -> String {
+        self.metrics.error(err.code);
+        json!({"jsonrpc": "2.0", "error": err.to_value(), "id": id}).to_string()
+    }
+
+    /// One request object of a body; `None` for a valid notification.
+    fn handle_one(&self, req: Value, subs: Option<&mut dyn Subscriptions>) -> Option<String> {
+        let Value::Object(mut req) = req else {
+            return Some(self.error_response(&Value::Null, &RpcError::invalid_request("a request must be a JSON object")));
+        };
+        let id = req.remove("id");
+        let reply_id = match &id {
+            None => Value::Null,
+            Some(v @ (Value::Null | Value::Number(_) | Value::String(_))) => v.clone(),
+            Some(_) => {
+                return Some(self.error_response(&Value::Null, &RpcError::invalid_request("`id` must be a string, a number or null")));
+            }
+        };
+        if req.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Some(self.error_response(&reply_id, &RpcError::invalid_request("`jsonrpc` must be \"2.0\"")));
+        }
+        let method = match req.remove("method") {
+            Some(Value::String(m)) => m,
+            _ => return Some(self.error_response(&reply_id, &RpcError::invalid_request("`method` must be a string"))),
+        };
+        let params = match req.remove("params") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a,
+            Some(Value::Object(_)) => {
+                let err = RpcError::invalid_params("params must be an array (positional), not an object");
+                return Some(self.error_response(&reply_id, &err));
+            }
+            Some(_) => {
+                return Some(self.error_response(&reply_id, &RpcError::invalid_request("`params` must be an array")));
+            }
+        };
+        // A notification asks for no answer, and every method here only reads, so there is
+        // nothing to do for it.
+        id.as_ref()?;
+        let started = Instant::now();
+        let known = Method::from_name(&method);
+        let result = match known {
+            Some(m) => self.call(m, &params, subs),
+            None => Err(RpcError::new(codes::METHOD_NOT_FOUND, format!("Method not found: {}", truncate(&method, 64)))),
+        };
+        self.metrics.request(known, started.elapsed());
+        Some(match result {
+            Ok(v) => {
+                let id = reply_id.to_string();
+                let mut out = String::with_capacity(v.len() + id.len() + 40);
+                out.push_str(r#"{"jsonrpc":"2.0","result":"#);
+                out.push_str(&v);
+                out.push_str(r#","id":"#);
+                out.push_str(&id);
+                out.push('}');
+                out
+            }
+            Err(e) => self.error_response(&reply_id, &e),
+        })
+    }
+
+    /// Runs one method with positional `params`; returns the result as JSON text.
+    pub fn call(&self, method: Method, params: &[Value], subs: Option<&mut dyn Subscriptions>) -> Result<String, RpcError> {
+        match method {
+            Method::GetStateRoot => {
+                at_most(params, 1)?;
+                let slot = opt_slot(params.first(), "slot")?;
+                let info = self.hyades.slot(slot).map_err(|e| self.query_error(e))?;
+                Ok(encode::envelope(info.slot, |o| encode::slot_json(o, &info)))
+            }
+            Method::GetAccountProof => {
+                at_most(params, 2)?;
+                let key = pubkey(params.first(), "pubkey")?;
+                let slot = config_slot(params.get(1))?;
+                let p = self.hyades.prove(&key, slot).map_err(|e| self.query_error(e))?;
+                Ok(encode::envelope(p.slot, |o| encode::account_proof_json(o, &p)))
+            }
+            Method::GetMultipleAccountProofs => {
+                at_most(params, 2)?;
+                let keys = match params.first() {
+                    Some(Value::Array(a)) => a,
+                    Some(_) => return Err(RpcError::invalid_params("pubkeys must be an array of base58 strings")),
+                    None => return Err(RpcError::invalid_params("missing pubkeys (an array of base58 strings)")),
+                };
+                if keys.len() > self.limits.max_keys {
+                    return Err(RpcError::with_data(
+                        codes::INVALID_PARAMS,
+                        format!("Invalid params: {} pubkeys exceed the limit of {}", keys.len(), self.limits.max_keys),
+                        json!({"max": self.limits.max_keys, "got": keys.len()}),
+                    ));
+                }
+                let keys = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| pubkey(Some(k), &format!("pubkeys[{i}]")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                // All answers at one slot: resolve it once, then prove each key there.
+                let info = self.hyades.slot(config_slot(params.get(1))?).map_err(|e| self.query_error(e))?;
+                let mut proofs = Vec::with_capacity(keys.len());
+                for key in &keys {
+                    proofs.push(self.hyades.prove(key, Some(info.slot)).map_err(|e| self.query_error(e))?);
+                }
+                Ok(encode::envelope(info.slot, |o| {
+                    o.push('[');
+                    for (i, p) in proofs.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        encode::account_proof_json(o, p);
+                    }
+                    o.push(']');
+                }))
+            }
+            Method::GetStateRoots => {
+                at_most(params, 2)?;
+                let start = slot_param(params.first(), "startSlot")?;
+                let end = slot_param(params.get(1), "endSlot")?;
+                if start > end {
+                    return Err(RpcError::invalid_params(format!("startSlot {start} is after endSlot {end}")));
+                }
+                let span = (end - start).saturating_add(1);
+                if span > self.limits.max_slot_range {
+                    return Err(RpcError::with_data(
+                        codes::INVALID_PARAMS,
+                        format!("Invalid params: range of {span} slots exceeds the limit of {}", self.limits.max_slot_range),
+                        json!({"max": self.limits.max_slot_range, "got": span}),
+                    ));
+                }
+                let newest = self.hyades.latest().ok_or_else(|| self.query_error(QueryError::NothingPublished))?;
+                let roots = self.hyades.slots(start, end);
+                Ok(encode::envelope(newest.slot, |o| {
+                    o.push('[');
+                    for (i, info) in roots.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        encode::slot_json(o, info);
+                    }
+                    o.push(']');
+                }))
+            }
+            Method::GetHealth => {
+                at_most(params, 0)?;
+                match self.hyades.latest() {
+                    Some(_) => Ok(r#""ok""#.to_string()),
+                    None => Err(self.query_error(QueryError::NothingPublished)),
+                }
+            }
+            Method::GetVersion => {
+                at_most(params, 0)?;
+                Ok(json!({
+                    "hyades": env!("CARGO_PKG_VERSION"),
+                    "snapshotFormat": aldb_snapshot::format::FORMAT_VERSION,
+                    "commitment": COMMITMENT_VERSION,
+                })
+                .to_string())
+            }
+            Method::RootSubscribe | Method::RootUnsubscribe => {
+                let Some(subs) = subs else {
+                    return Err(RpcError::new(
+                        codes::METHOD_NOT_FOUND,
+                        format!("Method not found: {} is only available over WebSocket", method.name()),
+                    ));
+                };
+                if method == Method::RootSubscribe {
+                    at_most(params, 0)?;
+                    return subs.subscribe().map(|id| id.to_string());
+                }
+                at_most(params, 1)?;
+                let id = match params.first() {
+                    Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
+                    None => return Err(RpcError::invalid_params("missing subscription id")),
+                };
+                if subs.unsubscribe(id) {
+                    Ok("true".to_string())
+                } else {
+                    Err(RpcError::invalid_params(format!("unknown subscription id {id}")))
+                }
+            }
+        }
+    }
+
+    /// The JSON-RPC form of a query error, with the served range as data so a client can retry
+    /// at a slot that exists.
+    fn query_error(&self, e: QueryError) -> RpcError {
+        let range = |slot: Option<u64>| {
+            let (oldest, newest) = (self.hyades.oldest(), self.hyades.latest());
+            json!({
+                "slot": slot,
+                "oldestSlot": oldest.map(|s| s.slot),
+                "newestSlot": newest.map(|s| s.slot),
+            })
+        };
+        match e {
+            QueryError::NothingPublished => RpcError::new(codes::NOTHING_PUBLISHED, "no snapshot has been published yet"),
+            QueryError::Pruned { slot, oldest } => {
+                let mut data = range(Some(slot));
+                data["oldestSlot"] = Value::from(oldest);
+                RpcError::with_data(codes::SLOT_PRUNED, "slot pruned", data)
+            }
+            QueryError::NotYetCommitted { slot, newest } => {
+                let mut data = range(Some(slot));
+                data["newestSlot"] = Value::from(newest);
+                RpcError::with_data(codes::SLOT_NOT_COMMITTED, "slot not committed yet", data)
+            }
+            QueryError::NoSnapshot { slot } => RpcError::with_data(codes::SLOT_NO_SNAPSHOT, "slot has no snapshot (skipped)", range(Some(slot))),
+            QueryError::Storage(reason) => {
+                // The reason names files on the server; it goes to the log, not to clients.
+                log::error!("query failed: {reason}");
+                RpcError::new(codes::INTERNAL_ERROR, "Internal error: snapshot storage error (see the server log)")
+            }
+            other => {
+                log::error!("query failed: {other}");
+                RpcError::new(codes::INTERNAL_ERROR, format!("Internal error: {other}"))
+            }
+        }
+    }
+}
+
+/// At most `max` characters of untrusted text, for echoing it in an error.
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn at_most(params: &[Value], max: usize) -> Result<(), RpcError> {
+    if params.len() > max {
+        return Err(RpcError::invalid_params(format!("expected at most {max} params, got {}", params.len())));
+    }
+    Ok(())
+}
+
+fn slot_param(v: Option<&Value>, name: &str) -> Result<u64, RpcError> {
+    match v {
+        None | Some(Value::Null) => Err(RpcError::invalid_params(format!("missing {name}"))),
+        Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params(format!("{name} must be a non-negative integer"))),
+    }
+}
+
+fn opt_slot(v: Option<&Value>, name: &str) -> Result<Option<u64>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => slot_param(Some(v), name).map(Some),
+    }
+}
+
+/// The slot of an optional `{"slot": S}` configuration object. Unknown fields are rejected, so a
+/// misspelt `slot` is an error rather than a silent answer at the newest slot.
+fn config_slot(v: Option<&Value>) -> Result<Option<u64>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => {
+            if let Some(k) = o.keys().find(|k| k.as_str() != "slot") {
+                return Err(RpcError::invalid_params(format!("unknown config field `{}` (only `slot` is accepted)", truncate(k, 64))));
+            }
+            opt_slot(o.get("slot"), "slot")
+        }
+        Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"slot\": 123}")),
+    }
+}
+
+fn pubkey(v: Option<&Value>, name: &str) -> Result<[u8; 32], RpcError> {
+    match v {
+        Some(Value::String(s)) => match encode::base58_32_decode(s) {
+            Some(key) => Ok(key),
+            // The fast decoder only says no; the verifier's strict decoder says why.
+            None => Err(match hash_from_base58(s) {
+                Err(JsonError::Base58 { error, .. }) => RpcError::invalid_params(format!("{name}: {error}")),
+                Err(other) => RpcError::invalid_params(format!("{name}: {other}")),
+                Ok(_) => RpcError::invalid_params(format!("{name}: not the base58 form of 32 bytes")),
+            }),
+        },
+        Some(_) => Err(RpcError::invalid_params(format!("{name} must be a base58 string"))),
+        None => Err(RpcError::invalid_params(format!("missing {name}"))),
+    }
+}

@@ -1,0 +1,583 @@
+//! The service: JSON-RPC over HTTP `POST /` and over WebSocket (`GET /` or `GET /ws` with an
+//! upgrade) on one listener, Prometheus metrics on another, and a poller that picks up newly
+//! published snapshots and announces their roots to subscribers.
+//!
+//! Notification policy: each WebSocket connection has a bounded outgoing queue. A notification
+//! that finds the queue full closes that connection (close code 1008, "subscriber too slow")
+//! instead of waiting, so one slow reader never delays the poller or any other subscriber; the
+//! client reconnects and catches up with `getStateRoots`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aldb_snapshot::Hyades;
+use axum::body::Body;
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use axum::Router;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::error::ServeError;
+use crate::metrics::Metrics;
+use crate::encode;
+use crate::rpc::{codes, Limits, Rpc, RpcError, Subscriptions};
+
+/// Where request handling runs.
+///
+/// A proof takes tens of microseconds of CPU, comparable to the HTTP work around it, so moving
+/// each one to the blocking pool costs more in hand-offs than it saves; a large batch, though,
+/// should not hold a reactor thread for long. `hyades-bench --execution` measures the choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Execution {
+    /// On the async worker that read the request.
+    Inline,
+    /// On tokio's blocking pool.
+    Blocking,
+    /// Inline for bodies up to [`AUTO_INLINE_MAX_BYTES`] (a handful of proofs), on the blocking
+    /// pool for larger ones (batches, many keys).
+    Auto,
+}
+
+/// The largest body [`Execution::Auto`] handles inline: room for a few single-proof requests.
+pub const AUTO_INLINE_MAX_BYTES: usize = 1024;
+
+impl std::str::FromStr for Execution {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "inline" => Ok(Self::Inline),
+            "blocking" => Ok(Self::Blocking),
+            "auto" => Ok(Self::Auto),
+            other => Err(format!("unknown execution mode {other:?} (expected inline, blocking or auto)")),
+        }
+    }
+}
+
+/// Service settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The snapshot directory to serve.
+    pub dir: PathBuf,
+    /// JSON-RPC and WebSocket listener (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// Metrics listener, if any.
+    pub metrics_addr: Option<SocketAddr>,
+    /// How often the directory is polled for new snapshots.
+    pub poll_interval: Duration,
+    /// Request limits.
+    pub limits: Limits,
+    /// Where HTTP requests are handled.
+    pub execution: Execution,
+    /// Messages a WebSocket connection may have queued before a notification disconnects it.
+    pub notification_buffer: usize,
+    /// Most subscriptions per WebSocket connection.
+    pub max_subscriptions: usize,
+}
+
+impl Config {
+    /// Defaults: `127.0.0.1:8899`, metrics on `127.0.0.1:9899`, polling every 50 ms.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 8899)),
+            metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9899))),
+            poll_interval: Duration::from_millis(50),
+            limits: Limits::default(),
+            execution: Execution::Auto,
+            notification_buffer: 256,
+            max_subscriptions: 16,
+        }
+    }
+}
+
+/// A newly published root, as broadcast to connections.
+#[derive(Debug)]
+struct RootEvent {
+    /// Position in the feed; a subscription receives events from the position current when it
+    /// was made.
+    seq: u64,
+    /// The `{"slot","parent","root"}` JSON, serialised once for every subscriber.
+    result: String,
+}
+
+#[derive(Debug)]
+struct Shared {
+    rpc: Rpc,
+    metrics: Arc<Metrics>,
+    execution: Execution,
+    feed: broadcast::Sender<Arc<RootEvent>>,
+    /// Events sent on `feed` so far (the next event's `seq`).
+    announced: AtomicU64,
+    next_subscription: AtomicU64,
+    notification_buffer: usize,
+    max_subscriptions: usize,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// A running service. Dropping it stops it too, without waiting.
+#[derive(Debug)]
+pub struct Service {
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    hyades: Arc<Hyades>,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Service {
+    /// Opens the directory, binds the listeners and starts serving on the current tokio runtime.
+    pub async fn start(config: Config) -> Result<Self, ServeError> {
+        if !config.dir.is_dir() {
+            return Err(ServeError::NoDirectory(config.dir));
+        }
+        let dir = config.dir.clone();
+        let hyades = tokio::task::spawn_blocking(move || Hyades::open(&dir))
+            .await
+            .map_err(|e| ServeError::Task(e.to_string()))?
+            .map_err(ServeError::Open)?;
+        let hyades = Arc::new(hyades);
+        let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Metrics(e.to_string()))?);
+        metrics.set_range(hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
+
+        let listener = bind(config.addr).await?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.addr, source })?;
+        let metrics_listener = match config.metrics_addr {
+            Some(a) => Some(bind(a).await?),
+            None => None,
+        };
+        let metrics_addr = match (&metrics_listener, config.metrics_addr) {
+            (Some(l), Some(a)) => Some(l.local_addr().map_err(|source| ServeError::Bind { addr: a, source })?),
+            _ => None,
+        };
+
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        // Deep enough for a burst of roots found in one poll; a connection that falls this far
+        // behind is disconnected as slow.
+        let (feed, _) = broadcast::channel(config.notification_buffer.max(1024));
+        let shared = Arc::new(Shared {
+            rpc: Rpc::new(hyades.clone(), metrics.clone(), config.limits),
+            metrics: metrics.clone(),
+            execution: config.execution,
+            feed,
+            announced: AtomicU64::new(0),
+            next_subscription: AtomicU64::new(1),
+            notification_buffer: config.notification_buffer.max(1),
+            max_subscriptions: config.max_subscriptions,
+            shutdown: shutdown_rx.clone(),
+        });
+
+        let mut tasks = Vec::new();
+        let app = Router::new()
+            .route("/", get(ws_upgrade).post(rpc_http))
+            .route("/ws", get(ws_upgrade))
+            .route("/health", get(health))
+            .with_state(shared.clone());
+        let listener = listener.tap_io(|tcp| {
+            // Responses are small and a client waits for each; never hold one back for Nagle.
+            if let Err(e) = tcp.set_nodelay(true) {
+                log::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        let mut rx = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let stop = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+                log::error!("RPC listener failed: {e}");
+            }
+        }));
+        if let Some(l) = metrics_listener {
+            let m = metrics.clone();
+            let app = Router::new().route(
+                "/metrics",
+                get(move || {
+                    let m = m.clone();
+                    async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], m.encode()) }
+                }),
+            );
+            let mut rx = shutdown_rx.clone();
+            tasks.push(tokio::spawn(async move {
+                let stop = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(stop).await {
+                    log::error!("metrics listener failed: {e}");
+                }
+            }));
+        }
+        tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx)));
+        log::info!(
+            "serving {} on {addr} (metrics: {}), {} slots published",
+            config.dir.display(),
+            metrics_addr.map_or("off".to_string(), |a| a.to_string()),
+            hyades.slots(0, u64::MAX).len()
+        );
+        Ok(Self { addr, metrics_addr, hyades, metrics, shutdown: shutdown_tx, tasks })
+    }
+
+    /// The JSON-RPC / WebSocket address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The metrics address actually bound, if metrics are on.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The reader being served.
+    pub fn hyades(&self) -> &Arc<Hyades> {
+        &self.hyades
+    }
+
+    /// The service's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Stops accepting, closes WebSocket connections and waits (up to a few seconds) for the
+    /// listeners and the poller to finish.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks.drain(..) {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), t).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })
+}
+
+fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// `GET /health`: 200 "ok" once something is published, 503 before (as Solana's `/health`).
+async fn health(State(s): State<Arc<Shared>>) -> Response {
+    match s.rpc.hyades().latest() {
+        Some(_) => (StatusCode::OK, "ok").into_response(),
+        None => (StatusCode::SERVICE_UNAVAILABLE, "nothing published").into_response(),
+    }
+}
+
+/// `POST /`: one JSON-RPC request or batch.
+async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
+    let limit = s.rpc.limits().max_body_bytes;
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            let (status, err) = if e.downcast_ref::<LengthLimitError>().is_some() {
+                let msg = format!("Invalid request: body exceeds the limit of {limit} bytes");
+                (StatusCode::PAYLOAD_TOO_LARGE, RpcError::with_data(codes::INVALID_REQUEST, msg, json!({"max": limit})))
+            } else {
+                (StatusCode::BAD_REQUEST, RpcError::new(codes::INVALID_REQUEST, format!("Invalid request: cannot read body: {e}")))
+            };
+            return json_body(status, s.rpc.error_body(&err));
+        }
+    };
+    let blocking = match s.execution {
+        Execution::Inline => false,
+        Execution::Blocking => true,
+        Execution::Auto => bytes.len() > AUTO_INLINE_MAX_BYTES,
+    };
+    let out = if blocking {
+        let s2 = s.clone();
+        match tokio::task::spawn_blocking(move || s2.rpc.handle(&bytes, None)).await {
+            Ok(out) => out,
+            Err(e) => {
+                log::error!("request handler failed: {e}");
+                let err = RpcError::new(codes::INTERNAL_ERROR, "Internal error");
+                Some(s.rpc.error_body(&err))
+            }
+        }
+    } else {
+        s.rpc.handle(&bytes, None)
+    };
+    match out {
+        Some(body) => json_body(StatusCode::OK, body),
+        // Only notifications: JSON-RPC says nothing is returned.
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+async fn ws_upgrade(State(s): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
+    let limit = s.rpc.limits().max_body_bytes;
+    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| connection(s, socket))
+}
+
+/// One WebSocket connection's root subscriptions.
+struct ConnSubs<'a> {
+    shared: &'a Shared,
+    /// Subscription id → first feed position it receives.
+    ids: BTreeMap<u64, u64>,
+    /// The feed, only while there is a subscription, so an idle connection never lags.
+    feed: Option<broadcast::Receiver<Arc<RootEvent>>>,
+}
+
+impl Subscriptions for ConnSubs<'_> {
+    fn subscribe(&mut self) -> Result<u64, RpcError> {
+        if self.ids.len() >= self.shared.max_subscriptions {
+            return Err(RpcError::with_data(
+                codes::TOO_MANY_SUBSCRIPTIONS,
+                format!("too many subscriptions: this connection already holds {}", self.shared.max_subscriptions),
+                json!({"max": self.shared.max_subscriptions}),
+            ));
+        }
+        // Receiver first, position second: every event numbered at or after the position is
+        // sent after the receiver exists, so it is received; earlier ones are filtered out.
+        if self.feed.is_none() {
+            self.feed = Some(self.shared.feed.subscribe());
+        }
+        let start = self.shared.announced.load(Ordering::SeqCst);
+        let id = self.shared.next_subscription.fetch_add(1, Ordering::Relaxed);
+        self.ids.insert(id, start);
+        self.shared.metrics.subscribers.inc();
+        Ok(id)
+    }
+
+    fn unsubscribe(&mut self, id: u64) -> bool {
+        if self.ids.remove(&id).is_none() {
+            return false;
+        }
+        self.shared.metrics.subscribers.dec();
+        if self.ids.is_empty() {
+            self.feed = None;
+        }
+        true
+    }
+}
+
+impl Drop for ConnSubs<'_> {
+    fn drop(&mut self) {
+        self.shared.metrics.subscribers.sub(self.ids.len() as i64);
+    }
+}
+
+async fn next_root(feed: &mut Option<broadcast::Receiver<Arc<RootEvent>>>) -> Result<Arc<RootEvent>, broadcast::error::RecvError> {
+    match feed {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+enum Event {
+    Incoming(Option<Result<Message, axum::Error>>),
+    Root(Result<Arc<RootEvent>, broadcast::error::RecvError>),
+    Shutdown,
+}
+
+/// Serves one WebSocket connection: requests are answered in order, notifications interleave.
+async fn connection(shared: Arc<Shared>, socket: WebSocket) {
+    shared.metrics.ws_connections.inc();
+    let (mut sink, mut stream) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(shared.notification_buffer);
+    let (kill_tx, mut kill_rx) = oneshot::channel::<CloseFrame>();
+    // The writer owns the socket's sending half, so a slow reader only ever fills its own queue.
+    let writer = tokio::spawn(async move {
+        let mut killable = true;
+        loop {
+            tokio::select! {
+                biased;
+                frame = &mut kill_rx, if killable => match frame {
+                    Ok(frame) => {
+                        // The socket may be the very thing that is stuck: try briefly, then drop.
+                        let _ = tokio::time::timeout(Duration::from_millis(200), sink.send(Message::Close(Some(frame)))).await;
+                        return;
+                    }
+                    Err(_) => killable = false,
+                },
+                m = out_rx.recv() => match m {
+                    Some(m) => {
+                        if sink.send(m).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => {
+                        let _ = sink.close().await;
+                        return;
+                    }
+                },
+            }
+        }
+    });
+
+    let mut subs = ConnSubs { shared: &shared, ids: BTreeMap::new(), feed: None };
+    let mut shutdown = shared.shutdown.clone();
+    let mut close: Option<CloseFrame> = None;
+    loop {
+        let event = tokio::select! {
+            m = stream.next() => Event::Incoming(m),
+            r = next_root(&mut subs.feed) => Event::Root(r),
+            _ = shutdown.wait_for(|s| *s) => Event::Shutdown,
+        };
+        match event {
+            Event::Incoming(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => break,
+            Event::Incoming(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
+            Event::Incoming(Some(Ok(m @ (Message::Text(_) | Message::Binary(_))))) => {
+                let bytes = match &m {
+                    Message::Text(t) => t.as_bytes(),
+                    Message::Binary(b) => b.as_ref(),
+                    _ => &[],
+                };
+                let Some(reply) = shared.rpc.handle(bytes, Some(&mut subs)) else { continue };
+                let reply = Message::text(String::from_utf8_lossy(&reply).into_owned());
+                // Answers wait for room: back-pressure on this client's own requests. But a root
+                // due to one of its subscriptions while the queue is full cannot be queued, and
+                // notifications never wait, so that makes the connection a slow subscriber.
+                let permit = loop {
+                    tokio::select! {
+                        biased;
+                        p = out_tx.reserve() => break p.ok(),
+                        r = next_root(&mut subs.feed) => match r {
+                            Ok(ev) if subs.ids.values().all(|start| ev.seq < *start) => continue,
+                            _ => {
+                                close = Some(slow_frame());
+                                shared.metrics.slow_disconnects.inc();
+                                break None;
+                            }
+                        },
+                    }
+                };
+                match permit {
+                    Some(p) => p.send(reply),
+                    None => break,
+                }
+            }
+            Event::Root(Ok(ev)) => {
+                if !notify(&subs, &ev, &out_tx) {
+                    close = Some(slow_frame());
+                    shared.metrics.slow_disconnects.inc();
+                    break;
+                }
+            }
+            Event::Root(Err(broadcast::error::RecvError::Lagged(_))) => {
+                close = Some(slow_frame());
+                shared.metrics.slow_disconnects.inc();
+                break;
+            }
+            Event::Root(Err(broadcast::error::RecvError::Closed)) | Event::Shutdown => {
+                close = Some(CloseFrame { code: close_code::AWAY, reason: "server shutting down".into() });
+                break;
+            }
+        }
+    }
+    drop(subs);
+    let abort = writer.abort_handle();
+    let grace = match close {
+        Some(frame) => {
+            let _ = kill_tx.send(frame);
+            Duration::from_secs(1)
+        }
+        None => {
+            drop(kill_tx);
+            Duration::from_secs(5)
+        }
+    };
+    drop(out_tx);
+    if tokio::time::timeout(grace, writer).await.is_err() {
+        abort.abort();
+    }
+    shared.metrics.ws_connections.dec();
+}
+
+/// Queues `ev` for every subscription due to receive it; false if the queue is full.
+fn notify(subs: &ConnSubs<'_>, ev: &RootEvent, out: &mpsc::Sender<Message>) -> bool {
+    for (id, start) in &subs.ids {
+        if ev.seq < *start {
+            continue;
+        }
+        let note = format!(
+            r#"{{"jsonrpc":"2.0","method":"rootNotification","params":{{"subscription":{id},"result":{}}}}}"#,
+            ev.result
+        );
+        if out.try_send(Message::text(note)).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+fn slow_frame() -> CloseFrame {
+    CloseFrame { code: close_code::POLICY, reason: "subscriber too slow".into() }
+}
+
+/// Polls the directory, updates the range gauges and announces new roots in slot order.
+async fn poll(shared: Arc<Shared>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+    let hyades = shared.rpc.hyades().clone();
+    let mut last = hyades.latest().map(|s| s.slot);
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last refresh error logged, so a persistent failure is logged once, not every poll.
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        let h = hyades.clone();
+        // Listing and mapping files (and checksumming new ones) is blocking I/O.
+        let fresh = match tokio::task::spawn_blocking(move || h.refresh()).await {
+            Ok(Ok(fresh)) => {
+                if last_error.take().is_some() {
+                    log::info!("snapshot directory readable again");
+                }
+                fresh
+            }
+            Ok(Err(e)) => {
+                shared.metrics.refresh_errors.inc();
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    log::warn!("cannot refresh the snapshot directory: {msg}");
+                    last_error = Some(msg);
+                }
+                continue;
+            }
+            Err(e) => {
+                shared.metrics.refresh_errors.inc();
+                log::error!("refresh task failed: {e}");
+                continue;
+            }
+        };
+        shared.metrics.set_range(hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
+        for info in fresh {
+            // Only forward: a slot republished below the newest announced one is not news.
+            if last.is_some_and(|l| info.slot <= l) {
+                continue;
+            }
+            last = Some(info.slot);
+            let seq = shared.announced.fetch_add(1, Ordering::SeqCst);
+            let mut result = String::new();
+            encode::slot_json(&mut result, &info);
+            let ev = RootEvent { seq, result };
+            shared.metrics.roots_published.inc();
+            // An error only means nobody is subscribed right now.
+            let _ = shared.feed.send(Arc::new(ev));
+        }
+    }
+}
