@@ -172,10 +172,8 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         };
         writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes: changes_now, accounts: accounts_now, full })?;
         full = false;
-        if a.slot_ms > 0 {
-            if let Some(rest) = std::time::Duration::from_millis(a.slot_ms).checked_sub(t.elapsed()) {
-                std::thread::sleep(rest);
-            }
+        if let Some(rest) = std::time::Duration::from_millis(a.slot_ms).checked_sub(t.elapsed()) {
+            std::thread::sleep(rest);
         }
     }
     writer.flush().context("snapshot writer")?;

@@ -36,11 +36,14 @@ fn simulate(dir: &std::path::Path) -> std::process::Child {
         .expect("spawn aldb simulate")
 }
 
-/// The workload's account states after every slot, as `pubkey -> (lamports, data)`.
-fn model() -> Vec<HashMap<[u8; 32], (u64, Vec<u8>)>> {
+/// Account states: `pubkey -> (lamports, data)`.
+type State = HashMap<[u8; 32], (u64, Vec<u8>)>;
+
+/// The workload's account states after every slot.
+fn model() -> Vec<State> {
     let n = 1u64 << LEAVES_LOG2;
     let mut state = HashMap::new();
-    let apply = |state: &mut HashMap<[u8; 32], (u64, Vec<u8>)>, s: &SlotAccounts| {
+    let apply = |state: &mut State, s: &SlotAccounts| {
         for i in 0..s.len() {
             if s.lamports[i] == 0 {
                 state.remove(&s.pubkeys[i]);

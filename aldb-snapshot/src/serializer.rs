@@ -169,7 +169,7 @@ impl Serializer {
             self.advance_refresh(seq);
         }
         self.files.remove_below(self.oldest);
-        Ok(Published { seq, slot: input.slot, root: input.root, oldest_seq: self.oldest, bytes, account_bytes, refresh_bytes })
+        Ok(Published { seq, slot: input.slot, root: input.root, oldest_seq: header.oldest_seq, bytes, account_bytes, refresh_bytes })
     }
 
     fn advance_refresh(&mut self, seq: u32) {
@@ -189,7 +189,7 @@ impl Serializer {
         fb: &mut FileBuilder,
         input: &SlotInput,
         seq: u32,
-    ) -> Result<((u32, u32, u32), u64, u64, Option<Hash>), SnapshotError> {
+    ) -> Result<BodyStats, SnapshotError> {
         let l = usize::from(self.bucket_bits);
         // The newest state of each account in the batch (a coalesced batch may hold several),
         // sorted by path: changed buckets are visited in path order, so finding each leaf's new
@@ -402,6 +402,10 @@ impl Serializer {
         fb.record(&[a.raw])
     }
 }
+
+/// What `write_body` wrote: record counts (accounts, nodes, buckets), account bytes, refresh
+/// bytes, and the top record's hash when this slot rewrote it.
+type BodyStats = ((u32, u32, u32), u64, u64, Option<Hash>);
 
 fn push_leaf(buf: &mut Vec<u8>, prefix: u64, acct: Ref) {
     buf.extend_from_slice(&prefix.to_be_bytes());

@@ -90,6 +90,11 @@ impl KeyWindow {
     pub fn len(&self) -> u64 {
         self.hi - self.lo
     }
+
+    /// Whether no key is live.
+    pub fn is_empty(&self) -> bool {
+        self.hi == self.lo
+    }
 }
 
 /// One slot's ops: which key index each touches and how, in order.
@@ -110,7 +115,7 @@ impl SlotOps {
         for _ in 0..n {
             let r = rng.random_range(0..100u32);
             // An empty window can only grow.
-            let k = if window.len() == 0 || (90..95).contains(&r) {
+            let k = if window.is_empty() || (90..95).contains(&r) {
                 Kind::Insert
             } else if r >= 95 {
                 Kind::Delete
