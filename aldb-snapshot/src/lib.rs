@@ -19,6 +19,7 @@ mod store;
 mod writer;
 
 pub use batch::{AccountBatch, AccountEntry};
+pub use format::FORMAT_VERSION;
 pub use error::{QueryError, SnapshotError};
 pub use reader::{Account, AccountProof, Hyades, SlotInfo};
 pub use serializer::{Published, SlotInput};

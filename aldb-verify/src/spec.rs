@@ -18,6 +18,11 @@ pub const PERSONAL_LEAF: [u8; 8] = *b"aldbleaf";
 /// Domain separator of a branch; its depth goes in `salt[0]`.
 pub const PERSONAL_NODE: [u8; 8] = *b"aldbnode";
 
+/// Version of the commitment these functions compute (`docs/SPEC.md`). A change to any hash,
+/// bit order or tree rule gets a new version, so roots of different versions never compare equal
+/// by accident.
+pub const COMMITMENT_VERSION: u32 = 1;
+
 /// The root of the empty tree.
 pub const EMPTY_ROOT: Hash = [0u8; 32];
 
