@@ -44,9 +44,6 @@ pub mod codes {
     pub const TOO_MANY_SUBSCRIPTIONS: i64 = -32009;
 }
 
-/// The commitment version whose roots and proofs Hyades serves (the v1 commitment of the spec).
-pub const COMMITMENT_VERSION: u32 = 1;
-
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RpcError {
@@ -413,7 +410,7 @@ impl Rpc {
                 Ok(json!({
                     "hyades": env!("CARGO_PKG_VERSION"),
                     "snapshotFormat": aldb_snapshot::format::FORMAT_VERSION,
-                    "commitment": COMMITMENT_VERSION,
+                    "commitment": aldb_verify::spec::COMMITMENT_VERSION,
                 })
                 .to_string())
             }
