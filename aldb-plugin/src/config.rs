@@ -1,0 +1,346 @@
+//! The plugin's configuration file.
+//!
+//! agave passes the plugin the path of the file given to `--geyser-plugin-config`; the validator
+//! itself reads `libpath` (and an optional `name`) from it, the plugin reads the rest. The file is
+//! JSON5, as agave parses it: comments, unquoted keys and trailing commas are fine.
+//!
+//! Unknown fields are rejected rather than ignored: a misspelt `keep_slot` silently falling back
+//! to its default would only be noticed when the disk filled up. Every setting is checked when the
+//! plugin loads, and a bad one stops the validator from starting with a message naming the field,
+//! which is far cheaper than finding out hours later. `aldb-config-check` runs the same checks
+//! offline.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Default bound on slots tracked above the committed base (about 13 minutes of slots).
+pub const DEFAULT_MAX_PENDING_SLOTS: usize = geyser_adapter::DEFAULT_MAX_PENDING_SLOTS;
+/// Default: publish a snapshot every slot.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1;
+/// Default number of newest slots kept provable.
+pub const DEFAULT_KEEP_SLOTS: u64 = 1000;
+/// Default length of the snapshot refresh cycle, in slots.
+pub const DEFAULT_REFRESH_SLOTS: u64 = 512;
+/// Default number of committed slots that may wait for the snapshot writer.
+pub const DEFAULT_SNAPSHOT_QUEUE: usize = 4;
+/// Default expected account count, which sizes the engine's tree (2^20).
+pub const DEFAULT_EXPECTED_ACCOUNTS: u64 = 1 << 20;
+/// Default log level of the plugin's own messages.
+pub const DEFAULT_LOG_LEVEL: log::LevelFilter = log::LevelFilter::Info;
+
+/// Upper bounds that catch typos (an extra zero or three) before they cost memory or threads.
+const MAX_THREADS: usize = 1024;
+const MAX_PENDING_SLOTS: usize = 1 << 20;
+const MAX_SNAPSHOT_QUEUE: usize = 1 << 16;
+const MAX_EXPECTED_ACCOUNTS: u64 = 1 << 40;
+
+/// The default engine thread count: half the available cores (the validator needs the rest),
+/// at least one.
+pub fn default_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).max(1)
+}
+
+/// When a slot gets its root.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitmentLevel {
+    /// Once the slot is frozen and optimistically confirmed (about a second behind the tip).
+    #[default]
+    Confirmed,
+    /// Once the slot is rooted (about 13 seconds behind the tip), and final.
+    Finalized,
+}
+
+impl CommitmentLevel {
+    /// The adapter's setting.
+    pub fn to_adapter(self) -> geyser_adapter::Commitment {
+        match self {
+            Self::Confirmed => geyser_adapter::Commitment::Confirmed,
+            Self::Finalized => geyser_adapter::Commitment::Finalized,
+        }
+    }
+}
+
+/// The file as written: every optional field is `None` when absent, so defaults are applied in
+/// one place ([`Config::resolve`]) and the effective config can say what it filled in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    libpath: String,
+    #[serde(default)]
+    name: Option<String>,
+    snapshot_dir: PathBuf,
+    #[serde(default)]
+    threads: Option<usize>,
+    #[serde(default)]
+    commitment: Option<CommitmentLevel>,
+    #[serde(default)]
+    max_pending_slots: Option<usize>,
+    #[serde(default)]
+    snapshot_every: Option<u64>,
+    #[serde(default)]
+    keep_slots: Option<u64>,
+    #[serde(default)]
+    refresh_slots: Option<u64>,
+    #[serde(default)]
+    snapshot_queue: Option<usize>,
+    #[serde(default)]
+    expected_accounts: Option<u64>,
+    #[serde(default)]
+    metrics_addr: Option<String>,
+    #[serde(default)]
+    log_level: Option<String>,
+}
+
+/// The effective plugin configuration: the file's settings with defaults filled in, checked.
+///
+/// See `docs/PLUGIN.md` for the operator's view of each field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Config {
+    /// Path of the plugin library. Required, because agave reads it to find the library; the
+    /// plugin itself ignores it. A relative path is relative to the config file (agave's rule).
+    pub libpath: PathBuf,
+    /// Optional plugin name, also read by agave (for its admin RPC); ignored by the plugin.
+    pub name: Option<String>,
+    /// Directory of snapshot files, which Hyades reads. Required; created if missing. A relative
+    /// path is relative to the config file's directory, like `libpath`.
+    pub snapshot_dir: PathBuf,
+    /// Worker threads of the engine. Default: half the available cores, at least 1.
+    pub threads: usize,
+    /// When a slot gets its root. Default `confirmed`.
+    pub commitment: CommitmentLevel,
+    /// Slots tracked above the last committed slot before the oldest are dropped. Default 2048.
+    pub max_pending_slots: usize,
+    /// Publish a snapshot every this many committed slots; the slots in between are not served.
+    /// Default 1.
+    pub snapshot_every: u64,
+    /// Keep the newest this many slots provable. Default 1000.
+    pub keep_slots: u64,
+    /// Slots over which every snapshot record is rewritten once, so old files can be deleted.
+    /// Default 512.
+    pub refresh_slots: u64,
+    /// Committed slots that may wait for the snapshot writer before the commit thread waits.
+    /// Default 4.
+    pub snapshot_queue: usize,
+    /// About how many accounts the state holds; sizes the engine's tree (speed and memory, never
+    /// the root). Default 1048576.
+    pub expected_accounts: u64,
+    /// Where to serve Prometheus metrics (`GET /metrics`), as `IP:port`. Default: not served.
+    pub metrics_addr: Option<SocketAddr>,
+    /// The most verbose level the plugin logs at. Default `info`.
+    #[serde(serialize_with = "level_name")]
+    pub log_level: log::LevelFilter,
+}
+
+fn level_name<S: serde::Serializer>(level: &log::LevelFilter, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&level.as_str().to_ascii_lowercase())
+}
+
+/// Why a config file was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON5, lacks a required field, has an unknown one, or a value of the
+    /// wrong type.
+    #[error("invalid config{}: {message}", in_file(.path.as_deref()))]
+    Parse {
+        /// The file, when parsing one.
+        path: Option<PathBuf>,
+        /// The parser's message, with its line and column.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid config{}: `{field}` {reason}", in_file(.path.as_deref()))]
+    Invalid {
+        /// The file, when parsing one.
+        path: Option<PathBuf>,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+}
+
+fn in_file(path: Option<&Path>) -> String {
+    path.map(|p| format!(" in {}", p.display())).unwrap_or_default()
+}
+
+impl ConfigError {
+    fn with_path(mut self, file: &Path) -> Self {
+        match &mut self {
+            Self::Parse { path, .. } | Self::Invalid { path, .. } => *path = Some(file.to_path_buf()),
+            Self::Read { .. } => {}
+        }
+        self
+    }
+}
+
+/// The parser's message, with the offending line quoted: for a value of the wrong type the
+/// parser names only the position, and the line shows which field it is.
+fn parse_message(e: &json5::Error, text: &str) -> String {
+    let near = e.position().and_then(|p| text.lines().nth(p.line)).map(str::trim).filter(|l| !l.is_empty());
+    match near {
+        Some(line) => {
+            let line: String = line.chars().take(80).collect();
+            format!("{e} (near `{line}`)")
+        }
+        None => e.to_string(),
+    }
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { path: None, field, reason: reason.into() }
+}
+
+/// `value` if it lies in `lo..=hi`, else an error naming the field and the range.
+fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
+    field: &'static str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<T, ConfigError> {
+    if value < lo || value > hi {
+        return Err(invalid(field, format!("must be from {lo} to {hi}, got {value}")));
+    }
+    Ok(value)
+}
+
+impl Config {
+    /// Reads and checks a config file. Relative `libpath` and `snapshot_dir` are resolved
+    /// against the file's directory.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let base = path.parent().unwrap_or_else(|| Path::new(""));
+        Self::parse(&text, base).map_err(|e| e.with_path(path))
+    }
+
+    /// Parses and checks config text. Relative paths are resolved against `base` (pass `""` to
+    /// leave them relative to the working directory).
+    pub fn parse(text: &str, base: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig =
+            json5::from_str(text).map_err(|e| ConfigError::Parse { path: None, message: parse_message(&e, text) })?;
+        Self::resolve(raw, base)
+    }
+
+    fn resolve(raw: RawConfig, base: &Path) -> Result<Self, ConfigError> {
+        if raw.libpath.trim().is_empty() {
+            return Err(invalid("libpath", "must name the plugin library (agave loads it from there)"));
+        }
+        if raw.snapshot_dir.as_os_str().is_empty() {
+            return Err(invalid("snapshot_dir", "must not be empty"));
+        }
+        let snapshot_dir = base.join(&raw.snapshot_dir);
+        if snapshot_dir.exists() && !snapshot_dir.is_dir() {
+            return Err(invalid("snapshot_dir", format!("{} exists and is not a directory", snapshot_dir.display())));
+        }
+        let threads = in_range("threads", raw.threads.unwrap_or_else(default_threads), 1, MAX_THREADS)?;
+        let max_pending_slots = in_range(
+            "max_pending_slots",
+            raw.max_pending_slots.unwrap_or(DEFAULT_MAX_PENDING_SLOTS),
+            1,
+            MAX_PENDING_SLOTS,
+        )?;
+        let snapshot_every =
+            in_range("snapshot_every", raw.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY), 1, u64::MAX)?;
+        let keep_slots = in_range("keep_slots", raw.keep_slots.unwrap_or(DEFAULT_KEEP_SLOTS), 1, u64::MAX)?;
+        let refresh_slots = in_range("refresh_slots", raw.refresh_slots.unwrap_or(DEFAULT_REFRESH_SLOTS), 1, u64::MAX)?;
+        let snapshot_queue =
+            in_range("snapshot_queue", raw.snapshot_queue.unwrap_or(DEFAULT_SNAPSHOT_QUEUE), 1, MAX_SNAPSHOT_QUEUE)?;
+        let expected_accounts = in_range(
+            "expected_accounts",
+            raw.expected_accounts.unwrap_or(DEFAULT_EXPECTED_ACCOUNTS),
+            1,
+            MAX_EXPECTED_ACCOUNTS,
+        )?;
+        let metrics_addr = match raw.metrics_addr.as_deref() {
+            None => None,
+            Some(s) => Some(s.trim().parse::<SocketAddr>().map_err(|_| {
+                invalid("metrics_addr", format!("must be an IP address and port such as \"127.0.0.1:9898\", got {s:?}"))
+            })?),
+        };
+        let log_level = match raw.log_level.as_deref() {
+            None => DEFAULT_LOG_LEVEL,
+            Some(s) => s.trim().parse::<log::LevelFilter>().map_err(|_| {
+                invalid("log_level", format!("must be one of off, error, warn, info, debug, trace; got {s:?}"))
+            })?,
+        };
+        Ok(Self {
+            libpath: base.join(raw.libpath),
+            name: raw.name,
+            snapshot_dir,
+            threads,
+            commitment: raw.commitment.unwrap_or_default(),
+            max_pending_slots,
+            snapshot_every,
+            keep_slots,
+            refresh_slots,
+            snapshot_queue,
+            expected_accounts,
+            metrics_addr,
+            log_level,
+        })
+    }
+
+    /// The adapter settings: this config's commitment, pending bound and engine layout, with
+    /// change capture on (the snapshot writer needs it).
+    pub fn adapter_config(&self) -> geyser_adapter::AdapterConfig {
+        let engine = aldb_core::Config::for_leaves(self.expected_accounts, self.threads);
+        let mut c = geyser_adapter::AdapterConfig::new(self.commitment.to_adapter(), engine);
+        c.max_pending_slots = self.max_pending_slots;
+        c.capture_changes = true;
+        c
+    }
+
+    /// The snapshot writer settings.
+    pub fn writer_config(&self) -> aldb_snapshot::WriterConfig {
+        let mut w = aldb_snapshot::WriterConfig::new(&self.snapshot_dir);
+        w.every = self.snapshot_every;
+        w.keep_slots = self.keep_slots;
+        w.refresh_slots = self.refresh_slots;
+        w.queue_bound = self.snapshot_queue;
+        w
+    }
+
+    /// The effective config as pretty JSON (what `aldb-config-check` prints).
+    pub fn to_json(&self) -> String {
+        // Serializing plain strings, numbers and paths cannot fail except on a non-UTF-8 path.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapter_and_writer_settings_follow_the_config() {
+        let c = Config::parse(
+            "{libpath: 'x.so', snapshot_dir: 's', threads: 3, commitment: 'finalized', max_pending_slots: 9,
+              snapshot_every: 2, keep_slots: 5, refresh_slots: 7, snapshot_queue: 8}",
+            Path::new("/base"),
+        )
+        .unwrap();
+        let a = c.adapter_config();
+        assert_eq!(a.commitment, geyser_adapter::Commitment::Finalized);
+        assert_eq!(a.engine.threads, 3);
+        assert_eq!(a.max_pending_slots, 9);
+        assert!(a.capture_changes);
+        a.validate().unwrap();
+        let w = c.writer_config();
+        assert_eq!((w.every, w.keep_slots, w.refresh_slots, w.queue_bound), (2, 5, 7, 8));
+        assert_eq!(w.dir, Path::new("/base/s"));
+    }
+}

@@ -1,0 +1,533 @@
+//! Prometheus metrics: the plugin's own counters, the adapter's and the snapshot writer's, in the
+//! text exposition format, served by a small HTTP responder on a thread of its own.
+//!
+//! Everything read here is an atomic or a lock-free snapshot ([`geyser_adapter::Adapter::stats`]),
+//! so a scrape never waits for a callback and a callback never waits for a scrape.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use aldb_snapshot::WriterStats;
+use geyser_adapter::{Adapter, IgnoreReason, Irregularity, KeepAccounts, Stats};
+
+/// Upper bounds (seconds) of the commit latency histogram's buckets.
+const LATENCY_BOUNDS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
+
+/// A Prometheus histogram of durations, with fixed buckets and atomic counts.
+#[derive(Debug, Default)]
+pub(crate) struct Histogram {
+    /// Observations at or below each bound (not cumulative; summed when rendered).
+    buckets: [AtomicU64; LATENCY_BOUNDS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    pub(crate) fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(b) = LATENCY_BOUNDS.iter().position(|&b| secs <= b).and_then(|i| self.buckets.get(i)) {
+            b.fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0u64;
+        for (bound, b) in LATENCY_BOUNDS.iter().zip(&self.buckets) {
+            cumulative += b.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {}", self.sum_nanos.load(Relaxed) as f64 / 1e9);
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+/// The callbacks, for per-callback error counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Callback {
+    UpdateAccount,
+    UpdateSlotStatus,
+    EndOfStartup,
+}
+
+impl Callback {
+    const ALL: [Self; 3] = [Self::UpdateAccount, Self::UpdateSlotStatus, Self::EndOfStartup];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::UpdateAccount => "update_account",
+            Self::UpdateSlotStatus => "update_slot_status",
+            Self::EndOfStartup => "notify_end_of_startup",
+        }
+    }
+}
+
+/// The plugin's own counters (the adapter and the writer keep theirs).
+#[derive(Debug, Default)]
+pub(crate) struct PluginCounters {
+    /// Callbacks that returned an error to the validator (bad input, not loaded), by callback.
+    pub(crate) callback_errors: [AtomicU64; Callback::ALL.len()],
+    /// Panics caught in callbacks, by callback.
+    pub(crate) callback_panics: [AtomicU64; Callback::ALL.len()],
+    /// Panics caught on the commit worker (which then stops committing).
+    pub(crate) worker_panics: AtomicU64,
+    /// Whether the commit worker is running.
+    pub(crate) worker_running: AtomicBool,
+    /// Committed slots handed to the snapshot writer.
+    pub(crate) snapshot_submitted: AtomicU64,
+    /// Committed slots not written because the writer had stopped or the input was unusable.
+    pub(crate) snapshot_skipped: AtomicU64,
+    /// Time in `commit_ready` calls that committed at least one slot.
+    pub(crate) commit_latency: Histogram,
+    /// Time handing each committed slot to the writer (includes waiting on a full queue).
+    pub(crate) submit_latency: Histogram,
+}
+
+impl PluginCounters {
+    pub(crate) fn callback_error(&self, cb: Callback) {
+        if let Some(c) = self.callback_errors.get(cb as usize) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn callback_panic(&self, cb: Callback) {
+        if let Some(c) = self.callback_panics.get(cb as usize) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Total panics caught in callbacks.
+    pub(crate) fn panics(&self) -> u64 {
+        self.callback_panics.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Total errors returned from callbacks.
+    pub(crate) fn errors(&self) -> u64 {
+        self.callback_errors.iter().map(|c| c.load(Relaxed)).sum()
+    }
+}
+
+/// What a scrape reads.
+pub(crate) struct Sources {
+    pub(crate) adapter: Arc<Adapter<KeepAccounts>>,
+    pub(crate) writer: Arc<WriterStats>,
+    pub(crate) plugin: Arc<PluginCounters>,
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    family(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// An optional slot as a gauge: `-1` until there is one, so dashboards can tell "none yet" from 0.
+fn slot_value(s: Option<u64>) -> String {
+    s.map_or_else(|| "-1".to_string(), |s| s.to_string())
+}
+
+/// Renders every metric in the Prometheus text format (version 0.0.4).
+pub(crate) fn render(src: &Sources) -> String {
+    let s: Stats = src.adapter.stats();
+    let w = &src.writer;
+    let p = &src.plugin;
+    let mut out = String::with_capacity(8192);
+    let o = &mut out;
+
+    single(
+        o,
+        "aldb_account_updates_total",
+        "counter",
+        "Account updates received from the validator, startup ones included.",
+        s.updates_received,
+    );
+    single(
+        o,
+        "aldb_startup_account_updates_total",
+        "counter",
+        "Startup (snapshot) account updates accepted.",
+        s.startup_updates,
+    );
+    single(o, "aldb_slot_statuses_total", "counter", "Slot status notifications received.", s.statuses_received);
+    single(
+        o,
+        "aldb_slots_committed_total",
+        "counter",
+        "Slots committed to the engine (a root each), the genesis or startup base included.",
+        s.slots_committed,
+    );
+
+    family(
+        o,
+        "aldb_slots_dropped_total",
+        "counter",
+        "Slots whose buffered updates were discarded without a root, by reason.",
+    );
+    for (reason, v) in [
+        ("dead", s.slots_dropped_dead),
+        ("abandoned", s.slots_dropped_abandoned),
+        ("overflow", s.slots_dropped_overflow),
+    ] {
+        let _ = writeln!(o, "aldb_slots_dropped_total{{reason=\"{reason}\"}} {v}");
+    }
+    single(
+        o,
+        "aldb_slots_restarted_total",
+        "counter",
+        "Slots whose bank was created again (restarted).",
+        s.slots_restarted,
+    );
+    single(
+        o,
+        "aldb_updates_discarded_total",
+        "counter",
+        "Buffered account updates discarded with dropped or restarted slots.",
+        s.updates_discarded,
+    );
+
+    family(
+        o,
+        "aldb_ignored_events_total",
+        "counter",
+        "Events that changed nothing, by reason (update_below_base and status_below_base are routine).",
+    );
+    for r in IgnoreReason::ALL {
+        let _ = writeln!(o, "aldb_ignored_events_total{{reason=\"{}\"}} {}", r.as_str(), s.ignored(r));
+    }
+    family(
+        o,
+        "aldb_irregular_events_total",
+        "counter",
+        "Events handled that should not happen in a healthy run, by kind.",
+    );
+    for k in Irregularity::ALL {
+        let _ = writeln!(o, "aldb_irregular_events_total{{kind=\"{}\"}} {}", k.as_str(), s.irregular(k));
+    }
+
+    single(
+        o,
+        "aldb_pending_slots",
+        "gauge",
+        "Slots tracked above the committed base, not yet committed or dropped.",
+        s.pending_slots,
+    );
+    single(
+        o,
+        "aldb_queued_commits",
+        "gauge",
+        "Slots decided for commit but not yet applied to the engine.",
+        s.queued_commits,
+    );
+    single(
+        o,
+        "aldb_last_committed_slot",
+        "gauge",
+        "The last slot committed to the engine (-1: none yet).",
+        slot_value(s.last_committed_slot),
+    );
+    single(
+        o,
+        "aldb_base_slot",
+        "gauge",
+        "The committed base: the last slot decided for commit (-1: none yet).",
+        slot_value(s.base_slot),
+    );
+    single(
+        o,
+        "aldb_highest_processed_slot",
+        "gauge",
+        "The highest slot the validator reported processed (-1: none yet).",
+        slot_value(s.highest_processed_slot),
+    );
+    single(
+        o,
+        "aldb_commit_lag_slots",
+        "gauge",
+        "Highest processed slot minus last committed slot (-1: unknown).",
+        slot_value(s.lag()),
+    );
+
+    p.commit_latency.render(
+        o,
+        "aldb_commit_seconds",
+        "Engine time per commit batch: commit_ready calls that committed at least one slot.",
+    );
+    p.submit_latency.render(
+        o,
+        "aldb_snapshot_submit_seconds",
+        "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
+    );
+
+    single(
+        o,
+        "aldb_snapshot_queue_depth",
+        "gauge",
+        "Committed slots waiting for the snapshot writer.",
+        w.queue_depth(),
+    );
+    single(
+        o,
+        "aldb_snapshot_submitted_total",
+        "counter",
+        "Committed slots handed to the snapshot writer.",
+        p.snapshot_submitted.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_skipped_total",
+        "counter",
+        "Committed slots not written (writer stopped, or no change set).",
+        p.snapshot_skipped.load(Relaxed),
+    );
+    single(o, "aldb_snapshot_published_total", "counter", "Snapshot files published.", w.published.load(Relaxed));
+    single(o, "aldb_snapshot_last_published_slot", "gauge", "Newest published slot.", w.last_slot.load(Relaxed));
+    single(
+        o,
+        "aldb_snapshot_full_queue_waits_total",
+        "counter",
+        "Submissions that found the writer's queue full and waited.",
+        w.full_waits.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_full_queue_wait_seconds_total",
+        "counter",
+        "Time the commit worker spent waiting on a full writer queue.",
+        w.wait_nanos.load(Relaxed) as f64 / 1e9,
+    );
+    single(
+        o,
+        "aldb_snapshot_write_seconds_total",
+        "counter",
+        "Time the writer spent writing and syncing files.",
+        w.write_nanos.load(Relaxed) as f64 / 1e9,
+    );
+    single(o, "aldb_snapshot_bytes_total", "counter", "Bytes of published snapshot files.", w.bytes.load(Relaxed));
+    single(
+        o,
+        "aldb_snapshot_account_bytes_total",
+        "counter",
+        "Of those, bytes of account records.",
+        w.account_bytes.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_refresh_bytes_total",
+        "counter",
+        "Of those, bytes rewritten by the refresh cycle.",
+        w.refresh_bytes.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_pruned_files_total",
+        "counter",
+        "Snapshot files deleted by pruning.",
+        w.pruned_files.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_errors_total",
+        "counter",
+        "Snapshot writer errors (the writer stops at the first).",
+        w.errors.load(Relaxed),
+    );
+
+    family(
+        o,
+        "aldb_callback_errors_total",
+        "counter",
+        "Callbacks that returned an error to the validator, by callback.",
+    );
+    for cb in Callback::ALL {
+        let v = p.callback_errors.get(cb as usize).map_or(0, |c| c.load(Relaxed));
+        let _ = writeln!(o, "aldb_callback_errors_total{{callback=\"{}\"}} {v}", cb.as_str());
+    }
+    family(
+        o,
+        "aldb_callback_panics_total",
+        "counter",
+        "Panics caught inside callbacks (returned to the validator as errors), by callback.",
+    );
+    for cb in Callback::ALL {
+        let v = p.callback_panics.get(cb as usize).map_or(0, |c| c.load(Relaxed));
+        let _ = writeln!(o, "aldb_callback_panics_total{{callback=\"{}\"}} {v}", cb.as_str());
+    }
+    single(
+        o,
+        "aldb_worker_panics_total",
+        "counter",
+        "Panics caught on the commit worker; it stops committing after one.",
+        p.worker_panics.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_worker_running",
+        "gauge",
+        "1 while the commit worker runs.",
+        u8::from(p.worker_running.load(Relaxed)),
+    );
+    out
+}
+
+/// The HTTP responder: one thread, one connection at a time, which is plenty for a scraper.
+pub(crate) struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` and serves `GET /metrics` until [`MetricsServer::stop`].
+    pub(crate) fn start(addr: SocketAddr, sources: Sources) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr)?;
+        // Non-blocking accept polled with a short sleep, so stopping needs no wake-up connection.
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new().name("aldb-metrics".into()).spawn(move || serve(&listener, &sources, &stop))?
+        };
+        Ok(Self { addr, stop, thread: Some(thread) })
+    }
+
+    /// The bound address (with the real port when the config asked for port 0).
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the thread and closes the socket.
+    pub(crate) fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(listener: &TcpListener, sources: &Sources, stop: &AtomicBool) {
+    while !stop.load(Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = respond(stream, sources) {
+                    log::debug!("metrics request failed: {e}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => {
+                log::warn!("metrics accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+fn respond(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    // A slow or silent client must not hold the only responder thread for long.
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 4096];
+    let mut len = 0;
+    // Read the request head (the request line is all that matters); ignore any body.
+    while len < buf.len() {
+        let n = stream.read(&mut buf[len..])?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+        if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") || buf[..len].windows(2).any(|w| w == b"\n\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let mut words = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, ctype, body) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(sources)),
+        ("GET", "/") => ("200 OK", "text/plain; charset=utf-8", "aldb-plugin: metrics at /metrics\n".to_string()),
+        ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".to_string()),
+        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
+    };
+    let header = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(header.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sample_follows_the_text_format_and_has_its_family() {
+        let config = geyser_adapter::AdapterConfig::new(
+            geyser_adapter::Commitment::Confirmed,
+            aldb_core::Config::for_leaves(16, 1),
+        );
+        let adapter = Arc::new(Adapter::with_retain(config, KeepAccounts).unwrap());
+        let plugin = Arc::new(PluginCounters::default());
+        plugin.callback_panic(Callback::UpdateSlotStatus);
+        let text = render(&Sources { adapter, writer: Arc::new(WriterStats::default()), plugin });
+        let mut typed = std::collections::BTreeSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+                assert!(typed.insert(name.to_string()), "family {name} declared twice");
+                continue;
+            }
+            if line.starts_with("# HELP ") {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            value.parse::<f64>().unwrap_or_else(|_| panic!("bad value in {line}"));
+            let name = series.split('{').next().unwrap();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
+                .unwrap_or(name);
+            assert!(typed.contains(family), "{name} has no TYPE line before it");
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{name}");
+        }
+        assert!(text.contains("aldb_callback_panics_total{callback=\"update_slot_status\"} 1\n"));
+        assert!(text.contains("aldb_last_committed_slot -1\n"));
+        assert!(text.contains("aldb_ignored_events_total{reason=\"update_below_base\"} 0\n"));
+    }
+
+    #[test]
+    fn the_histogram_is_cumulative() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(500));
+        h.observe(Duration::from_millis(20));
+        h.observe(Duration::from_secs(100));
+        let mut s = String::new();
+        h.render(&mut s, "x", "help");
+        assert!(s.contains("x_bucket{le=\"0.001\"} 1\n"), "{s}");
+        assert!(s.contains("x_bucket{le=\"0.025\"} 2\n"), "{s}");
+        assert!(s.contains("x_bucket{le=\"60\"} 2\n"), "{s}");
+        assert!(s.contains("x_bucket{le=\"+Inf\"} 3\n"), "{s}");
+        assert!(s.contains("x_count 3\n"), "{s}");
+    }
+}

@@ -1,0 +1,439 @@
+//! The `GeyserPlugin` implementation: agave's callbacks in, the adapter's events out.
+//!
+//! Every callback runs inside [`catch_unwind`]: a panic must never unwind into the validator (it
+//! would take the validator down; agave's own panic hook exits the process, though that hook lives
+//! in the validator's copy of std and the plugin's panics go through the plugin's). A caught panic
+//! is logged, counted and returned as an error, which agave logs and otherwise ignores.
+//!
+//! Callbacks never block on anything but the adapter's brief locks: account updates take one
+//! stripe lock for a hash-map insert, slot statuses the state-machine lock for bookkeeping. The
+//! engine and the disk are on the commit worker ([`crate::worker`]).
+//!
+//! Ignored events (a `Processed` after its slot committed, an update for a passed fork, ...) are
+//! not errors: they are counted by reason in the metrics and return `Ok`. Returning an error
+//! would make agave log an error line per event, and several are routine on every slot.
+
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+
+use agave_geyser_plugin_interface::geyser_plugin_interface::{
+    GeyserPlugin, GeyserPluginError, ReplicaAccountInfoVersions, Result as PluginResult, SlotStatus,
+};
+use aldb_snapshot::SnapshotWriter;
+use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, Stats};
+
+use crate::config::Config;
+use crate::metrics::{Callback, MetricsServer, PluginCounters, Sources};
+use crate::panic_message;
+use crate::worker::Worker;
+
+/// The aldb geyser plugin: commits a provable state root for every slot of the chosen chain and
+/// writes snapshots that Hyades serves proofs from.
+///
+/// agave creates it through `_create_plugin`, then calls `setup_logger`, `on_load` with the path
+/// of the config file, the callbacks from many threads, and `on_unload`.
+pub struct AldbPlugin {
+    runtime: Option<Runtime>,
+    counters: Arc<PluginCounters>,
+    /// Test hook: callbacks panic while set, to prove the panic is caught.
+    #[cfg(test)]
+    panic_in_callbacks: std::sync::atomic::AtomicBool,
+}
+
+/// What runs between `on_load` and `on_unload`.
+struct Runtime {
+    config: Config,
+    adapter: Arc<Adapter<KeepAccounts>>,
+    worker: Worker,
+    metrics: Option<MetricsServer>,
+}
+
+impl std::fmt::Debug for AldbPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AldbPlugin")
+            .field("loaded", &self.runtime.is_some())
+            .field("config", &self.runtime.as_ref().map(|r| &r.config))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for AldbPlugin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AldbPlugin {
+    /// A plugin that is not loaded yet: every callback fails until [`GeyserPlugin::on_load`].
+    pub fn new() -> Self {
+        Self {
+            runtime: None,
+            counters: Arc::new(PluginCounters::default()),
+            #[cfg(test)]
+            panic_in_callbacks: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The effective config, once loaded.
+    pub fn config(&self) -> Option<&Config> {
+        self.runtime.as_ref().map(|r| &r.config)
+    }
+
+    /// The adapter's counters and gauges, once loaded.
+    pub fn stats(&self) -> Option<Stats> {
+        self.runtime.as_ref().map(|r| r.adapter.stats())
+    }
+
+    /// Where metrics are served (the bound port, when the config asked for port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.runtime.as_ref()?.metrics.as_ref().map(MetricsServer::addr)
+    }
+
+    /// Panics caught in callbacks so far.
+    pub fn callback_panics(&self) -> u64 {
+        self.counters.panics()
+    }
+
+    /// Errors returned from callbacks so far (panics not included).
+    pub fn callback_errors(&self) -> u64 {
+        self.counters.errors()
+    }
+
+    fn adapter(&self) -> Result<&Adapter<KeepAccounts>, String> {
+        match &self.runtime {
+            Some(r) => Ok(&r.adapter),
+            None => Err("aldb-plugin is not loaded".to_string()),
+        }
+    }
+
+    /// Runs one callback's body: counts and returns its error, and turns a panic into an error.
+    fn guard(&self, cb: Callback, body: impl FnOnce() -> Result<(), String>) -> PluginResult<()> {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            #[cfg(test)]
+            if self.panic_in_callbacks.load(std::sync::atomic::Ordering::Relaxed) {
+                panic!("injected by a test");
+            }
+            body()
+        }));
+        let msg = match outcome {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(msg)) => {
+                self.counters.callback_error(cb);
+                msg
+            }
+            Err(payload) => {
+                self.counters.callback_panic(cb);
+                let msg = format!("panic caught in aldb-plugin: {}", panic_message(payload.as_ref()));
+                log::error!("{msg}");
+                msg
+            }
+        };
+        Err(match cb {
+            Callback::UpdateAccount => GeyserPluginError::AccountsUpdateError { msg },
+            Callback::UpdateSlotStatus => GeyserPluginError::SlotStatusUpdateError { msg },
+            Callback::EndOfStartup => GeyserPluginError::Custom(msg.into()),
+        })
+    }
+
+    fn start(&self, config: &Config, is_reload: bool) -> Result<Runtime, String> {
+        let adapter = Adapter::with_retain(config.adapter_config(), KeepAccounts)
+            .map(Arc::new)
+            .map_err(|e| format!("cannot create the adapter: {e}"))?;
+        let writer = SnapshotWriter::start(config.writer_config(), None)
+            .map_err(|e| format!("cannot start the snapshot writer in {}: {e}", config.snapshot_dir.display()))?;
+        let writer_stats = writer.stats().clone();
+        let metrics = match config.metrics_addr {
+            None => None,
+            Some(addr) => {
+                let sources = Sources { adapter: adapter.clone(), writer: writer_stats, plugin: self.counters.clone() };
+                Some(MetricsServer::start(addr, sources).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?)
+            }
+        };
+        let worker = Worker::spawn(adapter.clone(), writer, self.counters.clone())
+            .map_err(|e| format!("cannot start the commit worker: {e}"))?;
+        if is_reload {
+            // A reloaded plugin has missed genesis or the startup accounts, and no base state
+            // can be built from the updates that follow: no slot will commit until the validator
+            // restarts (the pending bound keeps memory in check meanwhile).
+            log::warn!("aldb-plugin reloaded while the validator runs: no roots until the validator restarts");
+        }
+        Ok(Runtime { config: config.clone(), adapter, worker, metrics })
+    }
+}
+
+/// The adapter's account update for an agave one; fails on a malformed address.
+fn account_update<'a>(
+    account: ReplicaAccountInfoVersions<'a>,
+    slot: u64,
+    is_startup: bool,
+) -> Result<AccountUpdate<'a>, String> {
+    // Every version carries the same fields the commitment needs; V2 and V3 add the transaction.
+    let (pubkey, lamports, owner, executable, data, write_version) = match account {
+        ReplicaAccountInfoVersions::V0_0_1(a) => (a.pubkey, a.lamports, a.owner, a.executable, a.data, a.write_version),
+        ReplicaAccountInfoVersions::V0_0_2(a) => (a.pubkey, a.lamports, a.owner, a.executable, a.data, a.write_version),
+        ReplicaAccountInfoVersions::V0_0_3(a) => (a.pubkey, a.lamports, a.owner, a.executable, a.data, a.write_version),
+    };
+    let key = |what: &str, b: &[u8]| -> Result<[u8; 32], String> {
+        b.try_into().map_err(|_| format!("account {what} at slot {slot} is {} bytes, not 32", b.len()))
+    };
+    Ok(AccountUpdate {
+        slot,
+        pubkey: key("pubkey", pubkey)?,
+        lamports,
+        owner: key("owner", owner)?,
+        executable,
+        data,
+        write_version,
+        is_startup,
+    })
+}
+
+/// The adapter's status for an agave one.
+fn slot_status(status: &SlotStatus) -> geyser_adapter::SlotStatus {
+    use geyser_adapter::SlotStatus as S;
+    match status {
+        SlotStatus::Processed => S::Processed,
+        SlotStatus::Rooted => S::Rooted,
+        SlotStatus::Confirmed => S::Confirmed,
+        SlotStatus::FirstShredReceived => S::FirstShredReceived,
+        SlotStatus::Completed => S::Completed,
+        SlotStatus::CreatedBank => S::CreatedBank,
+        SlotStatus::Dead(_) => S::Dead,
+    }
+}
+
+/// Ignored events are counted by the adapter; they only reach the log at debug level (or trace
+/// for the routine ones, which happen every slot).
+fn note_ignored(ig: Ignored) {
+    if ig.reason.is_routine() {
+        log::trace!("aldb-plugin: {ig}");
+    } else {
+        log::debug!("aldb-plugin: {ig}");
+    }
+}
+
+impl GeyserPlugin for AldbPlugin {
+    fn name(&self) -> &'static str {
+        "aldb"
+    }
+
+    fn setup_logger(&self, logger: &'static dyn log::Log, level: log::LevelFilter) -> PluginResult<()> {
+        // The plugin has its own copy of the `log` crate's globals: route them to the
+        // validator's logger. A second call (the same library loaded again) finds the logger set,
+        // which is fine: it is the same validator logger.
+        log::set_max_level(level);
+        let _ = log::set_logger(logger);
+        Ok(())
+    }
+
+    fn on_load(&mut self, config_file: &str, is_reload: bool) -> PluginResult<()> {
+        if self.runtime.is_some() {
+            let msg = "aldb-plugin: on_load called while already loaded".to_string();
+            log::error!("{msg}");
+            return Err(GeyserPluginError::Custom(msg.into()));
+        }
+        // An error here stops the validator from starting, so the reason is logged first: agave
+        // reports the returned error too, but in its own words.
+        let config = Config::from_file(Path::new(config_file)).map_err(|e| {
+            log::error!("aldb-plugin: not loading: {e}");
+            GeyserPluginError::ConfigFileReadError { msg: e.to_string() }
+        })?;
+        log::set_max_level(config.log_level);
+        let runtime = self.start(&config, is_reload).map_err(|msg| {
+            log::error!("aldb-plugin: not loading: {msg}");
+            GeyserPluginError::Custom(msg.into())
+        })?;
+        log::info!(
+            "aldb-plugin loaded: snapshots in {}, commitment {:?}, {} engine threads, metrics {}",
+            config.snapshot_dir.display(),
+            config.commitment,
+            config.threads,
+            runtime.metrics.as_ref().map_or_else(|| "off".to_string(), |m| format!("on http://{}/metrics", m.addr())),
+        );
+        self.runtime = Some(runtime);
+        Ok(())
+    }
+
+    fn on_unload(&mut self) {
+        let Some(rt) = self.runtime.take() else { return };
+        // The worker commits what is ready, then the writer drains its queue and syncs.
+        match rt.worker.stop() {
+            Ok(()) => log::info!("aldb-plugin: snapshots flushed"),
+            Err(e) => log::error!("aldb-plugin: snapshot writer: {e}"),
+        }
+        if let Some(m) = rt.metrics {
+            m.stop();
+        }
+        let s = rt.adapter.stats();
+        log::info!(
+            "aldb-plugin unloaded: {} slots committed (last {:?}), {} account updates, {} callback errors, {} panics caught",
+            s.slots_committed,
+            s.last_committed_slot,
+            s.updates_received,
+            self.counters.errors(),
+            self.counters.panics(),
+        );
+    }
+
+    fn update_account(&self, account: ReplicaAccountInfoVersions, slot: u64, is_startup: bool) -> PluginResult<()> {
+        self.guard(Callback::UpdateAccount, || {
+            let adapter = self.adapter()?;
+            let update = account_update(account, slot, is_startup)?;
+            if let Err(ig) = adapter.update_account(&update) {
+                note_ignored(ig);
+            }
+            Ok(())
+        })
+    }
+
+    fn notify_end_of_startup(&self) -> PluginResult<()> {
+        self.guard(Callback::EndOfStartup, || {
+            let adapter = self.adapter()?;
+            log::info!("aldb-plugin: end of startup, building the startup state");
+            if let Err(ig) = adapter.end_of_startup() {
+                note_ignored(ig);
+            }
+            Ok(())
+        })
+    }
+
+    fn update_slot_status(&self, slot: u64, parent: Option<u64>, status: &SlotStatus) -> PluginResult<()> {
+        self.guard(Callback::UpdateSlotStatus, || {
+            let adapter = self.adapter()?;
+            if let SlotStatus::Dead(reason) = status {
+                log::debug!("aldb-plugin: slot {slot} dead: {reason}");
+            }
+            if let Err(ig) = adapter.update_slot_status(SlotEvent::new(slot, parent, slot_status(status))) {
+                note_ignored(ig);
+            }
+            Ok(())
+        })
+    }
+
+    fn account_data_notifications_enabled(&self) -> bool {
+        true
+    }
+
+    fn account_data_snapshot_notifications_enabled(&self) -> bool {
+        // The startup accounts are the base state of a snapshot start; without them no root.
+        true
+    }
+
+    fn transaction_notifications_enabled(&self) -> bool {
+        false
+    }
+
+    fn entry_notifications_enabled(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use agave_geyser_plugin_interface::geyser_plugin_interface::ReplicaAccountInfo;
+
+    use super::*;
+
+    fn loaded(dir: &Path) -> AldbPlugin {
+        let cfg = dir.join("aldb.json5");
+        std::fs::write(&cfg, "{libpath: 'libaldb_plugin.so', snapshot_dir: 'snap', threads: 1}").unwrap();
+        let mut p = AldbPlugin::new();
+        p.on_load(cfg.to_str().unwrap(), false).unwrap();
+        p
+    }
+
+    fn info(pubkey: &[u8]) -> ReplicaAccountInfo<'_> {
+        ReplicaAccountInfo {
+            pubkey,
+            lamports: 5,
+            owner: &[1; 32],
+            executable: false,
+            rent_epoch: 0,
+            data: b"x",
+            write_version: 1,
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_callback_is_caught_and_returned_as_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = loaded(dir.path());
+        p.panic_in_callbacks.store(true, Ordering::Relaxed);
+        let key = [7u8; 32];
+        let r = p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&key)), 0, false);
+        assert!(
+            matches!(&r, Err(GeyserPluginError::AccountsUpdateError { msg }) if msg.contains("panic caught")),
+            "{r:?}"
+        );
+        let r = p.update_slot_status(1, Some(0), &SlotStatus::CreatedBank);
+        assert!(matches!(r, Err(GeyserPluginError::SlotStatusUpdateError { .. })), "{r:?}");
+        assert!(p.notify_end_of_startup().is_err());
+        assert_eq!(p.callback_panics(), 3);
+        assert_eq!(p.callback_errors(), 0);
+        // The plugin carries on once the cause is gone.
+        p.panic_in_callbacks.store(false, Ordering::Relaxed);
+        p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&key)), 0, false).unwrap();
+        assert_eq!(p.stats().unwrap().updates_received, 1);
+        p.on_unload();
+    }
+
+    #[test]
+    fn malformed_accounts_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = loaded(dir.path());
+        let r = p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&[1; 31])), 0, false);
+        assert!(matches!(&r, Err(GeyserPluginError::AccountsUpdateError { msg }) if msg.contains("31 bytes")), "{r:?}");
+        let mut bad_owner = info(&[1; 32]);
+        bad_owner.owner = &[];
+        assert!(p.update_account(ReplicaAccountInfoVersions::V0_0_1(&bad_owner), 0, false).is_err());
+        assert_eq!((p.callback_errors(), p.callback_panics()), (2, 0));
+        assert_eq!(p.stats().unwrap().updates_received, 0);
+        p.on_unload();
+    }
+
+    #[test]
+    fn callbacks_before_on_load_fail_cleanly() {
+        let p = AldbPlugin::new();
+        assert!(p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&[1; 32])), 0, false).is_err());
+        assert!(p.update_slot_status(1, Some(0), &SlotStatus::Processed).is_err());
+        assert_eq!(p.callback_errors(), 2);
+    }
+
+    #[test]
+    fn a_bad_config_fails_on_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("aldb.json");
+        std::fs::write(&cfg, r#"{"libpath": "x.so", "snapshot_dir": "s", "keep_slot": 5}"#).unwrap();
+        let mut p = AldbPlugin::new();
+        let r = p.on_load(cfg.to_str().unwrap(), false);
+        assert!(
+            matches!(&r, Err(GeyserPluginError::ConfigFileReadError { msg }) if msg.contains("keep_slot")),
+            "{r:?}"
+        );
+        assert!(p.config().is_none());
+        let r = p.on_load(dir.path().join("missing.json").to_str().unwrap(), false);
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_taken_metrics_port_fails_on_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let cfg = dir.path().join("aldb.json");
+        let text = format!(
+            "{{libpath: 'x.so', snapshot_dir: 's', threads: 1, metrics_addr: '{}'}}",
+            taken.local_addr().unwrap()
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let mut p = AldbPlugin::new();
+        let r = p.on_load(cfg.to_str().unwrap(), false);
+        assert!(
+            matches!(&r, Err(GeyserPluginError::Custom(e)) if e.to_string().contains("cannot serve metrics")),
+            "{r:?}"
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! The commit worker: applies decided slots to the engine and hands each commit to the snapshot
+//! writer, on a thread of its own so no validator callback ever waits for hashing or disk.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use aldb_core::AccountRef;
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter};
+use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts};
+
+use crate::metrics::PluginCounters;
+use crate::panic_message;
+
+/// How long the worker sleeps when nothing was decided. `commit_ready` also finds work no status
+/// announces (replayed slots linked by their SlotHashes writes), so the wait must stay short.
+const WAIT: Duration = Duration::from_millis(50);
+
+/// A running commit worker.
+pub(crate) struct Worker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), String>>>,
+}
+
+impl Worker {
+    /// Starts the worker; it owns the writer from now on.
+    pub(crate) fn spawn(
+        adapter: Arc<Adapter<KeepAccounts>>,
+        writer: SnapshotWriter,
+        counters: Arc<PluginCounters>,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("aldb-commit".into())
+                .spawn(move || run(&adapter, writer, &counters, &stop))?
+        };
+        Ok(Self { stop, thread: Some(thread) })
+    }
+
+    /// Commits what is ready, stops, waits for every submitted slot to be written and shuts the
+    /// writer down. Returns the writer's error, if it had one.
+    pub(crate) fn stop(mut self) -> Result<(), String> {
+        self.stop.store(true, Ordering::Release);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(payload)) => Err(format!("commit worker panicked: {}", panic_message(payload.as_ref()))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Not stopped explicitly (an error path): still stop the thread rather than leak it.
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(
+    adapter: &Adapter<KeepAccounts>,
+    writer: SnapshotWriter,
+    counters: &PluginCounters,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    counters.worker_running.store(true, Ordering::Relaxed);
+    let mut sink = Sink { writer, counters, started: false, failed: false };
+    loop {
+        // Read before the last round, so commits decided before `stop` was set are still written.
+        let stopping = stop.load(Ordering::Acquire);
+        let step = catch_unwind(AssertUnwindSafe(|| {
+            if !stopping {
+                adapter.wait_for_work(WAIT);
+            }
+            let t = Instant::now();
+            let batch = adapter.commit_ready();
+            if !batch.is_empty() {
+                counters.commit_latency.observe(t.elapsed());
+            }
+            for c in batch {
+                sink.submit(c);
+            }
+        }));
+        if let Err(payload) = step {
+            // The engine may be half-way through a commit: committing on from there could publish
+            // a wrong root, so stop committing (callbacks go on; the pending bound caps memory).
+            counters.worker_panics.fetch_add(1, Ordering::Relaxed);
+            log::error!(
+                "aldb-plugin commit worker panicked, no more slots will be committed until restart: {}",
+                panic_message(payload.as_ref())
+            );
+            break;
+        }
+        if stopping {
+            break;
+        }
+    }
+    counters.worker_running.store(false, Ordering::Relaxed);
+    sink.finish()
+}
+
+/// Hands commits to the snapshot writer.
+struct Sink<'a> {
+    writer: SnapshotWriter,
+    counters: &'a PluginCounters,
+    /// Whether a full snapshot went in: the writer refuses deltas before one.
+    started: bool,
+    /// Whether the writer reported an error (it then refuses everything).
+    failed: bool,
+}
+
+impl Sink<'_> {
+    fn submit(&mut self, c: Committed<AccountRecord>) {
+        // The base commit (genesis slot 0, or the startup state) is the whole state: its change
+        // set covers the whole tree (genesis is committed onto an empty tree; the startup state
+        // comes with `capture_all`) and its records are every live account. It is the only commit
+        // a full snapshot can be made from, since nothing here keeps the accounts of later slots
+        // that did not change.
+        let full = matches!(c.kind, CommitKind::Genesis | CommitKind::Startup);
+        if full {
+            log::info!(
+                "aldb-plugin: base state committed at slot {} ({:?}, {} accounts), root {}",
+                c.slot,
+                c.kind,
+                c.updates,
+                hex(&c.root)
+            );
+        } else {
+            log::debug!(
+                "aldb-plugin: slot {} committed ({} accounts written), root {}",
+                c.slot,
+                c.updates,
+                hex(&c.root)
+            );
+        }
+        if self.failed {
+            self.skip();
+            return;
+        }
+        if !full && !self.started {
+            // Only possible if the base commit was lost (it is always the first commit).
+            log::error!("aldb-plugin: slot {} committed before any base state; snapshots cannot start", c.slot);
+            self.skip();
+            return;
+        }
+        let Some(changes) = c.changes else {
+            log::error!("aldb-plugin: slot {} came without a change set; snapshots stop", c.slot);
+            self.failed = true;
+            self.skip();
+            return;
+        };
+        let input =
+            SlotInput { slot: c.slot, parent: c.parent, root: c.root, changes, accounts: batch(c.records, full), full };
+        let t = Instant::now();
+        let result = self.writer.submit(input);
+        self.counters.submit_latency.observe(t.elapsed());
+        match result {
+            Ok(()) => {
+                self.started |= full;
+                self.counters.snapshot_submitted.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // The writer stops at its first error (a later delta would be built on a file
+                // that does not exist); roots are still committed and counted.
+                log::error!("aldb-plugin: snapshots stopped at slot {}: {e}", c.slot);
+                self.failed = true;
+                self.skip();
+            }
+        }
+    }
+
+    fn skip(&self) {
+        self.counters.snapshot_skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn finish(self) -> Result<(), String> {
+        let flushed = self.writer.flush();
+        let shut = self.writer.shutdown();
+        flushed.and(shut).map_err(|e| e.to_string())
+    }
+}
+
+/// The records as the writer's account batch, data copied once into one buffer. Each record is
+/// freed as it is copied, so a large startup state is not held twice. A full snapshot holds live
+/// accounts only; a delta keeps deletions too (the writer writes no record for them).
+fn batch(records: Vec<AccountRecord>, full: bool) -> AccountBatch {
+    let data: usize = records.iter().map(|r| r.data.len()).sum();
+    let mut b = AccountBatch::with_capacity(records.len(), data);
+    for r in records {
+        if full && r.lamports == 0 {
+            continue;
+        }
+        let a = AccountRef {
+            pubkey: &r.pubkey,
+            lamports: r.lamports,
+            owner: &r.owner,
+            executable: r.executable,
+            data: &r.data,
+        };
+        b.push(r.hashed.path, &a);
+    }
+    b
+}
+
+fn hex(h: &[u8; 32]) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,205 @@
+//! The config file: defaults, JSON5 syntax, unknown fields, bad values, and the offline checker.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use aldb_plugin::config::{
+    DEFAULT_EXPECTED_ACCOUNTS, DEFAULT_KEEP_SLOTS, DEFAULT_MAX_PENDING_SLOTS, DEFAULT_REFRESH_SLOTS,
+    DEFAULT_SNAPSHOT_EVERY, DEFAULT_SNAPSHOT_QUEUE, default_threads,
+};
+use aldb_plugin::{CommitmentLevel, Config, ConfigError};
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("/etc/aldb"))
+}
+
+fn err(text: &str) -> String {
+    match parse(text) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn defaults_fill_every_optional_field() {
+    let c = parse(r#"{"libpath": "libaldb_plugin.so", "snapshot_dir": "/var/aldb"}"#).unwrap();
+    assert_eq!(c.libpath, PathBuf::from("/etc/aldb/libaldb_plugin.so"));
+    assert_eq!(c.name, None);
+    assert_eq!(c.snapshot_dir, PathBuf::from("/var/aldb"));
+    assert_eq!(c.threads, default_threads());
+    assert!(c.threads >= 1);
+    assert_eq!(c.commitment, CommitmentLevel::Confirmed);
+    assert_eq!(c.max_pending_slots, DEFAULT_MAX_PENDING_SLOTS);
+    assert_eq!(c.max_pending_slots, 2048);
+    assert_eq!(c.snapshot_every, DEFAULT_SNAPSHOT_EVERY);
+    assert_eq!(c.snapshot_every, 1);
+    assert_eq!(c.keep_slots, DEFAULT_KEEP_SLOTS);
+    assert_eq!(c.keep_slots, 1000);
+    assert_eq!(c.refresh_slots, DEFAULT_REFRESH_SLOTS);
+    assert_eq!(c.refresh_slots, 512);
+    assert_eq!(c.snapshot_queue, DEFAULT_SNAPSHOT_QUEUE);
+    assert_eq!(c.snapshot_queue, 4);
+    assert_eq!(c.expected_accounts, DEFAULT_EXPECTED_ACCOUNTS);
+    assert_eq!(c.metrics_addr, None);
+    assert_eq!(c.log_level, log::LevelFilter::Info);
+}
+
+#[test]
+fn every_field_can_be_set_in_json5() {
+    let c = parse(
+        "{
+            // agave reads these two
+            libpath: '/opt/aldb/libaldb_plugin.so',
+            name: 'aldb',
+            snapshot_dir: 'snapshots',   // relative to the config file
+            threads: 6,
+            commitment: 'finalized',
+            max_pending_slots: 4096,
+            snapshot_every: 2,
+            keep_slots: 100,
+            refresh_slots: 64,
+            snapshot_queue: 16,
+            expected_accounts: 0x1000000,
+            metrics_addr: '0.0.0.0:9898',
+            log_level: 'DEBUG',
+        }",
+    )
+    .unwrap();
+    assert_eq!(c.libpath, PathBuf::from("/opt/aldb/libaldb_plugin.so"));
+    assert_eq!(c.name.as_deref(), Some("aldb"));
+    assert_eq!(c.snapshot_dir, PathBuf::from("/etc/aldb/snapshots"));
+    assert_eq!(c.threads, 6);
+    assert_eq!(c.commitment, CommitmentLevel::Finalized);
+    assert_eq!(c.max_pending_slots, 4096);
+    assert_eq!((c.snapshot_every, c.keep_slots, c.refresh_slots, c.snapshot_queue), (2, 100, 64, 16));
+    assert_eq!(c.expected_accounts, 1 << 24);
+    assert_eq!(c.metrics_addr, Some("0.0.0.0:9898".parse().unwrap()));
+    assert_eq!(c.log_level, log::LevelFilter::Debug);
+}
+
+#[test]
+fn unknown_fields_are_refused_by_name() {
+    let e = err(r#"{"libpath": "x.so", "snapshot_dir": "s", "keep_slot": 10}"#);
+    assert!(e.contains("keep_slot"), "{e}");
+    assert!(e.contains("unknown field"), "{e}");
+}
+
+#[test]
+fn required_fields_are_required() {
+    let e = err(r#"{"snapshot_dir": "s"}"#);
+    assert!(e.contains("libpath"), "{e}");
+    let e = err(r#"{"libpath": "x.so"}"#);
+    assert!(e.contains("snapshot_dir"), "{e}");
+    let e = err(r#"{"libpath": " ", "snapshot_dir": "s"}"#);
+    assert!(e.contains("`libpath`"), "{e}");
+    let e = err(r#"{"libpath": "x.so", "snapshot_dir": ""}"#);
+    assert!(e.contains("`snapshot_dir`"), "{e}");
+}
+
+#[test]
+fn bad_values_name_the_field_and_the_rule() {
+    let base = r#""libpath": "x.so", "snapshot_dir": "s""#;
+    for (field, value, expect) in [
+        ("threads", "0", "from 1 to"),
+        ("threads", "100000", "from 1 to"),
+        ("max_pending_slots", "0", "from 1 to"),
+        ("snapshot_every", "0", "from 1 to"),
+        ("keep_slots", "0", "from 1 to"),
+        ("refresh_slots", "0", "from 1 to"),
+        ("snapshot_queue", "0", "from 1 to"),
+        ("expected_accounts", "0", "from 1 to"),
+        ("metrics_addr", r#""localhost""#, "IP address and port"),
+        ("metrics_addr", r#""127.0.0.1""#, "IP address and port"),
+        ("log_level", r#""loud""#, "one of off, error"),
+    ] {
+        let e = err(&format!("{{{base}, \"{field}\": {value}}}"));
+        assert!(e.contains(&format!("`{field}`")) && e.contains(expect), "{field}={value}: {e}");
+    }
+    // Wrong types and unknown enum values come from the parser, naming what it expected.
+    let e = err(&format!("{{{base}, \"commitment\": \"processed\"}}"));
+    assert!(e.contains("processed") && e.contains("confirmed") && e.contains("finalized"), "{e}");
+    let e = err(&format!("{{{base}, \"threads\": -1}}"));
+    assert!(e.contains("invalid"), "{e}");
+    let e = err(&format!("{{{base},\n \"keep_slots\": \"many\"}}"));
+    assert!(e.contains("expected number at line 2") && e.contains("near `\"keep_slots\": \"many\"}`"), "{e}");
+}
+
+#[test]
+fn syntax_errors_say_where() {
+    let e = err("{libpath: 'x.so', snapshot_dir: 's',,}");
+    assert!(e.contains("line 1"), "{e}");
+    let e = err("");
+    assert!(e.starts_with("invalid config"), "{e}");
+}
+
+#[test]
+fn files_name_themselves_in_errors_and_resolve_relative_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("aldb.json5");
+    std::fs::write(&f, "{libpath: 'lib.so', snapshot_dir: 'snap'}").unwrap();
+    let c = Config::from_file(&f).unwrap();
+    assert_eq!(c.snapshot_dir, dir.path().join("snap"));
+    assert_eq!(c.libpath, dir.path().join("lib.so"));
+
+    std::fs::write(&f, "{libpath: 'lib.so', snapshot_dir: 'snap', threads: 0}").unwrap();
+    let e = Config::from_file(&f).unwrap_err().to_string();
+    assert!(e.contains(&f.display().to_string()) && e.contains("`threads`"), "{e}");
+
+    let missing = dir.path().join("nope.json");
+    let e = Config::from_file(&missing).unwrap_err();
+    assert!(matches!(e, ConfigError::Read { .. }), "{e}");
+
+    // A snapshot_dir that is a file is refused.
+    std::fs::write(dir.path().join("snap"), b"").unwrap();
+    std::fs::write(&f, "{libpath: 'lib.so', snapshot_dir: 'snap'}").unwrap();
+    let e = Config::from_file(&f).unwrap_err().to_string();
+    assert!(e.contains("not a directory"), "{e}");
+}
+
+fn check(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aldb-config-check")).args(args).output().expect("run aldb-config-check")
+}
+
+#[test]
+fn the_checker_prints_the_effective_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("aldb.json5");
+    std::fs::write(
+        &f,
+        "{libpath: 'lib.so', snapshot_dir: 'snap', commitment: 'finalized', metrics_addr: '127.0.0.1:9898'}",
+    )
+    .unwrap();
+    let out = check(&[f.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["snapshot_dir"], dir.path().join("snap").to_str().unwrap());
+    assert_eq!(v["commitment"], "finalized");
+    assert_eq!(v["keep_slots"], 1000);
+    assert_eq!(v["metrics_addr"], "127.0.0.1:9898");
+    assert_eq!(v["log_level"], "info");
+    assert!(v["threads"].as_u64().unwrap() >= 1);
+    // Offline: nothing was created.
+    assert!(!dir.path().join("snap").exists());
+}
+
+#[test]
+fn the_checker_exits_2_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("aldb.json5");
+    std::fs::write(&f, "{libpath: 'lib.so', snapshot_dir: 'snap', snapshot_every: 0}").unwrap();
+    let out = check(&[f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`snapshot_every`") && stderr.contains("from 1 to"), "{stderr}");
+    assert!(out.stdout.is_empty());
+
+    let out = check(&[dir.path().join("missing.json").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read config file"));
+
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage"));
+}
