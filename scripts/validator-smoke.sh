@@ -34,10 +34,23 @@ for pk in 11111111111111111111111111111111 TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss62
           4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi; do
   out="$(target/release/aldb proof --url http://127.0.0.1:8999 "$pk" 2>&1)" || { echo "FAIL proof $pk: $out"; fail=1; continue; }
   echo "$out" | head -4
-  lam_rpc="$(rpc 8899 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountInfo\",\"params\":[\"$pk\",{\"encoding\":\"base64\",\"commitment\":\"confirmed\"}]}" \
-    | python3 -c 'import json,sys; v=json.load(sys.stdin)["result"]["value"]; print(v["lamports"] if v else "absent")')"
-  lam_proof="$(echo "$out" | awk '/lamports:/{print $2} /: absent/{print "absent"}' | head -1)"
-  if [[ "$lam_rpc" != "$lam_proof" ]]; then echo "FAIL $pk: validator says $lam_rpc, proof says $lam_proof"; fail=1; fi
+  # The proven account must equal what the validator's own RPC returns, field by field.
+  info="$(rpc 8899 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountInfo\",\"params\":[\"$pk\",{\"encoding\":\"base64\",\"commitment\":\"confirmed\"}]}")"
+  proof="$(rpc 8999 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountProof\",\"params\":[\"$pk\"]}")"
+  if ! python3 - "$info" "$proof" <<'PY'
+import json, sys
+rpc = json.loads(sys.argv[1])["result"]["value"]
+ours = json.loads(sys.argv[2])["result"]["value"]["account"]
+if rpc is None or ours is None:
+    ok = rpc is None and ours is None
+else:
+    keys = ("lamports", "owner", "executable", "data")
+    ok = all(rpc[k] == ours[k] for k in keys)
+    if not ok:
+        print({k: (rpc[k], ours[k]) for k in keys if rpc[k] != ours[k]})
+sys.exit(0 if ok else 1)
+PY
+  then echo "FAIL $pk: validator RPC and proven account differ"; fail=1; else echo "  matches the validator's RPC"; fi
 done
 curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed|updates_received|callback)' | head -8 || true
 exit $fail
