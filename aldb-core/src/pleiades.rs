@@ -144,21 +144,7 @@ impl Pleiades {
         });
         drop(updates);
         let slices = split_by_offsets(&mut parts, &offsets);
-        let capture = changes.is_some();
-        let shards = &mut self.shards;
-        let results: Vec<ShardResult> = self.pool.install(|| {
-            shards
-                .par_iter_mut()
-                .zip(slices)
-                .enumerate()
-                .filter(|(_, (_, ops))| !ops.is_empty())
-                .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
-                    let ops = sort_keep_last(ops);
-                    apply_to_shard(i, shard, ops, scratch, capture)
-                })
-                .flatten()
-                .collect()
-        });
+        let results = self.apply_parts(slices, true, changes.is_some());
         self.scratch = parts;
         self.finish_commit(results, changes);
         self.root()
@@ -230,21 +216,30 @@ impl Pleiades {
     }
 
     /// Applies already sorted, unique, per-shard updates (a bulk build) to an empty tree.
-    pub(crate) fn load_sorted(&mut self, parts: Vec<Vec<Update>>) {
+    pub(crate) fn load_sorted(&mut self, mut parts: Vec<Vec<Update>>) {
+        let slices = parts.iter_mut().map(Vec::as_mut_slice).collect();
+        let results = self.apply_parts(slices, false, false);
+        self.finish_commit(results, None);
+    }
+
+    /// Applies each shard's updates on the workers, one worker per shard and no lock. `sort`
+    /// orders a shard's updates by path keeping the last of each path; without it they must
+    /// already be sorted and unique.
+    fn apply_parts(&mut self, parts: Vec<&mut [Update]>, sort: bool, capture: bool) -> Vec<ShardResult> {
         let shards = &mut self.shards;
-        let results: Vec<ShardResult> = self.pool.install(|| {
+        self.pool.install(|| {
             shards
                 .par_iter_mut()
                 .zip(parts)
                 .enumerate()
                 .filter(|(_, (_, ops))| !ops.is_empty())
                 .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
-                    apply_to_shard(i, shard, &ops, scratch, false)
+                    let ops: &[Update] = if sort { sort_keep_last(ops) } else { ops };
+                    apply_to_shard(i, shard, ops, scratch, capture)
                 })
                 .flatten()
                 .collect()
-        });
-        self.finish_commit(results, None);
+        })
     }
 }
 
