@@ -83,10 +83,7 @@ impl Mirror {
 fn slot_batch(tree: &Pleiades, accounts: &SlotAccounts) -> (Vec<aldb_core::Update>, AccountBatch) {
     let refs = accounts.refs();
     let updates = tree.hash_accounts(&refs);
-    let mut batch = AccountBatch::with_capacity(refs.len(), refs.iter().map(|r| r.data.len()).sum());
-    for (u, r) in updates.iter().zip(&refs) {
-        batch.push(u.path, r);
-    }
+    let batch = AccountBatch::from_updates(&updates, &refs);
     (updates, batch)
 }
 

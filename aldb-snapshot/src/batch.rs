@@ -34,6 +34,17 @@ impl AccountBatch {
         Self { entries: Vec::with_capacity(accounts), data: Vec::with_capacity(data_bytes) }
     }
 
+    /// The accounts of a slot with the key paths the engine computed for them
+    /// (`updates[i]` is the update of `accounts[i]`, as [`aldb_core::Pleiades::hash_accounts`]
+    /// returns them), so the writer never hashes a pubkey again.
+    pub fn from_updates(updates: &[aldb_core::Update], accounts: &[AccountRef<'_>]) -> Self {
+        let mut b = Self::with_capacity(accounts.len(), accounts.iter().map(|a| a.data.len()).sum());
+        for (u, a) in updates.iter().zip(accounts) {
+            b.push(u.path, a);
+        }
+        b
+    }
+
     /// Appends an account whose key path is `path`.
     pub fn push(&mut self, path: Hash, a: &AccountRef<'_>) {
         let data_start = self.data.len();

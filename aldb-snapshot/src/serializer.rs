@@ -125,7 +125,7 @@ impl Serializer {
         let name = file_name(seq, input.slot);
         let tmp = self.dir.join(format!(".{name}.tmp"));
         let mut fb = FileBuilder::create(&tmp, seq)?;
-        let result = self.write_body(&mut fb, input, seq);
+        let result = self.write_body(&mut fb, input);
         let (counts, account_bytes, refresh_bytes, top_hash) = match result {
             Ok(v) => v,
             Err(e) => {
@@ -188,7 +188,6 @@ impl Serializer {
         &mut self,
         fb: &mut FileBuilder,
         input: &SlotInput,
-        seq: u32,
     ) -> Result<BodyStats, SnapshotError> {
         let l = usize::from(self.bucket_bits);
         // The newest state of each account in the batch (a coalesced batch may hold several),
@@ -267,7 +266,7 @@ impl Serializer {
                     } else {
                         self.leaves.clear();
                     }
-                    for (path, value) in leaves {
+                    for (path, _) in leaves {
                         while cursor < new_accounts.len() && new_accounts[cursor].0 < *path {
                             cursor += 1;
                         }
@@ -290,7 +289,6 @@ impl Serializer {
                                 }
                             },
                         };
-                        let _ = value;
                         push_leaf(&mut leaf_buf, prefix_of(path), acct);
                     }
                     c.hash
@@ -375,7 +373,6 @@ impl Serializer {
                 node_count += 1;
             }
         }
-        let _ = seq;
         Ok(((new_accounts.len() as u32, node_count, bucket_count), account_bytes, refresh_bytes, top_hash))
     }
 

@@ -24,10 +24,7 @@ fn write_dir(dir: &std::path::Path, slots: u64) -> Vec<[u8; 32]> {
             .map(|(&k, d)| AccountRef { pubkey: &keys[k], lamports: 1 + k as u64, owner: &owner, executable: false, data: d })
             .collect();
         let updates = tree.hash_accounts(&refs);
-        let mut batch = AccountBatch::default();
-        for (u, r) in updates.iter().zip(&refs) {
-            batch.push(u.path, r);
-        }
+        let batch = AccountBatch::from_updates(&updates, &refs);
         let mut changes = ChangeSet::default();
         let root = tree.commit_capture(updates, &mut changes);
         // Slot 0 carries the whole (so far only this slot's) state: it is the full snapshot.

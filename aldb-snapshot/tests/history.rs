@@ -52,10 +52,7 @@ impl Run {
             .map(|(pk, a)| AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: a.executable, data: &a.data })
             .collect();
         let updates = self.tree.hash_accounts(&refs);
-        let mut batch = AccountBatch::default();
-        for (u, r) in updates.iter().zip(&refs) {
-            batch.push(u.path, r);
-        }
+        let batch = AccountBatch::from_updates(&updates, &refs);
         let mut changes = ChangeSet::default();
         let root = self.tree.commit_capture(updates, &mut changes);
         let mut accounts = batch;

@@ -51,10 +51,7 @@ impl History {
             .map(|a| AccountRef { pubkey: &a.pubkey, lamports: a.lamports, owner: &a.owner, executable: a.executable, data: &a.data })
             .collect();
         let updates = self.tree.hash_accounts(&refs);
-        let mut batch = AccountBatch::with_capacity(refs.len(), refs.iter().map(|r| r.data.len()).sum());
-        for (u, r) in updates.iter().zip(&refs) {
-            batch.push(u.path, r);
-        }
+        let batch = AccountBatch::from_updates(&updates, &refs);
         let mut changes = ChangeSet::default();
         let root = self.tree.commit_capture(updates, &mut changes);
         let full = !self.started;

@@ -120,10 +120,7 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         let refs = accounts.refs();
         let updates = tree.hash_accounts(&refs);
-        let mut batch = AccountBatch::with_capacity(refs.len(), refs.len() * o.data_len);
-        for (u, r) in updates.iter().zip(&refs) {
-            batch.push(u.path, r);
-        }
+        let batch = AccountBatch::from_updates(&updates, &refs);
         let root = tree.commit_capture(updates, &mut changes);
         writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes: std::mem::take(&mut changes), accounts: batch, full: false })?;
         on_secs += t.elapsed().as_secs_f64();
