@@ -2,7 +2,8 @@
 //!
 //! This crate holds everything a verifier needs and nothing else: the hash functions of the
 //! commitment ([`spec`]), proofs and their verification ([`proof`]), the proof's binary wire
-//! format ([`wire`]) and, with the `json` feature, its JSON form (`json`). It is `no_std`
+//! format ([`wire`]) and, with the `json` feature, its JSON form (`json`); root records and
+//! their ed25519 attestations ([`record`]). It is `no_std`
 //! (with `alloc`) so it runs in constrained clients; the engine builds on it, never the other
 //! way round.
 //!
@@ -31,11 +32,15 @@ extern crate alloc;
 #[cfg(feature = "json")]
 pub mod json;
 pub mod proof;
+pub mod record;
+#[cfg(feature = "json")]
+pub mod record_json;
 pub mod spec;
 pub mod wire;
 
 #[cfg(feature = "json")]
 pub use json::{hash_from_base58, hash_to_base58, Base58Error, JsonError, JSON_VERSION};
 pub use proof::{Claim, Proof, Sibling, Terminal, VerifyError};
+pub use record::{Attestation, BlockInfo, Commitment, ParentLink, Quorum, RecordError, RootRecord, SignatureError};
 pub use spec::{Hash, EMPTY_ROOT};
 pub use wire::{DecodeError, WIRE_VERSION};
