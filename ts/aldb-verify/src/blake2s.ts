@@ -113,9 +113,13 @@ export function blake2s(data: Uint8Array, params: Blake2sParams = {}): Uint8Arra
     compress(h, input, off, off + 64, false);
     off += 64;
   }
-  const last = new Uint8Array(64);
-  last.set(input.subarray(off));
-  compress(h, last, 0, n, true);
+  if (n - off === 64) {
+    compress(h, input, off, n, true);
+  } else {
+    const last = new Uint8Array(64);
+    last.set(input.subarray(off));
+    compress(h, last, 0, n, true);
+  }
   const out = new Uint8Array(outLen);
   for (let i = 0; i < outLen; i++) out[i] = h[i >> 2] >>> (8 * (i & 3));
   return out;
