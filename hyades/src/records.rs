@@ -170,8 +170,10 @@ impl RecordFeed {
         if records.is_empty() {
             return 0;
         }
-        // Encode outside the lock.
-        let encoded: Vec<Arc<FeedEntry>> = records
+        // Encode outside the lock, and only what can be kept (a first read of a long log
+        // returns far more).
+        let skip = records.len().saturating_sub(self.keep);
+        let encoded: Vec<Arc<FeedEntry>> = records[skip..]
             .iter()
             .map(|r| {
                 let json = attested_record_to_json_value(&r.record, &r.attestations).to_string();
@@ -315,5 +317,10 @@ mod tests {
         let (newest, got) = feed.slots(3, 5).unwrap();
         assert_eq!((newest, got.iter().map(|e| e.slot).collect::<Vec<_>>()), (6, vec![4, 5]));
         assert_eq!(feed.head(), 5);
+        // From a slot not logged yet: nothing of the backlog, only later records.
+        assert_eq!(feed.cursor(Some(100)), Ok(Cursor { next: 5, live_start: 5 }));
+        // A batch longer than what is kept: only its newest records.
+        assert_eq!(feed.push(&(10..20).map(rec).collect::<Vec<_>>()), 4);
+        assert_eq!(feed.range(), Some((16, 19)));
     }
 }
