@@ -165,7 +165,7 @@ impl RecordFeed {
 
     /// Appends newly logged records, in log order, and wakes subscribers. A record at or below
     /// the newest slot already held is ignored (the producer never logs one; a damaged log
-    /// might). Returns how many were added.
+    /// might). Returns how many were new (whether or not they were recent enough to keep).
     pub fn push(&self, records: &[LoggedRecord]) -> usize {
         if records.is_empty() {
             return 0;
@@ -181,7 +181,8 @@ impl RecordFeed {
             })
             .collect();
         let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
-        let mut added = 0;
+        // Those skipped were new too, only already too old to keep.
+        let mut added = skip;
         for e in encoded {
             if store.newest().is_some_and(|n| e.slot <= n) {
                 log::warn!("record log: record of slot {} is not newer than the newest record; ignored", e.slot);
@@ -320,7 +321,7 @@ mod tests {
         // From a slot not logged yet: nothing of the backlog, only later records.
         assert_eq!(feed.cursor(Some(100)), Ok(Cursor { next: 5, live_start: 5 }));
         // A batch longer than what is kept: only its newest records.
-        assert_eq!(feed.push(&(10..20).map(rec).collect::<Vec<_>>()), 4);
+        assert_eq!(feed.push(&(10..20).map(rec).collect::<Vec<_>>()), 10);
         assert_eq!(feed.range(), Some((16, 19)));
     }
 }
