@@ -275,6 +275,9 @@ pub struct RecordLogReader {
     offsets: BTreeMap<u64, usize>,
     records: BTreeMap<u64, LoggedRecord>,
     bad_entries: u64,
+    /// Segments whose rest was skipped after a damaged entry: never re-read, so the damage is
+    /// counted once.
+    skipped: std::collections::BTreeSet<u64>,
 }
 
 impl RecordLogReader {
@@ -291,6 +294,9 @@ impl RecordLogReader {
         let mut fresh = Vec::new();
         let count = segments.len();
         for (i, (first, path)) in segments.iter().enumerate() {
+            if self.skipped.contains(first) {
+                continue;
+            }
             let offset = self.offsets.get(first).copied().unwrap_or(HEADER_LEN);
             let (entries, end, bad) = match read_segment(path, offset) {
                 Ok(r) => r,
@@ -303,6 +309,7 @@ impl RecordLogReader {
                 // followed by a newer segment is damage, skipped so the feed goes on.
                 if i + 1 < count {
                     self.bad_entries += 1;
+                    self.skipped.insert(*first);
                     log::warn!("record log {}: skipping the rest of the segment: {reason}", path.display());
                 }
             }
@@ -313,6 +320,7 @@ impl RecordLogReader {
             }
         }
         self.offsets.retain(|first, _| segments.iter().any(|(f, _)| f == first));
+        self.skipped.retain(|first| segments.iter().any(|(f, _)| f == first));
         Ok(fresh)
     }
 
@@ -411,5 +419,29 @@ mod tests {
                 assert_eq!(r, &rec(r.record.slot), "byte {at}: a damaged record was served");
             }
         }
+    }
+
+    #[test]
+    fn damage_before_a_newer_segment_is_skipped_and_counted_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rdir = dir.path().join(RECORDS_DIR);
+        std::fs::create_dir_all(&rdir).expect("mkdir");
+        let mut old = RecordLogWriter::create_segment(&rdir, 1).expect("segment");
+        for s in 1..=3 {
+            old.append(&rec(s)).expect("append");
+        }
+        let mut new = RecordLogWriter::create_segment(&rdir, 4).expect("segment");
+        new.append(&rec(4)).expect("append");
+        // Damage the second entry of the older segment.
+        let entry_len = encode_entry(&rec(1)).len();
+        let mut bytes = std::fs::read(&old.path).expect("read");
+        bytes[HEADER_LEN + entry_len + 10] ^= 1;
+        std::fs::write(&old.path, &bytes).expect("write");
+        let mut reader = RecordLogReader::new(dir.path());
+        let got: Vec<u64> = reader.refresh().expect("refresh").iter().map(|r| r.record.slot).collect();
+        assert_eq!(got, vec![1, 4]);
+        new.append(&rec(5)).expect("append");
+        assert_eq!(reader.refresh().expect("refresh"), vec![rec(5)]);
+        assert_eq!(reader.bad_entries(), 1);
     }
 }
