@@ -254,6 +254,7 @@ fn named(name: &str, key: Pubkey) -> Named {
 
 /// One step's result, for the summary.
 struct StepReport {
+    tx_slot: Option<u64>,
     check_slot: u64,
     present: usize,
     absent: usize,
@@ -321,7 +322,7 @@ impl Scenario {
             rpc.len() - present,
             hash_to_base58(&root)
         );
-        self.reports.push(StepReport { check_slot: slot, present, absent: rpc.len() - present });
+        self.reports.push(StepReport { tx_slot, check_slot: slot, present, absent: rpc.len() - present });
         Ok(rpc)
     }
 }
@@ -381,8 +382,12 @@ pub(crate) fn run(rpc_url: &str, hyades_url: &str, seed: u64) -> Result<()> {
     // collects fees, and its vote account), checked before the scenario starts and again at the end.
     let identity = pubkey(str_at(&sc.chain.rpc.call("getIdentity", json!([]))?, "identity")?)?;
     let votes = sc.chain.rpc.call("getVoteAccounts", json!([{"commitment": "confirmed"}]))?;
-    let vote =
-        votes.get("current").and_then(|c| c.get(0)).map(|v| str_at(v, "votePubkey").and_then(pubkey)).transpose()?;
+    // The vote account is listed as delinquent until it has voted.
+    let vote = ["current", "delinquent"]
+        .iter()
+        .find_map(|group| votes.get(group).and_then(|c| c.get(0)))
+        .map(|v| str_at(v, "votePubkey").and_then(pubkey))
+        .transpose()?;
     let mut background: Vec<(Named, Expect)> =
         untouched().into_iter().map(|(n, k)| Ok((named(n, pubkey(k)?), Any))).collect::<Result<_>>()?;
     background.push((named("validator identity", identity), Present));
@@ -515,6 +520,8 @@ pub(crate) fn run(rpc_url: &str, hyades_url: &str, seed: u64) -> Result<()> {
         sc.reports.len(),
         started.elapsed().as_secs_f64()
     );
+    let tx_slots: Vec<String> = sc.reports.iter().filter_map(|r| r.tx_slot).map(|s| s.to_string()).collect();
+    println!("tx slots: {}", tx_slots.join(" "));
     Ok(())
 }
 
@@ -543,7 +550,7 @@ pub(crate) fn print_roots(hyades_url: &str) -> Result<()> {
 }
 
 /// `compare-roots`: the recorded roots against those served now, on the common slots.
-pub(crate) fn compare_roots(before: &Path, hyades_url: &str, min_overlap: usize) -> Result<()> {
+pub(crate) fn compare_roots(before: &Path, hyades_url: &str, min_overlap: usize, must_cover: &[u64]) -> Result<()> {
     let text = std::fs::read_to_string(before).with_context(|| format!("cannot read {}", before.display()))?;
     let mut old = BTreeMap::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -575,6 +582,9 @@ pub(crate) fn compare_roots(before: &Path, hyades_url: &str, min_overlap: usize)
         bail!("{} of {common} common slots have different roots:\n{}", bad.len(), bad.join("\n"));
     }
     ensure(common >= min_overlap, || format!("only {common} slots committed by both runs, wanted {min_overlap}"))?;
+    for s in must_cover {
+        ensure(old.contains_key(s) && new.contains_key(s), || format!("slot {s} was not committed by both runs"))?;
+    }
     println!("restart check passed: every slot committed by both runs has the same root");
     Ok(())
 }

@@ -80,6 +80,9 @@ enum Command {
         /// Fail unless at least this many slots are common to both.
         #[arg(long, default_value_t = 1)]
         min_overlap: usize,
+        /// Fail unless this slot is among the common ones (repeatable).
+        #[arg(long)]
+        must_cover: Vec<u64>,
     },
 }
 
@@ -90,6 +93,8 @@ fn main() -> Result<()> {
             load::run(&load::LoadConfig { rpc, metrics, tps, secs, accounts, seed })
         }
         Command::Roots { hyades } => check::print_roots(&hyades),
-        Command::CompareRoots { before, hyades, min_overlap } => check::compare_roots(&before, &hyades, min_overlap),
+        Command::CompareRoots { before, hyades, min_overlap, must_cover } => {
+            check::compare_roots(&before, &hyades, min_overlap, &must_cover)
+        }
     }
 }
