@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 tps="${1:-100}"
 secs="${2:-60}"
 validator="$(scripts/build-validator.sh)"
-cargo build --release --locked -p aldb-plugin -p aldb-scenario >&2
+# The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
+cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 cat > "$work/aldb.json5" <<JSON
