@@ -188,6 +188,14 @@ pub(crate) fn run(cfg: &LoadConfig) -> Result<()> {
         fmt(quantile(&behind, 0.99), ""),
         fmt(quantile(&behind, 1.0), "")
     );
+    let commit = delta(&histogram(&m0, "aldb_commit_seconds"), &histogram(&m1, "aldb_commit_seconds"));
+    let c_n = commit.last().map_or(0, |b| b.1);
+    println!(
+        "engine commit per batch: {c_n} batches, p50 {}, p99 {}, mean {:.3} ms",
+        fmt(quantile(&commit, 0.5), " s"),
+        fmt(quantile(&commit, 0.99), " s"),
+        sum("aldb_commit_seconds_sum") * 1e3 / c_n.max(1) as f64
+    );
     let errors = sum("aldb_callback_errors_total{callback=\"update_account\"}");
     if errors > 0.0 {
         bail!("the plugin returned {errors} callback errors during the load");
