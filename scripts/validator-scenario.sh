@@ -11,13 +11,16 @@
 #  3. the validator restarts from the same ledger, the plugin writing into a new snapshot
 #     directory, and every slot committed by both runs must have the same root; the slots of the
 #     second scenario's transactions (replayed from the ledger) must be among them.
-# Exits non-zero on any mismatch. Usage: scripts/validator-scenario.sh [EXTRA_SECONDS]
-# (EXTRA_SECONDS, default 20: how long the restarted validator runs before the roots are compared).
+# Exits non-zero on any mismatch. Usage: scripts/validator-scenario.sh [EXTRA_SECONDS] [same-dir]
+# (EXTRA_SECONDS, default 20: how long the restarted validator runs before the roots are compared;
+# `same-dir`: the restarted plugin writes into the first run's snapshot directory instead, where
+# it re-publishes the slots it commits again and Hyades serves the newer files).
 # Ports: RPC 8899 (+8900 websocket), faucet 9900, Hyades 8999, metrics 9898/9899, validator's
 # dynamic ports 10000-10100.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra="${1:-20}"
+same_dir="${2:-}"
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
@@ -120,14 +123,24 @@ sleep 2 # Hyades picks up the files published while the plugin unloaded
 stop_hyades
 echo "run 1: $(wc -l <"$work/roots1.jsonl") roots recorded; ledger snapshots: $(ls "$work/ledger" | grep -E '^(incremental-)?snapshot-' | tr '\n' ' ')"
 
-echo "== run 2: restart from the same ledger, snapshots in $work/snap2"
-config run2 "$work/snap2"
+snap2="$work/snap2"
+[[ "$same_dir" == same-dir ]] && snap2="$work/snap1"
+maxseq=$(ls "$work/snap1" | sed -n 's/^\([0-9]*\)-.*\.snap$/\1/p' | sort -n | tail -1)
+echo "== run 2: restart from the same ledger, snapshots in $snap2"
+config run2 "$snap2"
 start_validator "$work/run2.json5" "$work/validator2.log"
-start_hyades "$work/snap2" "$work/hyades2.log"
+start_hyades "$snap2" "$work/hyades2.log"
 end=$(( $(date +%s) + extra ))
 while (( $(date +%s) < end )); do sleep 1; done
 grep -ho 'aldb-plugin: base state committed at slot [0-9]* ([A-Za-z]*, [0-9]* accounts)' \
   "$work/ledger/validator.log" "$work/validator2.log" 2>/dev/null | tail -1 || true
+if [[ "$same_dir" == same-dir ]]; then
+  # Files are named SEQ-SLOT.snap; run 2's have sequence numbers above run 1's last.
+  again=$(ls "$snap2" | sed -n 's/^\([0-9]*\)-\([0-9]*\)\.snap$/\1 \2/p' |
+    awk -v m="$maxseq" -v l="$last1" '$1+0 > m+0 && $2+0 <= l+0 {n++} END {print n+0}')
+  echo "run 2 re-published $again slots that run 1 had published (up to slot $last1) in the same directory"
+  (( again > 0 )) || { echo "FAIL: nothing re-published"; exit 1; }
+fi
 cover=()
 for s in $tx_slots; do cover+=(--must-cover "$s"); done
 "$scenario" compare-roots --before "$work/roots1.jsonl" --hyades "$hyades_url" --min-overlap 1 "${cover[@]}"
