@@ -16,7 +16,7 @@
 # `same-dir`: the restarted plugin writes into the first run's snapshot directory instead, where
 # it re-publishes the slots it commits again and Hyades serves the newer files).
 # Ports: RPC 8899 (+8900 websocket), faucet 9900, Hyades 8999, metrics 9898/9899, validator's
-# dynamic ports 10000-10100.
+# dynamic ports 10000-10099, gossip 10100 (its default, 8000, may be taken).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra="${1:-20}"
@@ -53,7 +53,7 @@ JSON
 start_validator() { # start_validator CONFIG LOG
   RUST_LOG=solana=info,agave=info,aldb_plugin=info "$validator" --ledger "$work/ledger" \
     --geyser-plugin-config "$1" --rpc-port 8899 --faucet-port 9900 --bind-address 127.0.0.1 \
-    --dynamic-port-range 10000-10100 --quiet >"$2" 2>&1 &
+    --dynamic-port-range 10000-10100 --gossip-port 10100 --quiet >"$2" 2>&1 &
   vpid=$!
 }
 
