@@ -20,7 +20,8 @@ cat > "$work/aldb.json5" <<JSON
 JSON
 target/release/aldb-config-check "$work/aldb.json5" >/dev/null
 "$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port 8899 --faucet-port 9900 --bind-address 127.0.0.1 --quiet >"$work/validator.log" 2>&1 &
+  --rpc-port 8899 --faucet-port 9900 --bind-address 127.0.0.1 --dynamic-port-range 10000-10100 --gossip-port 10100 \
+  --quiet >"$work/validator.log" 2>&1 &
 for _ in $(seq 60); do [[ -d "$work/snapshots" ]] && ls "$work/snapshots" | grep -q snap && break; sleep 1; done
 target/release/hyades --dir "$work/snapshots" --addr 127.0.0.1:8999 --metrics-addr 127.0.0.1:9899 >"$work/hyades.log" 2>&1 &
 sleep "$secs"
@@ -52,5 +53,5 @@ sys.exit(0 if ok else 1)
 PY
   then echo "FAIL $pk: validator RPC and proven account differ"; fail=1; else echo "  matches the validator's RPC"; fi
 done
-curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed|updates_received|callback)' | head -8 || true
+curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed|updates_received|callback_(errors|panics))' | head -8 || true
 exit $fail

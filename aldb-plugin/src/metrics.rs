@@ -8,9 +8,10 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{self, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aldb_snapshot::WriterStats;
 use geyser_adapter::{Adapter, IgnoreReason, Irregularity, KeepAccounts, Stats};
@@ -47,6 +48,168 @@ impl Histogram {
         let count = self.count.load(Relaxed);
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
         let _ = writeln!(out, "{name}_sum {}", self.sum_nanos.load(Relaxed) as f64 / 1e9);
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+/// Sub-buckets per power of two in [`NanosHistogram`] (about 19% resolution).
+const NS_SUB_BITS: u32 = 2;
+/// Buckets of [`NanosHistogram`]: up to 2^35 ns (34 s); longer calls only reach `+Inf`.
+const NS_BUCKETS: usize = 34 << NS_SUB_BITS;
+
+/// A log-linear histogram of nanoseconds (four buckets per power of two), cheap enough for the
+/// per-account callback: one bucket index from the leading zeros and three relaxed atomic adds.
+#[derive(Debug)]
+pub(crate) struct NanosHistogram {
+    buckets: [AtomicU64; NS_BUCKETS],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Default for NanosHistogram {
+    fn default() -> Self {
+        Self { buckets: std::array::from_fn(|_| AtomicU64::new(0)), count: AtomicU64::new(0), sum_nanos: AtomicU64::new(0) }
+    }
+}
+
+impl NanosHistogram {
+    /// The bucket of `ns`: values below 4 have one each; above, the top three bits pick it.
+    fn index(ns: u64) -> usize {
+        let sub = 1u64 << NS_SUB_BITS;
+        if ns < sub {
+            return ns as usize;
+        }
+        let e = 63 - ns.leading_zeros();
+        let frac = (ns >> (e - NS_SUB_BITS)) & (sub - 1);
+        (((e + 1 - NS_SUB_BITS) as usize) << NS_SUB_BITS) + frac as usize
+    }
+
+    /// The largest value bucket `i` holds.
+    fn upper(i: usize) -> u64 {
+        let sub = 1usize << NS_SUB_BITS;
+        if i < sub {
+            return i as u64;
+        }
+        let e = (i >> NS_SUB_BITS) as u32 + NS_SUB_BITS - 1;
+        let frac = (i & (sub - 1)) as u64;
+        (((1u64 << NS_SUB_BITS) + frac + 1) << (e - NS_SUB_BITS)) - 1
+    }
+
+    pub(crate) fn observe(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if let Some(b) = self.buckets.get(Self::index(ns)) {
+            b.fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_nanos.fetch_add(ns, Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0u64;
+        for (i, b) in self.buckets.iter().enumerate() {
+            cumulative += b.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{}\"}} {cumulative}", Self::upper(i));
+        }
+        let count = self.count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {}", self.sum_nanos.load(Relaxed));
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+/// Slots tracked by [`CommitLag`]: a `Processed` older than this many slots is forgotten.
+const LAG_RING: usize = 4096;
+/// Upper bounds of the slots-behind histogram.
+const BEHIND_BOUNDS: [u64; 16] = [0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64, 128, 1024];
+
+/// How far commits trail the validator: the time from a slot's `Processed` callback to its commit,
+/// and how many slots the highest processed one is ahead when a slot commits. Lock-free: a ring
+/// indexed by slot holds each recent slot's `Processed` time.
+#[derive(Debug)]
+pub(crate) struct CommitLag {
+    epoch: Instant,
+    /// `slot + 1` of the `Processed` recorded in each ring entry (0: none).
+    slot: [AtomicU64; LAG_RING],
+    /// Nanoseconds since `epoch` of that `Processed`.
+    at: [AtomicU64; LAG_RING],
+    /// The highest processed slot plus one (0: none yet).
+    highest: AtomicU64,
+    delay: Histogram,
+    behind: [AtomicU64; BEHIND_BOUNDS.len()],
+    behind_count: AtomicU64,
+    behind_sum: AtomicU64,
+}
+
+impl Default for CommitLag {
+    fn default() -> Self {
+        let zeros = || std::array::from_fn(|_| AtomicU64::new(0));
+        Self {
+            epoch: Instant::now(),
+            slot: zeros(),
+            at: zeros(),
+            highest: AtomicU64::new(0),
+            delay: Histogram::default(),
+            behind: std::array::from_fn(|_| AtomicU64::new(0)),
+            behind_count: AtomicU64::new(0),
+            behind_sum: AtomicU64::new(0),
+        }
+    }
+}
+
+impl CommitLag {
+    /// `Processed(slot)` arrived now.
+    pub(crate) fn processed(&self, slot: u64) {
+        let i = (slot % LAG_RING as u64) as usize;
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if let (Some(s), Some(a)) = (self.slot.get(i), self.at.get(i)) {
+            s.store(0, Ordering::Release);
+            a.store(now, Ordering::Release);
+            s.store(slot + 1, Ordering::Release);
+        }
+        self.highest.fetch_max(slot + 1, Relaxed);
+    }
+
+    /// `slot` was just committed to the engine.
+    pub(crate) fn committed(&self, slot: u64) {
+        let i = (slot % LAG_RING as u64) as usize;
+        if let (Some(s), Some(a)) = (self.slot.get(i), self.at.get(i))
+            && s.load(Ordering::Acquire) == slot + 1
+        {
+            let at = a.load(Ordering::Acquire);
+            let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.delay.observe(Duration::from_nanos(now.saturating_sub(at)));
+        }
+        let highest = self.highest.load(Relaxed);
+        if highest > 0 {
+            let behind = (highest - 1).saturating_sub(slot);
+            if let Some(b) = BEHIND_BOUNDS.iter().position(|&b| behind <= b).and_then(|i| self.behind.get(i)) {
+                b.fetch_add(1, Relaxed);
+            }
+            self.behind_count.fetch_add(1, Relaxed);
+            self.behind_sum.fetch_add(behind, Relaxed);
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        self.delay.render(
+            out,
+            "aldb_processed_to_commit_seconds",
+            "Time from a slot's Processed callback to its commit to the engine (slots whose Processed came after the commit are not counted).",
+        );
+        let name = "aldb_commit_slots_behind";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Highest processed slot minus the slot being committed, observed at each commit.\n# TYPE {name} histogram"
+        );
+        let mut cumulative = 0u64;
+        for (bound, b) in BEHIND_BOUNDS.iter().zip(&self.behind) {
+            cumulative += b.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.behind_count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {}", self.behind_sum.load(Relaxed));
         let _ = writeln!(out, "{name}_count {count}");
     }
 }
@@ -90,6 +253,10 @@ pub(crate) struct PluginCounters {
     pub(crate) commit_latency: Histogram,
     /// Time handing each committed slot to the writer (includes waiting on a full queue).
     pub(crate) submit_latency: Histogram,
+    /// Time spent in each `update_account` callback.
+    pub(crate) update_account_ns: NanosHistogram,
+    /// How far commits trail `Processed`.
+    pub(crate) commit_lag: CommitLag,
 }
 
 impl PluginCounters {
@@ -268,6 +435,13 @@ pub(crate) fn render(src: &Sources) -> String {
         "aldb_snapshot_submit_seconds",
         "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
     );
+
+    p.update_account_ns.render(
+        o,
+        "aldb_callback_update_account_ns",
+        "Nanoseconds spent in each update_account callback (hashing and buffering one account update).",
+    );
+    p.commit_lag.render(o);
 
     single(
         o,
@@ -514,6 +688,43 @@ mod tests {
         assert!(text.contains("aldb_callback_panics_total{callback=\"update_slot_status\"} 1\n"));
         assert!(text.contains("aldb_last_committed_slot -1\n"));
         assert!(text.contains("aldb_ignored_events_total{reason=\"update_below_base\"} 0\n"));
+    }
+
+    #[test]
+    fn nanosecond_buckets_tile_the_range() {
+        let mut prev = None;
+        for i in 0..NS_BUCKETS {
+            let hi = NanosHistogram::upper(i);
+            assert_eq!(NanosHistogram::index(hi), i, "upper bound of bucket {i}");
+            assert_eq!(NanosHistogram::index(hi + 1), i + 1, "past bucket {i}");
+            if let Some(p) = prev {
+                assert!(hi > p);
+            }
+            prev = Some(hi);
+        }
+        assert_eq!(NanosHistogram::upper(NS_BUCKETS - 1), (1 << 35) - 1);
+        let h = NanosHistogram::default();
+        h.observe(Duration::from_nanos(100));
+        h.observe(Duration::from_secs(100));
+        let mut s = String::new();
+        h.render(&mut s, "x", "help");
+        assert!(s.contains("x_bucket{le=\"111\"} 1\n"), "{s}");
+        assert!(s.contains("x_bucket{le=\"+Inf\"} 2\n"), "{s}");
+    }
+
+    #[test]
+    fn commit_lag_pairs_processed_with_commits() {
+        let lag = CommitLag::default();
+        lag.processed(10);
+        lag.processed(12);
+        lag.committed(10);
+        lag.committed(11); // no Processed recorded: only slots behind
+        let mut s = String::new();
+        lag.render(&mut s);
+        assert!(s.contains("aldb_processed_to_commit_seconds_count 1\n"), "{s}");
+        assert!(s.contains("aldb_commit_slots_behind_bucket{le=\"1\"} 1\n"), "{s}");
+        assert!(s.contains("aldb_commit_slots_behind_bucket{le=\"2\"} 2\n"), "{s}");
+        assert!(s.contains("aldb_commit_slots_behind_count 2\n"), "{s}");
     }
 
     #[test]

@@ -278,14 +278,17 @@ impl GeyserPlugin for AldbPlugin {
     }
 
     fn update_account(&self, account: ReplicaAccountInfoVersions, slot: u64, is_startup: bool) -> PluginResult<()> {
-        self.guard(Callback::UpdateAccount, || {
+        let start = std::time::Instant::now();
+        let result = self.guard(Callback::UpdateAccount, || {
             let adapter = self.adapter()?;
             let update = account_update(account, slot, is_startup)?;
             if let Err(ig) = adapter.update_account(&update) {
                 note_ignored(ig);
             }
             Ok(())
-        })
+        });
+        self.counters.update_account_ns.observe(start.elapsed());
+        result
     }
 
     fn notify_end_of_startup(&self) -> PluginResult<()> {
@@ -304,6 +307,9 @@ impl GeyserPlugin for AldbPlugin {
             let adapter = self.adapter()?;
             if let SlotStatus::Dead(reason) = status {
                 log::debug!("aldb-plugin: slot {slot} dead: {reason}");
+            }
+            if matches!(status, SlotStatus::Processed) {
+                self.counters.commit_lag.processed(slot);
             }
             if let Err(ig) = adapter.update_slot_status(SlotEvent::new(slot, parent, slot_status(status))) {
                 note_ignored(ig);

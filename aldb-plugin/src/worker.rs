@@ -84,6 +84,7 @@ fn run(
                 counters.commit_latency.observe(t.elapsed());
             }
             for c in batch {
+                counters.commit_lag.committed(c.slot);
                 sink.submit(c);
             }
         }));
