@@ -67,11 +67,14 @@ mod sysvar;
 mod types;
 
 pub use adapter::Adapter;
+pub use aldb_verify::record::BlockInfo;
 pub use engine::{CommitKind, Committed};
 pub use error::{AdapterError, DropReason, IgnoreReason, Ignored, Irregularity};
 pub use retain::{AccountRecord, KeepAccounts, KeepUpdates, NoRecords, Retain};
 pub use stats::Stats;
-pub use sysvar::{SLOT_HASHES_SYSVAR, slot_hashes_data, slot_hashes_parent};
+pub use sysvar::{
+    SLOT_HASHES_SYSVAR, slot_hashes_data, slot_hashes_data_with_hash, slot_hashes_newest, slot_hashes_parent,
+};
 pub use types::{
     AccountUpdate, AdapterConfig, Commitment, DEFAULT_MAX_PENDING_SLOTS, DEFAULT_STRIPES, MAX_STRIPES, SlotEvent,
     SlotStatus,
