@@ -562,7 +562,7 @@ impl<Rec> Control<Rec> {
         self.enforce_bounds(cx);
         // Block metadata goes with its slot when the slot is dropped.
         let slots = &self.slots;
-        self.blocks.retain(|s, _| !slots.get(s).is_some_and(|e| e.dropped.is_some()));
+        self.blocks.retain(|s, _| slots.get(s).is_none_or(|e| e.dropped.is_none()));
         let live = self.slots.values().filter(|e| e.dropped.is_none()).count();
         cx.counters.pending_slots.store(live as u64, Ordering::Relaxed);
         cx.counters.queued_commits.store(self.jobs.len() as u64, Ordering::Relaxed);
