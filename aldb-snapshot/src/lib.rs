@@ -8,12 +8,15 @@
 //! [`Hyades`] reads a snapshot directory — in another process, with no access to the engine —
 //! and answers "what was account X at slot S", with a proof against S's root. The format is
 //! specified in `docs/FORMAT.md`.
+//!
+//! [`records`] holds the signed root-record chain and its log, which Hyades serves as a feed.
 
 mod batch;
 mod error;
 mod file_builder;
 pub mod format;
 mod reader;
+pub mod records;
 mod serializer;
 mod store;
 mod writer;

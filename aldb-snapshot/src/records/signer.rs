@@ -1,0 +1,81 @@
+//! Signing keys read from Solana keypair files.
+
+use std::path::Path;
+
+use aldb_verify::record::{attestation_message, Attestation};
+use aldb_verify::Hash;
+use ed25519_dalek::{Signer as _, SigningKey};
+
+use super::RecordsError;
+
+/// An ed25519 key that attests records.
+pub struct Signer {
+    key: SigningKey,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secret half.
+        f.debug_struct("Signer").field("identity", &bs58::encode(self.identity()).into_string()).finish()
+    }
+}
+
+impl Signer {
+    /// A signer from a 32-byte secret seed.
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        Self { key: SigningKey::from_bytes(seed) }
+    }
+
+    /// Reads a Solana keypair file: a JSON array of 64 numbers, the secret seed then the public
+    /// key. The public half must match the seed, so a damaged file is caught before it signs.
+    pub fn from_keypair_file(path: &Path) -> Result<Self, RecordsError> {
+        let bad = |reason: String| RecordsError::Keypair { path: path.to_path_buf(), reason };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let bytes: Vec<u8> = serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON array of bytes: {e}")))?;
+        let Ok(full) = <[u8; 64]>::try_from(bytes.as_slice()) else {
+            return Err(bad(format!("holds {} bytes, a keypair has 64", bytes.len())));
+        };
+        let mut seed = [0u8; 32];
+        seed.copy_from_slice(&full[..32]);
+        let signer = Self::from_seed(&seed);
+        if signer.identity()[..] != full[32..] {
+            return Err(bad("its public key does not belong to its secret key".into()));
+        }
+        Ok(signer)
+    }
+
+    /// The public key attestations are checked against.
+    pub fn identity(&self) -> [u8; 32] {
+        self.key.verifying_key().to_bytes()
+    }
+
+    /// Attests a record hash.
+    pub fn attest(&self, record_hash: &Hash) -> Attestation {
+        Attestation { identity: self.identity(), signature: self.key.sign(&attestation_message(record_hash)).to_bytes() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_keypair_file_and_rejects_a_mismatched_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let signer = Signer::from_seed(&[3; 32]);
+        let mut full = vec![3u8; 32];
+        full.extend_from_slice(&signer.identity());
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, serde_json::to_string(&full).expect("json")).expect("write");
+        let read = Signer::from_keypair_file(&good).expect("valid keypair");
+        assert_eq!(read.identity(), signer.identity());
+        let att = read.attest(&[1; 32]);
+        assert_eq!(att.verify(&[1; 32]), Ok(()));
+        full[40] ^= 1;
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, serde_json::to_string(&full).expect("json")).expect("write");
+        assert!(matches!(Signer::from_keypair_file(&bad), Err(RecordsError::Keypair { .. })));
+        std::fs::write(&bad, "[1,2,3]").expect("write");
+        assert!(matches!(Signer::from_keypair_file(&bad), Err(RecordsError::Keypair { .. })));
+    }
+}
