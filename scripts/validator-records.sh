@@ -31,7 +31,15 @@ echo "work dir: $work" >&2
 pid=""
 trap '[[ -n "$pid" ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
-identity="$("$tool" keygen "$work/attester.json")"
+# Run again on the same WORK_DIR to restart on the same ledger: the key is kept, and the records
+# made after the restart must continue the chain without signing any slot twice.
+if [[ -f "$work/attester.json" ]]; then
+  identity="$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))[32:]; n=int.from_bytes(bytes(k),"big"); A="123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"; s=""
+while n: n,r=divmod(n,58); s=A[r]+s
+print("1"*(len(k)-len(bytes(k).lstrip(b"\0")))+s)' "$work/attester.json")"
+else
+  identity="$("$tool" keygen "$work/attester.json")"
+fi
 cat > "$work/aldb.json5" <<JSON
 {
   libpath: "$PWD/target/release/libaldb_plugin.so",
