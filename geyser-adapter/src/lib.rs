@@ -50,6 +50,10 @@
 //! - **Threading**: account updates take one of many stripe locks, chosen by key path, for a
 //!   hash-map insert; slot statuses take the state-machine lock for bookkeeping only; the engine
 //!   runs in [`Adapter::commit_ready`], which the plugin calls from its own worker thread.
+//! - **Root-record inputs**: each [`Committed`] carries the slot's block metadata
+//!   ([`Adapter::block_metadata`], from agave's `notify_block_metadata`) if it arrived before the
+//!   commit was applied, and the parent's bank hash from the slot's own SlotHashes write. Neither
+//!   ever delays a commit; metadata of slots that never commit is dropped with them.
 //! - **Never panic**: odd sequences are ignored ([`Ignored`], [`IgnoreReason`]) or handled and
 //!   counted ([`Irregularity`]); both show in [`Stats`].
 //! - **Bounded memory**: buffers exist only for slots above the committed base; at most
