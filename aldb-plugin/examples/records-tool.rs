@@ -37,8 +37,9 @@ fn dump(dir: &Path) -> Result<(), String> {
             return Err(format!("slot {}: logged record hash does not match the record", r.record.slot));
         }
         for a in &r.attestations {
-            a.verify(&r.record_hash)
-                .map_err(|e| format!("slot {}: attestation by {}: {e}", r.record.slot, aldb_verify::hash_to_base58(&a.identity)))?;
+            a.verify(&r.record_hash).map_err(|e| {
+                format!("slot {}: attestation by {}: {e}", r.record.slot, aldb_verify::hash_to_base58(&a.identity))
+            })?;
         }
         out.push(attested_record_to_json_value(&r.record, &r.attestations));
     }

@@ -23,13 +23,13 @@ use agave_geyser_plugin_interface::geyser_plugin_interface::{
     SlotStatus,
 };
 use aldb_snapshot::SnapshotWriter;
-use aldb_snapshot::records::{RecordProducer, Signer};
 use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, Stats};
 
 use crate::config::Config;
 use crate::metrics::{Callback, MetricsServer, PluginCounters, Sources};
 use crate::panic_message;
-use crate::worker::{Records, Worker};
+use crate::records::Records;
+use crate::worker::Worker;
 
 /// The aldb geyser plugin: commits a provable state root for every slot of the chosen chain and
 /// writes snapshots that Hyades serves proofs from.
@@ -153,7 +153,7 @@ impl AldbPlugin {
                 Some(MetricsServer::start(addr, sources).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?)
             }
         };
-        let records = open_records(config)?;
+        let records = Records::from_config(config)?;
         let worker = Worker::spawn(adapter.clone(), writer, records, self.counters.clone())
             .map_err(|e| format!("cannot start the commit worker: {e}"))?;
         if is_reload {
@@ -163,46 +163,6 @@ impl AldbPlugin {
             log::warn!("aldb-plugin reloaded while the validator runs: no roots until the validator restarts");
         }
         Ok(Runtime { config: config.clone(), adapter, worker, metrics })
-    }
-}
-
-/// The root-record producer the config asks for, if any. A bad keypair fails the load (the config
-/// check read it moments ago, so this is a configuration error); a record log that cannot be
-/// opened (damaged, or another cluster's) only disables records, with an error in the log: roots
-/// and snapshots do not depend on it.
-fn open_records(config: &Config) -> Result<Option<Records>, String> {
-    let Some(genesis) = config.genesis_hash else {
-        if let Some(why) = config.records_disabled_reason() {
-            log::warn!("aldb-plugin: {why}");
-        }
-        return Ok(None);
-    };
-    let signer = match &config.keypair {
-        None => None,
-        Some(path) => Some(Signer::from_keypair_file(path).map_err(|e| format!("cannot read the signing key: {e}"))?),
-    };
-    let identity = signer.as_ref().map(Signer::identity);
-    match RecordProducer::open(&config.snapshot_dir, genesis, signer) {
-        Ok(producer) => {
-            log::info!(
-                "aldb-plugin: root records for genesis {}, {}, newest logged slot {:?}",
-                aldb_verify::hash_to_base58(&genesis),
-                identity.map_or_else(
-                    || "unsigned".to_string(),
-                    |id| format!("signed by {}", aldb_verify::hash_to_base58(&id))
-                ),
-                producer.last_slot(),
-            );
-            let commitment = match config.commitment {
-                crate::config::CommitmentLevel::Confirmed => aldb_verify::Commitment::Confirmed,
-                crate::config::CommitmentLevel::Finalized => aldb_verify::Commitment::Finalized,
-            };
-            Ok(Some(Records::new(producer, commitment)))
-        }
-        Err(e) => {
-            log::error!("aldb-plugin: root records disabled, the record log cannot be opened: {e}");
-            Ok(None)
-        }
     }
 }
 
@@ -475,7 +435,7 @@ mod tests {
     #[test]
     fn each_committed_slot_gets_a_signed_chained_record_with_its_block() {
         use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaBlockInfo, ReplicaBlockInfoV2};
-        use aldb_snapshot::records::RecordLogReader;
+        use aldb_snapshot::records::{RecordLogReader, Signer};
 
         let dir = tempfile::tempdir().unwrap();
         let seed = [5u8; 32];

@@ -9,13 +9,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::AccountRef;
-use aldb_snapshot::records::{RecordInput, RecordProducer};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter};
-use aldb_verify::Commitment;
 use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts};
 
 use crate::metrics::PluginCounters;
 use crate::panic_message;
+use crate::records::Records;
 
 /// How long the worker sleeps when nothing was decided. `commit_ready` also finds work no status
 /// announces (replayed slots linked by their SlotHashes writes), so the wait must stay short.
@@ -75,7 +74,7 @@ fn run(
     stop: &AtomicBool,
 ) -> Result<(), String> {
     counters.worker_running.store(true, Ordering::Relaxed);
-    counters.records_enabled.store(records.is_some(), Ordering::Relaxed);
+    counters.records_enabled.store(records.as_ref().is_some_and(Records::enabled), Ordering::Relaxed);
     let mut sink = Sink { writer, counters, started: false, failed: false };
     loop {
         // Read before the last round, so commits decided before `stop` was set are still written.
@@ -112,62 +111,6 @@ fn run(
     }
     counters.worker_running.store(false, Ordering::Relaxed);
     sink.finish()
-}
-
-/// Makes one root record per committed slot (`docs/SPEC.md` §9).
-pub(crate) struct Records {
-    producer: RecordProducer,
-    commitment: Commitment,
-    /// Consecutive failures so far: only the first of a run is logged as an error.
-    failing: u64,
-}
-
-impl Records {
-    /// Records at the level slots are committed at: the adapter commits only confirmed or
-    /// finalized slots, so the producer never signs two competing forks.
-    pub(crate) fn new(producer: RecordProducer, commitment: Commitment) -> Self {
-        Self { producer, commitment, failing: 0 }
-    }
-
-    /// Produces, signs and logs the commit's record. An error is logged and counted, never
-    /// propagated: roots and snapshots go on. The failed slot's record is missing from the log,
-    /// so its child's record is not chained (it starts a new chain segment, `docs/SPEC.md` §9.4);
-    /// records after that chain again.
-    fn record(&mut self, c: &Committed<AccountRecord>, counters: &PluginCounters) {
-        let input = RecordInput {
-            slot: c.slot,
-            parent: c.parent,
-            commitment: self.commitment,
-            state_root: c.root,
-            block: c.block,
-            parent_bank_hash: c.parent_bank_hash,
-        };
-        match self.producer.produce(input) {
-            Ok(Some(logged)) => {
-                counters.records_produced.fetch_add(1, Ordering::Relaxed);
-                if !logged.attestations.is_empty() {
-                    counters.records_signed.fetch_add(1, Ordering::Relaxed);
-                }
-                if self.failing > 0 {
-                    log::info!("aldb-plugin: root records resumed at slot {} after {} failures", c.slot, self.failing);
-                    self.failing = 0;
-                }
-                log::trace!("aldb-plugin: root record for slot {}: {}", c.slot, hex(&logged.record_hash));
-            }
-            Ok(None) => {
-                counters.records_skipped.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                counters.record_errors.fetch_add(1, Ordering::Relaxed);
-                if self.failing == 0 {
-                    log::error!("aldb-plugin: no root record for slot {}: {e}", c.slot);
-                } else {
-                    log::debug!("aldb-plugin: no root record for slot {}: {e}", c.slot);
-                }
-                self.failing += 1;
-            }
-        }
-    }
 }
 
 /// Hands commits to the snapshot writer.
