@@ -358,10 +358,25 @@ impl std::error::Error for SignatureError {}
 impl Attestation {
     /// Checks the signature over `record_hash` with the strict rules of `docs/SPEC.md` §9.3.
     pub fn verify(&self, record_hash: &Hash) -> Result<(), SignatureError> {
+        // RFC 8032 §5.1.3 refuses y >= p; curve25519-dalek reduces it instead, so a point is
+        // accepted only if it re-encodes to the same bytes (rule 2 of §9.3).
+        if !is_canonical_point(&self.identity) {
+            return Err(SignatureError::BadIdentity);
+        }
+        let mut r = [0u8; 32];
+        r.copy_from_slice(&self.signature[..32]);
+        if !is_canonical_point(&r) {
+            return Err(SignatureError::Invalid);
+        }
         let key = ed25519_dalek::VerifyingKey::from_bytes(&self.identity).map_err(|_| SignatureError::BadIdentity)?;
         let sig = ed25519_dalek::Signature::from_bytes(&self.signature);
         key.verify_strict(&attestation_message(record_hash), &sig).map_err(|_| SignatureError::Invalid)
     }
+}
+
+/// Whether `bytes` is the canonical encoding of a curve point.
+fn is_canonical_point(bytes: &[u8; 32]) -> bool {
+    curve25519_dalek::edwards::CompressedEdwardsY(*bytes).decompress().is_some_and(|p| p.compress().0 == *bytes)
 }
 
 /// A k-of-n rule over a set of identities (`docs/SPEC.md` §9.4).

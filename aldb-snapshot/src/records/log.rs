@@ -131,15 +131,23 @@ fn parse_entry(buf: &[u8]) -> Parsed {
 /// past the last complete valid one. A bad entry ends the segment and is reported.
 fn read_segment(path: &Path, offset: usize) -> Result<(Vec<LoggedRecord>, usize, Option<String>), RecordsError> {
     let mut file = File::open(path).map_err(|e| RecordsError::io("open", path, e))?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf).map_err(|e| RecordsError::io("read", path, e))?;
-    if buf.len() < HEADER_LEN {
-        return Ok((Vec::new(), HEADER_LEN, None));
+    let mut header = [0u8; HEADER_LEN];
+    match file.read_exact(&mut header) {
+        Ok(()) => {}
+        // Being created: nothing written yet.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok((Vec::new(), HEADER_LEN, None)),
+        Err(e) => return Err(RecordsError::io("read", path, e)),
     }
-    if &buf[..8] != MAGIC || buf[8..12] != 1u32.to_le_bytes() {
+    if &header[..8] != MAGIC || header[8..12] != 1u32.to_le_bytes() {
         return Err(RecordsError::corrupt(path, "not a version-1 record log segment"));
     }
-    let mut at = offset.max(HEADER_LEN);
+    // Only what was appended since `offset`: a follower polls often, and a full segment is
+    // tens of megabytes.
+    let start = offset.max(HEADER_LEN);
+    file.seek(SeekFrom::Start(start as u64)).map_err(|e| RecordsError::io("seek", path, e))?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).map_err(|e| RecordsError::io("read", path, e))?;
+    let mut at = 0;
     let mut out = Vec::new();
     let mut bad = None;
     while at < buf.len() {
@@ -155,7 +163,7 @@ fn read_segment(path: &Path, offset: usize) -> Result<(Vec<LoggedRecord>, usize,
             }
         }
     }
-    Ok((out, at, bad))
+    Ok((out, start + at, bad))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), RecordsError> {
@@ -267,6 +275,9 @@ pub struct RecordLogReader {
     offsets: BTreeMap<u64, usize>,
     records: BTreeMap<u64, LoggedRecord>,
     bad_entries: u64,
+    /// Segments whose rest was skipped after a damaged entry: never re-read, so the damage is
+    /// counted once.
+    skipped: std::collections::BTreeSet<u64>,
 }
 
 impl RecordLogReader {
@@ -283,6 +294,9 @@ impl RecordLogReader {
         let mut fresh = Vec::new();
         let count = segments.len();
         for (i, (first, path)) in segments.iter().enumerate() {
+            if self.skipped.contains(first) {
+                continue;
+            }
             let offset = self.offsets.get(first).copied().unwrap_or(HEADER_LEN);
             let (entries, end, bad) = match read_segment(path, offset) {
                 Ok(r) => r,
@@ -295,6 +309,7 @@ impl RecordLogReader {
                 // followed by a newer segment is damage, skipped so the feed goes on.
                 if i + 1 < count {
                     self.bad_entries += 1;
+                    self.skipped.insert(*first);
                     log::warn!("record log {}: skipping the rest of the segment: {reason}", path.display());
                 }
             }
@@ -305,6 +320,7 @@ impl RecordLogReader {
             }
         }
         self.offsets.retain(|first, _| segments.iter().any(|(f, _)| f == first));
+        self.skipped.retain(|first| segments.iter().any(|(f, _)| f == first));
         Ok(fresh)
     }
 
@@ -403,5 +419,29 @@ mod tests {
                 assert_eq!(r, &rec(r.record.slot), "byte {at}: a damaged record was served");
             }
         }
+    }
+
+    #[test]
+    fn damage_before_a_newer_segment_is_skipped_and_counted_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rdir = dir.path().join(RECORDS_DIR);
+        std::fs::create_dir_all(&rdir).expect("mkdir");
+        let mut old = RecordLogWriter::create_segment(&rdir, 1).expect("segment");
+        for s in 1..=3 {
+            old.append(&rec(s)).expect("append");
+        }
+        let mut new = RecordLogWriter::create_segment(&rdir, 4).expect("segment");
+        new.append(&rec(4)).expect("append");
+        // Damage the second entry of the older segment.
+        let entry_len = encode_entry(&rec(1)).len();
+        let mut bytes = std::fs::read(&old.path).expect("read");
+        bytes[HEADER_LEN + entry_len + 10] ^= 1;
+        std::fs::write(&old.path, &bytes).expect("write");
+        let mut reader = RecordLogReader::new(dir.path());
+        let got: Vec<u64> = reader.refresh().expect("refresh").iter().map(|r| r.record.slot).collect();
+        assert_eq!(got, vec![1, 4]);
+        new.append(&rec(5)).expect("append");
+        assert_eq!(reader.refresh().expect("refresh"), vec![rec(5)]);
+        assert_eq!(reader.bad_entries(), 1);
     }
 }

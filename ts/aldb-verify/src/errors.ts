@@ -1,0 +1,62 @@
+/**
+ * Every failure this package reports is an {@link AldbError} whose `code` names the rule of
+ * docs/SPEC.md that was broken, so callers can switch on it rather than parse messages.
+ */
+
+/** Proof verification (§6.1). */
+export type ProofErrorCode =
+  | "depths_not_increasing"
+  | "empty_with_siblings"
+  | "terminal_off_path"
+  | "root_mismatch";
+
+/** Decoding a proof from its JSON (§7.1) or wire (§7.2) form. */
+export type ProofDecodeErrorCode =
+  | "version"
+  | "terminal_kind"
+  | "truncated"
+  | "trailing_bytes"
+  | "too_many_siblings"
+  | "missing_field"
+  | "unknown_field"
+  | "bad_type"
+  | "depth_range"
+  | "base58"
+  | "hash_length";
+
+/** Decoding a root record (§9.1), the same names as tests/vectors/records-v1.json uses. */
+export type RecordErrorCode =
+  | "length"
+  | "version"
+  | "commitment"
+  | "unknown_flag"
+  | "flag_without_parent"
+  | "parent_slot_not_below_slot"
+  | "unset_field_not_zero"
+  | "record_hash_mismatch";
+
+/** Attestation verification (§9.3); the names tests/vectors/records-v1.json uses. */
+export type AttestationErrorCode =
+  | "s_not_reduced"
+  | "identity_not_a_point"
+  | "r_not_a_point"
+  | "identity_small_order"
+  | "r_small_order"
+  | "equation";
+
+export type ErrorCode =
+  | ProofErrorCode
+  | ProofDecodeErrorCode
+  | RecordErrorCode
+  | AttestationErrorCode
+  | "invalid_argument"
+  | "json_syntax";
+
+export class AldbError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string) {
+    super(`${code}: ${message}`);
+    this.name = "AldbError";
+    this.code = code;
+  }
+}

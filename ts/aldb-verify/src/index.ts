@@ -1,0 +1,56 @@
+/**
+ * @aldb/verify: a light-client verifier for aldb (docs/SPEC.md). No dependencies, synchronous,
+ * runs in Node >= 18 and browsers.
+ */
+
+export { blake2s } from "./blake2s.js";
+export type { Blake2sParams } from "./blake2s.js";
+export { sha512 } from "./sha512.js";
+export { checkEd25519Strict, verifyEd25519Strict, L as ED25519_L } from "./ed25519.js";
+export {
+  base58Encode,
+  base58Decode,
+  base58DecodeExact,
+  base64Encode,
+  base64Decode,
+  hexEncode,
+  hexDecode,
+  bytesEqual,
+} from "./encoding.js";
+export { parseJson, stringifyJson } from "./json.js";
+export type { JsonValue } from "./json.js";
+export { AldbError } from "./errors.js";
+export type { ErrorCode, ProofErrorCode, ProofDecodeErrorCode, RecordErrorCode, AttestationErrorCode } from "./errors.js";
+export { EMPTY_ROOT, keyPath, accountValue, leafHash, branchHash, bit } from "./commitment.js";
+export type { Hash, AccountFields } from "./commitment.js";
+export {
+  PROOF_VERSION,
+  verifyProof,
+  verifyProofPath,
+  encodeProofWire,
+  decodeProofWire,
+  proofToJson,
+  proofFromJson,
+} from "./proof.js";
+export type { Proof, Sibling, Terminal, Claim, ProofJson } from "./proof.js";
+export {
+  RECORD_LEN,
+  RECORD_VERSION,
+  FLAG_PARENT,
+  FLAG_CHAINED,
+  FLAG_BLOCK,
+  FLAG_BANK_HASH,
+  ATTEST_PREFIX,
+  decodeRecord,
+  encodeRecord,
+  recordFlags,
+  recordHash,
+  attestationMessage,
+  checkAttestation,
+  verifyAttestation,
+  checkQuorum,
+  extendsRecord,
+  recordToJson,
+  recordFromJson,
+} from "./record.js";
+export type { RootRecord, Commitment, Attestation, QuorumRule, QuorumResult, RecordWithAttestations } from "./record.js";
