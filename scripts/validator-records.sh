@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Root records against a real solana-test-validator 4.2.0: runs the validator with the aldb plugin
-# signing records with a freshly generated key, waits, then checks the record log against the
-# validator's own RPC:
+# signing records with a freshly generated key and Hyades serving them, waits, then checks the
+# records Hyades serves (getRootRecords, which must equal the record log read directly) against
+# the validator's own RPC:
 #   - the genesis hash in every record equals getGenesisHash, and equals SHA-256 of the ledger's
 #     genesis.bin (the claim behind the plugin's `genesis_path`);
 #   - for several committed slots, blockhash, blockHeight and parentSlot equal getBlock's;
@@ -10,7 +11,8 @@
 # Everything listens on loopback. Ports and the run length come from the environment, so this can
 # run beside another validator:
 #   RPC_PORT (18899) FAUCET_PORT (19900) GOSSIP_PORT (18001) DYNAMIC_PORTS (18100-18200)
-#   METRICS_PORT (19898) SECONDS_TO_RUN (30) CHECK_SLOTS (8)
+#   METRICS_PORT (19898) HYADES_PORT (18999) HYADES_METRICS_PORT (19899)
+#   SECONDS_TO_RUN (30) CHECK_SLOTS (8)
 # Usage: scripts/validator-records.sh [WORK_DIR]   (a fresh temporary directory by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,17 +21,20 @@ FAUCET_PORT="${FAUCET_PORT:-19900}"
 GOSSIP_PORT="${GOSSIP_PORT:-18001}"
 DYNAMIC_PORTS="${DYNAMIC_PORTS:-18100-18200}"
 METRICS_PORT="${METRICS_PORT:-19898}"
+HYADES_PORT="${HYADES_PORT:-18999}"
+HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-19899}"
 SECONDS_TO_RUN="${SECONDS_TO_RUN:-30}"
 CHECK_SLOTS="${CHECK_SLOTS:-8}"
 
 validator="$(scripts/build-validator.sh)"
-cargo build --release --locked -p aldb-plugin --bins --lib --example records-tool >&2
+cargo build --release --locked -p aldb-plugin --bins --lib --example records-tool -p hyades >&2
 tool=target/release/examples/records-tool
 work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
 echo "work dir: $work" >&2
 pid=""
-trap '[[ -n "$pid" ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true' EXIT
+hpid=""
+trap '[[ -n "$hpid" ]] && kill "$hpid" 2>/dev/null; [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
 # Run again on the same WORK_DIR to restart on the same ledger: the key is kept, and the records
 # made after the restart must continue the chain without signing any slot twice.
@@ -61,11 +66,17 @@ for _ in $(seq 60); do
   rpc '{"jsonrpc":"2.0","id":1,"method":"getHealth"}' | grep -q '"ok"' && break
   sleep 1
 done
+for _ in $(seq 60); do ls "$work/snapshots" 2>/dev/null | grep -q snap && break; sleep 1; done
+target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" \
+  --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
+hpid=$!
 sleep "$SECONDS_TO_RUN"
 kill -0 "$pid" 2>/dev/null || { echo "validator exited:" >&2; tail -5 "$work/validator.log" >&2; exit 1; }
 # The plugin's config check, now that the ledger (genesis.bin) exists.
 target/release/aldb-config-check "$work/aldb.json5" >/dev/null
-"$tool" dump "$work/snapshots" > "$work/records.json"
+"$tool" dump "$work/snapshots" > "$work/records-log.json"
+curl -s -X POST "127.0.0.1:$HYADES_PORT" -H 'content-type: application/json' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"getRootRecords","params":[0,5000]}' > "$work/records-hyades.json"
 curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(records_|record_errors|block_metadata|slots_without|slots_committed)' || true
 
 python3 - "$work" "$RPC_PORT" "$identity" "$CHECK_SLOTS" <<'PY'
@@ -86,7 +97,18 @@ def b58(b):
     return "1" * (len(b) - len(b.lstrip(b"\0"))) + out
 
 fail = []
-records = json.load(open(f"{work}/records.json"))
+logged = json.load(open(f"{work}/records-log.json"))
+served = json.load(open(f"{work}/records-hyades.json"))
+if "result" not in served:
+    fail.append(f"getRootRecords: {served.get('error')}")
+    records = logged
+else:
+    records = served["result"]["value"]
+    # Hyades may have read the log a moment before the dump: compare the slots both have.
+    common = min(len(records), len(logged))
+    if common == 0 or records[:common] != logged[:common]:
+        fail.append("Hyades' getRootRecords differs from the record log")
+    print(f"Hyades serves {len(records)} records; the first {common} equal the record log")
 print(f"{len(records)} records, slots {records[0]['slot']}..{records[-1]['slot']}" if records else "no records")
 if len(records) < check_slots + 2:
     fail.append(f"only {len(records)} records")
