@@ -93,6 +93,12 @@ struct RawConfig {
     metrics_addr: Option<String>,
     #[serde(default)]
     log_level: Option<String>,
+    #[serde(default)]
+    keypair: Option<PathBuf>,
+    #[serde(default)]
+    genesis_hash: Option<String>,
+    #[serde(default)]
+    genesis_path: Option<PathBuf>,
 }
 
 /// The effective plugin configuration: the file's settings with defaults filled in, checked.
@@ -134,6 +140,32 @@ pub struct Config {
     /// The most verbose level the plugin logs at. Default `info`.
     #[serde(serialize_with = "level_name")]
     pub log_level: log::LevelFilter,
+    /// Solana keypair file (a JSON array of 64 numbers) whose key signs each root record: the
+    /// validator identity or a dedicated key. Default: records are not signed. A relative path
+    /// is relative to the config file's directory.
+    pub keypair: Option<PathBuf>,
+    /// The cluster's genesis hash, written into every root record: as given by `genesis_hash`,
+    /// or computed from `genesis_path`. Without either, no records are produced.
+    #[serde(serialize_with = "base58_opt")]
+    pub genesis_hash: Option<[u8; 32]>,
+    /// The ledger's `genesis.bin` the genesis hash was computed from (SHA-256 of its bytes),
+    /// if the file named one.
+    pub genesis_path: Option<PathBuf>,
+}
+
+fn base58_opt<S: serde::Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {
+    match h {
+        Some(h) => s.serialize_str(&aldb_verify::hash_to_base58(h)),
+        None => s.serialize_none(),
+    }
+}
+
+/// The genesis hash of a ledger's `genesis.bin`: SHA-256 of the file's bytes (the bincode of
+/// agave's `GenesisConfig`, which is what `GenesisConfig::hash` and so `getGenesisHash` hash).
+pub fn genesis_hash_of_file(path: &Path) -> std::io::Result<[u8; 32]> {
+    use sha2::Digest;
+    let bytes = std::fs::read(path)?;
+    Ok(sha2::Sha256::digest(&bytes).into())
 }
 
 fn level_name<S: serde::Serializer>(level: &log::LevelFilter, s: S) -> Result<S::Ok, S::Error> {
@@ -277,6 +309,38 @@ impl Config {
                 invalid("log_level", format!("must be one of off, error, warn, info, debug, trace; got {s:?}"))
             })?,
         };
+        let keypair = match &raw.keypair {
+            None => None,
+            Some(p) if p.as_os_str().is_empty() => return Err(invalid("keypair", "must not be empty")),
+            Some(p) => {
+                let path = base.join(p);
+                // Read now, so a missing or damaged key stops the validator at start rather than
+                // leaving every record unsigned. The key is read again when the plugin starts.
+                aldb_snapshot::records::Signer::from_keypair_file(&path)
+                    .map_err(|e| invalid("keypair", e.to_string()))?;
+                Some(path)
+            }
+        };
+        let genesis_path = raw.genesis_path.as_ref().map(|p| base.join(p));
+        let genesis_hash = match (raw.genesis_hash.as_deref(), &genesis_path) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("genesis_hash", "and `genesis_path` are both set; set one of them"));
+            }
+            (Some(s), None) => Some(aldb_verify::hash_from_base58(s.trim()).map_err(|e| {
+                invalid("genesis_hash", format!("must be a base58 hash as `getGenesisHash` returns it: {e}"))
+            })?),
+            (None, Some(p)) => Some(
+                genesis_hash_of_file(p)
+                    .map_err(|e| invalid("genesis_path", format!("cannot read {}: {e}", p.display())))?,
+            ),
+            (None, None) => None,
+        };
+        if keypair.is_some() && genesis_hash.is_none() {
+            return Err(invalid(
+                "keypair",
+                "is set but neither `genesis_hash` nor `genesis_path` is: records need the genesis hash",
+            ));
+        }
         Ok(Self {
             libpath: base.join(raw.libpath),
             name: raw.name,
@@ -291,7 +355,18 @@ impl Config {
             expected_accounts,
             metrics_addr,
             log_level,
+            keypair,
+            genesis_hash,
+            genesis_path,
         })
+    }
+
+    /// Why no root records will be produced, if none will: neither `genesis_hash` nor
+    /// `genesis_path` is set. Roots and snapshots are unaffected.
+    pub fn records_disabled_reason(&self) -> Option<&'static str> {
+        self.genesis_hash
+            .is_none()
+            .then_some("no root records: set `genesis_hash` or `genesis_path` in the plugin config to produce them")
     }
 
     /// The adapter settings: this config's commitment, pending bound and engine layout, with
@@ -342,5 +417,49 @@ mod tests {
         let w = c.writer_config();
         assert_eq!((w.every, w.keep_slots, w.refresh_slots, w.queue_bound), (2, 5, 7, 8));
         assert_eq!(w.dir, Path::new("/base/s"));
+        assert_eq!((c.keypair.as_ref(), c.genesis_hash), (None, None));
+        assert!(c.records_disabled_reason().is_some());
+    }
+
+    fn keypair_file(dir: &Path) -> PathBuf {
+        let seed = [3u8; 32];
+        let public = aldb_snapshot::records::Signer::from_seed(&seed).identity();
+        let bytes: Vec<u8> = seed.iter().chain(public.iter()).copied().collect();
+        let path = dir.join("id.json");
+        std::fs::write(&path, serde_json::to_string(&bytes).unwrap()).unwrap();
+        path
+    }
+
+    #[test]
+    fn record_settings_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path();
+        keypair_file(base);
+        std::fs::write(base.join("genesis.bin"), b"genesis bytes").unwrap();
+        let parse = |extra: &str| Config::parse(&format!("{{libpath: 'x.so', snapshot_dir: 's', {extra}}}"), base);
+
+        let c = parse("keypair: 'id.json', genesis_path: 'genesis.bin'").unwrap();
+        assert_eq!(c.keypair, Some(base.join("id.json")));
+        let want: [u8; 32] = {
+            use sha2::Digest;
+            sha2::Sha256::digest(b"genesis bytes").into()
+        };
+        assert_eq!(c.genesis_hash, Some(want));
+        assert!(c.records_disabled_reason().is_none());
+        assert!(c.to_json().contains(&aldb_verify::hash_to_base58(&want)));
+
+        let h = aldb_verify::hash_to_base58(&[7; 32]);
+        let c = parse(&format!("genesis_hash: '{h}'")).unwrap();
+        assert_eq!((c.genesis_hash, c.keypair), (Some([7; 32]), None));
+
+        let err = |extra: &str| parse(extra).unwrap_err().to_string();
+        assert!(err("keypair: 'id.json'").contains("genesis"), "{}", err("keypair: 'id.json'"));
+        assert!(err("keypair: 'missing.json', genesis_hash: 'x'").contains("keypair"));
+        assert!(err(&format!("genesis_hash: '{h}', genesis_path: 'genesis.bin'")).contains("set one"));
+        assert!(err("genesis_hash: 'not base58 0OIl'").contains("genesis_hash"));
+        assert!(err("genesis_path: 'nope.bin'").contains("genesis_path"));
+        std::fs::write(base.join("bad.json"), "[1, 2, 3]").unwrap();
+        assert!(err(&format!("keypair: 'bad.json', genesis_hash: '{h}'")).contains("64"));
+        assert!(err("keypairs: 'id.json'").contains("keypairs"));
     }
 }

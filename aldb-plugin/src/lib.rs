@@ -24,6 +24,7 @@ use agave_geyser_plugin_interface::geyser_plugin_interface::GeyserPlugin;
 pub mod config;
 mod metrics;
 mod plugin;
+mod records;
 mod worker;
 
 pub use config::{CommitmentLevel, Config, ConfigError};

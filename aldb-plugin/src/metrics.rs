@@ -220,16 +220,18 @@ pub(crate) enum Callback {
     UpdateAccount,
     UpdateSlotStatus,
     EndOfStartup,
+    BlockMetadata,
 }
 
 impl Callback {
-    const ALL: [Self; 3] = [Self::UpdateAccount, Self::UpdateSlotStatus, Self::EndOfStartup];
+    const ALL: [Self; 4] = [Self::UpdateAccount, Self::UpdateSlotStatus, Self::EndOfStartup, Self::BlockMetadata];
 
     fn as_str(self) -> &'static str {
         match self {
             Self::UpdateAccount => "update_account",
             Self::UpdateSlotStatus => "update_slot_status",
             Self::EndOfStartup => "notify_end_of_startup",
+            Self::BlockMetadata => "notify_block_metadata",
         }
     }
 }
@@ -257,6 +259,18 @@ pub(crate) struct PluginCounters {
     pub(crate) update_account_ns: NanosHistogram,
     /// How far commits trail `Processed`.
     pub(crate) commit_lag: CommitLag,
+    /// Whether root records are being produced (a genesis hash is configured and the record log
+    /// opened).
+    pub(crate) records_enabled: AtomicBool,
+    /// Root records appended to the record log.
+    pub(crate) records_produced: AtomicU64,
+    /// Of those, records carrying an attestation.
+    pub(crate) records_signed: AtomicU64,
+    /// Committed slots at or below the newest logged record (replayed after a restart): no
+    /// second record is made for them.
+    pub(crate) records_skipped: AtomicU64,
+    /// Committed slots whose record could not be produced or logged.
+    pub(crate) record_errors: AtomicU64,
 }
 
 impl PluginCounters {
@@ -333,6 +347,50 @@ pub(crate) fn render(src: &Sources) -> String {
         "counter",
         "Slots committed to the engine (a root each), the genesis or startup base included.",
         s.slots_committed,
+    );
+
+    single(o, "aldb_block_metadata_total", "counter", "Block metadata notifications received.", s.blocks_received);
+    single(
+        o,
+        "aldb_slots_without_block_metadata_total",
+        "counter",
+        "Slots (not the genesis or startup base) committed before or without their block metadata.",
+        s.slots_without_block,
+    );
+    single(
+        o,
+        "aldb_records_enabled",
+        "gauge",
+        "1 when root records are produced (a genesis hash is configured and the record log opened).",
+        u8::from(p.records_enabled.load(Relaxed)),
+    );
+    single(
+        o,
+        "aldb_records_produced_total",
+        "counter",
+        "Root records appended to the record log.",
+        p.records_produced.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_records_signed_total",
+        "counter",
+        "Root records appended with an attestation.",
+        p.records_signed.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_records_skipped_total",
+        "counter",
+        "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice.",
+        p.records_skipped.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_record_errors_total",
+        "counter",
+        "Committed slots whose root record could not be produced or logged.",
+        p.record_errors.load(Relaxed),
     );
 
     family(

@@ -19,7 +19,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agave_geyser_plugin_interface::geyser_plugin_interface::{
-    GeyserPlugin, GeyserPluginError, ReplicaAccountInfoVersions, Result as PluginResult, SlotStatus,
+    GeyserPlugin, GeyserPluginError, ReplicaAccountInfoVersions, ReplicaBlockInfoVersions, Result as PluginResult,
+    SlotStatus,
 };
 use aldb_snapshot::SnapshotWriter;
 use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, Stats};
@@ -27,6 +28,7 @@ use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, S
 use crate::config::Config;
 use crate::metrics::{Callback, MetricsServer, PluginCounters, Sources};
 use crate::panic_message;
+use crate::records::Records;
 use crate::worker::Worker;
 
 /// The aldb geyser plugin: commits a provable state root for every slot of the chosen chain and
@@ -133,7 +135,7 @@ impl AldbPlugin {
         Err(match cb {
             Callback::UpdateAccount => GeyserPluginError::AccountsUpdateError { msg },
             Callback::UpdateSlotStatus => GeyserPluginError::SlotStatusUpdateError { msg },
-            Callback::EndOfStartup => GeyserPluginError::Custom(msg.into()),
+            Callback::EndOfStartup | Callback::BlockMetadata => GeyserPluginError::Custom(msg.into()),
         })
     }
 
@@ -151,7 +153,8 @@ impl AldbPlugin {
                 Some(MetricsServer::start(addr, sources).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?)
             }
         };
-        let worker = Worker::spawn(adapter.clone(), writer, self.counters.clone())
+        let records = Records::from_config(config)?;
+        let worker = Worker::spawn(adapter.clone(), writer, records, self.counters.clone())
             .map_err(|e| format!("cannot start the commit worker: {e}"))?;
         if is_reload {
             // A reloaded plugin has missed genesis or the startup accounts, and no base state
@@ -161,6 +164,20 @@ impl AldbPlugin {
         }
         Ok(Runtime { config: config.clone(), adapter, worker, metrics })
     }
+}
+
+/// The slot, blockhash and block height of a block metadata notification (every version carries
+/// them; agave 4.2.0 sends `V0_0_4`). Fails on a blockhash that is not base58 of 32 bytes.
+fn block_info(info: &ReplicaBlockInfoVersions<'_>) -> Result<(u64, [u8; 32], Option<u64>), String> {
+    let (slot, blockhash, height) = match info {
+        ReplicaBlockInfoVersions::V0_0_1(b) => (b.slot, b.blockhash, b.block_height),
+        ReplicaBlockInfoVersions::V0_0_2(b) => (b.slot, b.blockhash, b.block_height),
+        ReplicaBlockInfoVersions::V0_0_3(b) => (b.slot, b.blockhash, b.block_height),
+        ReplicaBlockInfoVersions::V0_0_4(b) => (b.slot, b.blockhash, b.block_height),
+    };
+    let hash = aldb_verify::hash_from_base58(blockhash)
+        .map_err(|e| format!("block metadata of slot {slot}: blockhash {blockhash:?}: {e}"))?;
+    Ok((slot, hash, height))
 }
 
 /// The adapter's account update for an agave one; fails on a malformed address.
@@ -318,6 +335,18 @@ impl GeyserPlugin for AldbPlugin {
         })
     }
 
+    fn notify_block_metadata(&self, blockinfo: ReplicaBlockInfoVersions) -> PluginResult<()> {
+        // Always delivered (no opt-in flag): agave sends it from replay once a bank is frozen.
+        self.guard(Callback::BlockMetadata, || {
+            let adapter = self.adapter()?;
+            let (slot, blockhash, height) = block_info(&blockinfo)?;
+            if let Err(ig) = adapter.block_metadata(slot, blockhash, height) {
+                note_ignored(ig);
+            }
+            Ok(())
+        })
+    }
+
     fn account_data_notifications_enabled(&self) -> bool {
         true
     }
@@ -407,6 +436,98 @@ mod tests {
         assert!(p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&[1; 32])), 0, false).is_err());
         assert!(p.update_slot_status(1, Some(0), &SlotStatus::Processed).is_err());
         assert_eq!(p.callback_errors(), 2);
+    }
+
+    #[test]
+    fn each_committed_slot_gets_a_signed_chained_record_with_its_block() {
+        use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaBlockInfo, ReplicaBlockInfoV2};
+        use aldb_snapshot::records::{RecordLogReader, Signer};
+
+        let dir = tempfile::tempdir().unwrap();
+        let seed = [5u8; 32];
+        let identity = Signer::from_seed(&seed).identity();
+        let key: Vec<u8> = seed.iter().chain(identity.iter()).copied().collect();
+        std::fs::write(dir.path().join("id.json"), serde_json::to_string(&key).unwrap()).unwrap();
+        let genesis = aldb_verify::hash_to_base58(&[9; 32]);
+        let cfg = dir.path().join("aldb.json5");
+        let text = format!(
+            "{{libpath: 'x.so', snapshot_dir: 'snap', threads: 1, keypair: 'id.json', genesis_hash: '{genesis}'}}"
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let mut p = AldbPlugin::new();
+        p.on_load(cfg.to_str().unwrap(), false).unwrap();
+
+        let k = [7u8; 32];
+        let blockhash = |slot: u64| [slot as u8 + 100; 32];
+        let b58 = |slot: u64| aldb_verify::hash_to_base58(&blockhash(slot));
+        p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&k)), 0, false).unwrap();
+        for slot in 1..=3u64 {
+            p.update_slot_status(slot, Some(slot - 1), &SlotStatus::CreatedBank).unwrap();
+            p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&k)), slot, false).unwrap();
+            // Slot 2's metadata never comes; the others come in two of the versions agave has.
+            let (h1, h3) = (b58(1), b58(3));
+            match slot {
+                1 => {
+                    let b = ReplicaBlockInfo {
+                        slot,
+                        blockhash: &h1,
+                        rewards: &[],
+                        block_time: None,
+                        block_height: Some(slot + 10),
+                    };
+                    p.notify_block_metadata(ReplicaBlockInfoVersions::V0_0_1(&b)).unwrap();
+                }
+                3 => {
+                    let b = ReplicaBlockInfoV2 {
+                        parent_slot: slot - 1,
+                        parent_blockhash: "",
+                        slot,
+                        blockhash: &h3,
+                        rewards: &[],
+                        block_time: None,
+                        block_height: Some(slot + 10),
+                        executed_transaction_count: 0,
+                    };
+                    p.notify_block_metadata(ReplicaBlockInfoVersions::V0_0_2(&b)).unwrap();
+                }
+                _ => {}
+            }
+            p.update_slot_status(slot, Some(slot - 1), &SlotStatus::Processed).unwrap();
+        }
+        p.update_slot_status(3, None, &SlotStatus::Confirmed).unwrap();
+        // A malformed blockhash is an error, not a panic.
+        let bad = ReplicaBlockInfo { slot: 4, blockhash: "0OIl", rewards: &[], block_time: None, block_height: None };
+        assert!(p.notify_block_metadata(ReplicaBlockInfoVersions::V0_0_1(&bad)).is_err());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while p.stats().unwrap().last_committed_slot != Some(3) {
+            assert!(std::time::Instant::now() < deadline, "slots not committed");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let without = p.stats().unwrap().slots_without_block;
+        p.on_unload();
+        assert_eq!(without, 1);
+
+        let mut reader = RecordLogReader::new(&dir.path().join("snap"));
+        let logged = reader.refresh().unwrap();
+        assert_eq!(logged.iter().map(|r| r.record.slot).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        for (i, r) in logged.iter().enumerate() {
+            let rec = &r.record;
+            assert_eq!(rec.genesis_hash, [9; 32]);
+            assert_eq!(rec.commitment, aldb_verify::Commitment::Confirmed);
+            assert_eq!(r.record_hash, rec.hash());
+            assert_eq!(r.attestations.len(), 1);
+            assert_eq!(r.attestations[0].identity, identity);
+            r.attestations[0].verify(&r.record_hash).unwrap();
+            let want_block = match rec.slot {
+                1 | 3 => Some(aldb_verify::BlockInfo { blockhash: blockhash(rec.slot), block_height: rec.slot + 10 }),
+                _ => None,
+            };
+            assert_eq!(rec.block, want_block, "slot {}", rec.slot);
+            match i {
+                0 => assert_eq!(rec.parent, None),
+                _ => assert!(rec.extends(&logged[i - 1].record, &logged[i - 1].record_hash), "slot {}", rec.slot),
+            }
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The commit worker: applies decided slots to the engine and hands each commit to the snapshot
-//! writer, on a thread of its own so no validator callback ever waits for hashing or disk.
+//! The commit worker: applies decided slots to the engine, makes each commit's root record and
+//! hands the commit to the snapshot writer, on a thread of its own so no validator callback ever
+//! waits for hashing or disk.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts
 
 use crate::metrics::PluginCounters;
 use crate::panic_message;
+use crate::records::Records;
 
 /// How long the worker sleeps when nothing was decided. `commit_ready` also finds work no status
 /// announces (replayed slots linked by their SlotHashes writes), so the wait must stay short.
@@ -25,10 +27,11 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Starts the worker; it owns the writer from now on.
+    /// Starts the worker; it owns the writer and the record producer from now on.
     pub(crate) fn spawn(
         adapter: Arc<Adapter<KeepAccounts>>,
         writer: SnapshotWriter,
+        records: Option<Records>,
         counters: Arc<PluginCounters>,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -36,7 +39,7 @@ impl Worker {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("aldb-commit".into())
-                .spawn(move || run(&adapter, writer, &counters, &stop))?
+                .spawn(move || run(&adapter, writer, records, &counters, &stop))?
         };
         Ok(Self { stop, thread: Some(thread) })
     }
@@ -66,10 +69,12 @@ impl Drop for Worker {
 fn run(
     adapter: &Adapter<KeepAccounts>,
     writer: SnapshotWriter,
+    mut records: Option<Records>,
     counters: &PluginCounters,
     stop: &AtomicBool,
 ) -> Result<(), String> {
     counters.worker_running.store(true, Ordering::Relaxed);
+    counters.records_enabled.store(records.as_ref().is_some_and(Records::enabled), Ordering::Relaxed);
     let mut sink = Sink { writer, counters, started: false, failed: false };
     loop {
         // Read before the last round, so commits decided before `stop` was set are still written.
@@ -85,6 +90,9 @@ fn run(
             }
             for c in batch {
                 counters.commit_lag.committed(c.slot);
+                if let Some(r) = records.as_mut() {
+                    r.record(&c, counters);
+                }
                 sink.submit(c);
             }
         }));

@@ -7,12 +7,12 @@ use std::time::Duration;
 use aldb_core::{BulkEntry, Pleiades, Update};
 
 use crate::control::{Control, Cx, Shared};
-use crate::engine::{Committed, Engine};
+use crate::engine::{CommitKind, Committed, Engine};
 use crate::error::{AdapterError, IgnoreReason, Ignored};
 use crate::retain::{NoRecords, Retain};
 use crate::stats::{Counters, Stats};
 use crate::stripe::{Buffer, Incoming, Stripes, lock};
-use crate::sysvar::{SLOT_HASHES_SYSVAR, slot_hashes_parent};
+use crate::sysvar::{SLOT_HASHES_SYSVAR, slot_hashes_newest};
 use crate::types::{AccountUpdate, AdapterConfig, SlotEvent};
 
 /// The slot and fork state machine between the validator's callbacks and the engine.
@@ -92,7 +92,7 @@ impl<R: Retain> Adapter<R> {
         Counters::add(&self.counters.updates_received, 1);
         let hashed = Update::from_account(&u.account());
         let hint =
-            if !u.is_startup && u.pubkey == SLOT_HASHES_SYSVAR { slot_hashes_parent(u.slot, u.data) } else { None };
+            if !u.is_startup && u.pubkey == SLOT_HASHES_SYSVAR { slot_hashes_newest(u.slot, u.data) } else { None };
         let record = self.retain.retain(u, &hashed);
         let result = {
             let mut stripe = self.stripes.lock_path(&hashed.path);
@@ -144,6 +144,19 @@ impl<R: Retain> Adapter<R> {
         result
     }
 
+    /// Block metadata of a slot (agave's `notify_block_metadata`, sent from replay once the bank
+    /// is frozen): its blockhash and block height. It never delays or triggers a commit: it is
+    /// attached to the slot's [`Committed`] if it arrives before the commit is applied, and
+    /// dropped with the slot if the slot never commits. Without a block height it is ignored.
+    pub fn block_metadata(&self, slot: u64, blockhash: [u8; 32], block_height: Option<u64>) -> Result<(), Ignored> {
+        Counters::add(&self.counters.blocks_received, 1);
+        let Some(block_height) = block_height else {
+            self.counters.ignore(IgnoreReason::BlockWithoutHeight);
+            return Err(Ignored { reason: IgnoreReason::BlockWithoutHeight, slot: Some(slot) });
+        };
+        lock(&self.control).on_block(slot, aldb_verify::record::BlockInfo { blockhash, block_height }, &self.cx())
+    }
+
     /// The validator finished sending startup accounts: the startup state is queued for a bulk
     /// build and becomes the base.
     pub fn end_of_startup(&self) -> Result<(), Ignored> {
@@ -175,13 +188,16 @@ impl<R: Retain> Adapter<R> {
                     control.advance(&cx);
                     first = false;
                 }
-                let job = control.jobs.pop_front();
+                let job = control.pop_job();
                 self.counters.queued_commits.store(control.jobs.len() as u64, Ordering::Relaxed);
                 job
             };
             let Some(job) = job else { break };
             let done = engine.apply(job, &self.counters);
             Counters::add(&self.counters.slots_committed, 1);
+            if done.kind == CommitKind::Slot && done.block.is_none() {
+                Counters::add(&self.counters.slots_without_block, 1);
+            }
             self.counters.last_committed.set(Some(done.slot));
             out.push(done);
         }

@@ -10,7 +10,8 @@ use std::ops::Bound;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use aldb_core::BulkEntry;
+use aldb_core::{BulkEntry, Hash};
+use aldb_verify::record::BlockInfo;
 
 use crate::CommitKind;
 use crate::error::{DropReason, IgnoreReason, Ignored, Irregularity};
@@ -56,8 +57,15 @@ impl<Rec> Cx<'_, Rec> {
 pub(crate) enum Job<Rec> {
     /// Build the startup state in bulk.
     Startup { slot: u64, entries: Vec<Vec<BulkEntry>>, records: Vec<Vec<Rec>> },
-    /// Apply one slot's winning updates.
-    Slot { slot: u64, parent: Option<u64>, kind: CommitKind, buffers: Vec<SlotUpdates<Rec>> },
+    /// Apply one slot's winning updates. `block` is filled in when the job leaves the queue.
+    Slot {
+        slot: u64,
+        parent: Option<u64>,
+        kind: CommitKind,
+        buffers: Vec<SlotUpdates<Rec>>,
+        parent_bank_hash: Option<Hash>,
+        block: Option<BlockInfo>,
+    },
 }
 
 /// What is known about one slot above the base.
@@ -100,11 +108,57 @@ pub(crate) struct Control<Rec> {
     base: Option<u64>,
     slots: BTreeMap<u64, SlotInfo>,
     pub(crate) jobs: VecDeque<Job<Rec>>,
+    /// Block metadata of slots not yet applied: live slots above the base, and decided slots
+    /// still in `jobs`. Dropped with their slot; taken when the slot's job leaves the queue.
+    blocks: BTreeMap<u64, BlockInfo>,
 }
 
 impl<Rec> Control<Rec> {
     pub(crate) fn new(commitment: Commitment, max_pending: usize) -> Self {
-        Self { commitment, max_pending: max_pending.max(1), base: None, slots: BTreeMap::new(), jobs: VecDeque::new() }
+        Self {
+            commitment,
+            max_pending: max_pending.max(1),
+            base: None,
+            slots: BTreeMap::new(),
+            jobs: VecDeque::new(),
+            blocks: BTreeMap::new(),
+        }
+    }
+
+    /// Block metadata for `slot` (its blockhash and height), kept until the slot's job leaves the
+    /// queue. A later report for the same slot replaces an earlier one. Never changes readiness.
+    pub(crate) fn on_block(&mut self, slot: u64, block: BlockInfo, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
+        if self.below_base(slot) {
+            // Decided but not yet applied: still in time for its commit.
+            let queued = self.jobs.iter().any(|j| matches!(j, Job::Slot { slot: s, .. } if *s == slot));
+            if !queued {
+                return Err(cx.ignored(IgnoreReason::BlockBelowBase, slot));
+            }
+        } else if self.slots.get(&slot).is_some_and(|e| e.dropped.is_some()) {
+            return Err(cx.ignored(IgnoreReason::BlockForDroppedSlot, slot));
+        }
+        self.blocks.insert(slot, block);
+        // Metadata for slots the adapter never hears of again must not pile up.
+        let limit = self.max_pending.saturating_mul(2);
+        while self.blocks.len() > limit {
+            self.blocks.pop_first();
+        }
+        Ok(())
+    }
+
+    /// The next decided job, with the block metadata known for its slot by now. Metadata of
+    /// slots at or below it (passed forks) is forgotten.
+    pub(crate) fn pop_job(&mut self) -> Option<Job<Rec>> {
+        let mut job = self.jobs.pop_front()?;
+        let slot = match &job {
+            Job::Startup { slot, .. } | Job::Slot { slot, .. } => *slot,
+        };
+        let found = self.blocks.remove(&slot);
+        self.blocks = self.blocks.split_off(&slot.saturating_add(1));
+        if let Job::Slot { block, .. } = &mut job {
+            *block = found;
+        }
+        Some(job)
     }
 
     fn below_base(&self, slot: u64) -> bool {
@@ -174,6 +228,8 @@ impl<Rec> Control<Rec> {
         if let Some(e) = self.slots.get_mut(&slot) {
             *e = SlotInfo { confirmed: e.confirmed, rooted: e.rooted, ..SlotInfo::default() };
         }
+        // The old version's block is not the one that will be frozen now.
+        self.blocks.remove(&slot);
         cx.discarded(cx.stripes.reopen(slot));
     }
 
@@ -294,7 +350,9 @@ impl<Rec> Control<Rec> {
     fn mark_up(&mut self, slot: u64, flag: Flag) {
         let mut cur = slot;
         while !self.below_base(cur) {
-            let Some(e) = self.slots.get_mut(&cur) else { break };
+            let Some(e) = self.slots.get_mut(&cur) else {
+                break;
+            };
             let was = match flag {
                 Flag::Confirmed => std::mem::replace(&mut e.confirmed, true),
                 Flag::Rooted => std::mem::replace(&mut e.rooted, true),
@@ -350,7 +408,9 @@ impl<Rec> Control<Rec> {
         }
         let parts = cx.stripes.take_startup();
         // No startup accounts: a genesis start (or an empty snapshot); the genesis rule applies.
-        let Some(slot) = parts.max_slot else { return Ok(()) };
+        let Some(slot) = parts.max_slot else {
+            return Ok(());
+        };
         if self.base.is_some() {
             cx.counters.irregular(Irregularity::StartupAfterBase);
             return Ok(());
@@ -373,9 +433,12 @@ impl<Rec> Control<Rec> {
         let parent = self.base;
         self.set_base(slot, cx);
         self.slots.remove(&slot);
-        let (buffers, gone) = cx.stripes.take_slot(slot);
+        let (buffers, hint, gone) = cx.stripes.take_slot(slot);
         cx.discarded(gone);
-        self.jobs.push_back(Job::Slot { slot, parent, kind, buffers });
+        // The bank hash belongs to the record only if the SlotHashes write names the parent
+        // the slot is committed on.
+        let parent_bank_hash = hint.filter(|(p, _)| parent == Some(*p)).and_then(|(_, h)| h);
+        self.jobs.push_back(Job::Slot { slot, parent, kind, buffers, parent_bank_hash, block: None });
     }
 
     /// Genesis start: no startup state ever came, and a bank names slot 0 as its parent. Slot 0
@@ -497,6 +560,9 @@ impl<Rec> Control<Rec> {
             }
         }
         self.enforce_bounds(cx);
+        // Block metadata goes with its slot when the slot is dropped.
+        let slots = &self.slots;
+        self.blocks.retain(|s, _| slots.get(s).is_none_or(|e| e.dropped.is_none()));
         let live = self.slots.values().filter(|e| e.dropped.is_none()).count();
         cx.counters.pending_slots.store(live as u64, Ordering::Relaxed);
         cx.counters.queued_commits.store(self.jobs.len() as u64, Ordering::Relaxed);

@@ -1,6 +1,7 @@
 //! Applies decided jobs to the Pleiades tree, in order, off the callback path.
 
 use aldb_core::{BulkBuilder, BulkEntry, ChangeSet, Hash, Pleiades, Update};
+use aldb_verify::record::BlockInfo;
 
 use crate::control::Job;
 use crate::error::Irregularity;
@@ -38,6 +39,13 @@ pub struct Committed<Rec = ()> {
     /// [`AdapterConfig::capture_changes`](crate::AdapterConfig::capture_changes) is set: what the
     /// snapshot writer persists.
     pub changes: Option<ChangeSet>,
+    /// The slot's blockhash and block height, when its block metadata arrived before the commit
+    /// was applied. Never for the startup state, nor for slots replayed from the local ledger
+    /// at startup (agave sends block metadata only from live replay).
+    pub block: Option<BlockInfo>,
+    /// The bank hash of `parent`, as the slot's own SlotHashes write carries it: set when that
+    /// write arrived and names `parent`.
+    pub parent_bank_hash: Option<Hash>,
 }
 
 pub(crate) struct Engine {
@@ -58,7 +66,7 @@ impl Engine {
     pub(crate) fn apply<Rec>(&mut self, job: Job<Rec>, counters: &Counters) -> Committed<Rec> {
         match job {
             Job::Startup { slot, entries, records } => self.startup(slot, entries, records, counters),
-            Job::Slot { slot, parent, kind, buffers } => {
+            Job::Slot { slot, parent, kind, buffers, parent_bank_hash, block } => {
                 let n: usize = buffers.iter().map(|m| m.len()).sum();
                 let mut updates = Vec::with_capacity(n);
                 let mut records = Vec::with_capacity(n);
@@ -74,7 +82,7 @@ impl Engine {
                 } else {
                     (self.tree.commit(updates), None)
                 };
-                Committed { slot, parent, root, kind, updates: n, records, changes }
+                Committed { slot, parent, root, kind, updates: n, records, changes, block, parent_bank_hash }
             }
         }
     }
@@ -123,6 +131,8 @@ impl Engine {
             updates: self.tree.len(),
             records: kept,
             changes,
+            block: None,
+            parent_bank_hash: None,
         }
     }
 }

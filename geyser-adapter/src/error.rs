@@ -26,11 +26,17 @@ pub enum IgnoreReason {
     InvalidParent,
     /// `end_of_startup` after startup already ended.
     RepeatedEndOfStartup,
+    /// Block metadata for a slot already applied, or passed by the committed chain.
+    BlockBelowBase,
+    /// Block metadata for a dropped slot.
+    BlockForDroppedSlot,
+    /// Block metadata without a block height (agave 4.2.0 always sends one).
+    BlockWithoutHeight,
 }
 
 impl IgnoreReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 11] = [
         Self::UpdateBelowBase,
         Self::UpdateForDroppedSlot,
         Self::LateStartupUpdate,
@@ -39,6 +45,9 @@ impl IgnoreReason {
         Self::RepeatedProcessed,
         Self::InvalidParent,
         Self::RepeatedEndOfStartup,
+        Self::BlockBelowBase,
+        Self::BlockForDroppedSlot,
+        Self::BlockWithoutHeight,
     ];
 
     /// A stable snake_case name for metrics labels.
@@ -52,6 +61,9 @@ impl IgnoreReason {
             Self::RepeatedProcessed => "repeated_processed",
             Self::InvalidParent => "invalid_parent",
             Self::RepeatedEndOfStartup => "repeated_end_of_startup",
+            Self::BlockBelowBase => "block_below_base",
+            Self::BlockForDroppedSlot => "block_for_dropped_slot",
+            Self::BlockWithoutHeight => "block_without_height",
         }
     }
 

@@ -50,6 +50,10 @@
 //! - **Threading**: account updates take one of many stripe locks, chosen by key path, for a
 //!   hash-map insert; slot statuses take the state-machine lock for bookkeeping only; the engine
 //!   runs in [`Adapter::commit_ready`], which the plugin calls from its own worker thread.
+//! - **Root-record inputs**: each [`Committed`] carries the slot's block metadata
+//!   ([`Adapter::block_metadata`], from agave's `notify_block_metadata`) if it arrived before the
+//!   commit was applied, and the parent's bank hash from the slot's own SlotHashes write. Neither
+//!   ever delays a commit; metadata of slots that never commit is dropped with them.
 //! - **Never panic**: odd sequences are ignored ([`Ignored`], [`IgnoreReason`]) or handled and
 //!   counted ([`Irregularity`]); both show in [`Stats`].
 //! - **Bounded memory**: buffers exist only for slots above the committed base; at most
@@ -67,11 +71,14 @@ mod sysvar;
 mod types;
 
 pub use adapter::Adapter;
+pub use aldb_verify::record::BlockInfo;
 pub use engine::{CommitKind, Committed};
 pub use error::{AdapterError, DropReason, IgnoreReason, Ignored, Irregularity};
 pub use retain::{AccountRecord, KeepAccounts, KeepUpdates, NoRecords, Retain};
 pub use stats::Stats;
-pub use sysvar::{SLOT_HASHES_SYSVAR, slot_hashes_data, slot_hashes_parent};
+pub use sysvar::{
+    SLOT_HASHES_SYSVAR, slot_hashes_data, slot_hashes_data_with_hash, slot_hashes_newest, slot_hashes_parent,
+};
 pub use types::{
     AccountUpdate, AdapterConfig, Commitment, DEFAULT_MAX_PENDING_SLOTS, DEFAULT_STRIPES, MAX_STRIPES, SlotEvent,
     SlotStatus,

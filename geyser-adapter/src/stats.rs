@@ -15,6 +15,11 @@ pub struct Stats {
     pub statuses_received: u64,
     /// Slots applied to the engine, the startup or genesis base included.
     pub slots_committed: u64,
+    /// Block metadata reports offered.
+    pub blocks_received: u64,
+    /// Slots (not the genesis or startup base) committed without block metadata: expected for
+    /// slots replayed from the local ledger at startup, otherwise a sign the metadata came late.
+    pub slots_without_block: u64,
     /// Slots dropped because they died.
     pub slots_dropped_dead: u64,
     /// Slots dropped because they left the committed chain.
@@ -82,6 +87,8 @@ pub(crate) struct Counters {
     pub(crate) startup_updates: AtomicU64,
     pub(crate) statuses_received: AtomicU64,
     pub(crate) slots_committed: AtomicU64,
+    pub(crate) blocks_received: AtomicU64,
+    pub(crate) slots_without_block: AtomicU64,
     pub(crate) dropped_dead: AtomicU64,
     pub(crate) dropped_abandoned: AtomicU64,
     pub(crate) dropped_overflow: AtomicU64,
@@ -128,6 +135,8 @@ impl Counters {
             startup_updates: self.startup_updates.load(Relaxed),
             statuses_received: self.statuses_received.load(Relaxed),
             slots_committed: self.slots_committed.load(Relaxed),
+            blocks_received: self.blocks_received.load(Relaxed),
+            slots_without_block: self.slots_without_block.load(Relaxed),
             slots_dropped_dead: self.dropped_dead.load(Relaxed),
             slots_dropped_abandoned: self.dropped_abandoned.load(Relaxed),
             slots_dropped_overflow: self.dropped_overflow.load(Relaxed),

@@ -82,8 +82,9 @@ pub(crate) struct Stripe<Rec> {
     startup: Vec<BulkEntry>,
     startup_records: Vec<Rec>,
     startup_max: Option<u64>,
-    /// Parent links read from SlotHashes writes; only the stripe of that sysvar's path has any.
-    hints: BTreeMap<u64, u64>,
+    /// Parent links (and the parent's bank hash) read from SlotHashes writes; only the stripe of
+    /// that sysvar's path has any.
+    hints: BTreeMap<u64, Hint>,
 }
 
 impl<Rec> Default for Stripe<Rec> {
@@ -98,6 +99,9 @@ impl<Rec> Default for Stripe<Rec> {
     }
 }
 
+/// What a slot's SlotHashes write says: its parent and, normally, the parent's bank hash.
+pub(crate) type Hint = (u64, Option<Hash>);
+
 /// A hashed live update on its way into a stripe.
 #[derive(Debug)]
 pub(crate) struct Incoming<Rec> {
@@ -106,8 +110,8 @@ pub(crate) struct Incoming<Rec> {
     pub(crate) value: Option<Hash>,
     pub(crate) write_version: u64,
     pub(crate) record: Rec,
-    /// The parent a SlotHashes write names.
-    pub(crate) hint: Option<u64>,
+    /// The parent (and its bank hash) a SlotHashes write names.
+    pub(crate) hint: Option<Hint>,
 }
 
 /// What the caller must do after buffering an update.
@@ -153,8 +157,8 @@ impl<Rec> Stripe<Rec> {
                 Buffer::NewSlot
             }
         };
-        if let Some(parent) = hint {
-            self.hints.insert(slot, parent);
+        if let Some(h) = hint {
+            self.hints.insert(slot, h);
         }
         Ok(outcome)
     }
@@ -247,10 +251,12 @@ impl<Rec> Stripes<Rec> {
         }
     }
 
-    /// Takes a decided slot's buffers and, since the base is now `slot`, drops everything at or
-    /// below it. Returns the buffers and how many other buffered updates went.
-    pub(crate) fn take_slot(&self, slot: u64) -> (Vec<SlotUpdates<Rec>>, u64) {
+    /// Takes a decided slot's buffers and SlotHashes hint and, since the base is now `slot`,
+    /// drops everything at or below it. Returns the buffers, the hint and how many other
+    /// buffered updates went.
+    pub(crate) fn take_slot(&self, slot: u64) -> (Vec<SlotUpdates<Rec>>, Option<Hint>, u64) {
         let mut out = Vec::new();
+        let mut hint = None;
         let mut dead = Graveyard::new();
         self.each(|s| {
             if let Some(SlotBuf::Open(m)) = s.slots.remove(&slot)
@@ -258,9 +264,12 @@ impl<Rec> Stripes<Rec> {
             {
                 out.push(m);
             }
+            if let Some(h) = s.hints.remove(&slot) {
+                hint = Some(h);
+            }
             s.prune_below(slot, &mut dead);
         });
-        (out, dead.count())
+        (out, hint, dead.count())
     }
 
     /// Drops everything at or below a new base; returns how many buffered updates went.
@@ -331,7 +340,7 @@ impl<Rec> Stripes<Rec> {
         let Some(s) = self.stripes.get(self.hint_stripe).map(|p| lock(&p.0)) else {
             return Vec::new();
         };
-        slots.iter().filter_map(|slot| s.hints.get(slot).map(|p| (*slot, *p))).collect()
+        slots.iter().filter_map(|slot| s.hints.get(slot).map(|&(p, _)| (*slot, p))).collect()
     }
 }
 
@@ -368,8 +377,8 @@ mod tests {
         assert_eq!(put(2), Err(IgnoreReason::UpdateForDroppedSlot));
         assert_eq!(stripes.reopen(12), 0);
         assert_eq!(put(3), Ok(Buffer::NewSlot));
-        let (bufs, gone) = stripes.take_slot(12);
-        assert_eq!((bufs.len(), gone), (1, 0));
+        let (bufs, hint, gone) = stripes.take_slot(12);
+        assert_eq!((bufs.len(), hint, gone), (1, None, 0));
     }
 
     #[test]

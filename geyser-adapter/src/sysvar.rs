@@ -16,21 +16,35 @@ pub const SLOT_HASHES_SYSVAR: [u8; 32] = [
 /// `Vec<(u64, [u8; 32])>`, which is kept newest first. `None` when the data is too short, the
 /// list is empty (genesis), or the entry is not below `slot`.
 pub fn slot_hashes_parent(slot: u64, data: &[u8]) -> Option<u64> {
+    slot_hashes_newest(slot, data).map(|(parent, _)| parent)
+}
+
+/// The newest entry of a SlotHashes write at `slot`: the parent slot and, when the data holds
+/// all 32 bytes of it, the parent's bank hash. `None` in the cases [`slot_hashes_parent`] gives
+/// `None`.
+pub fn slot_hashes_newest(slot: u64, data: &[u8]) -> Option<(u64, Option<[u8; 32]>)> {
     let len = u64::from_le_bytes(data.get(0..8)?.try_into().ok()?);
     if len == 0 {
         return None;
     }
     let parent = u64::from_le_bytes(data.get(8..16)?.try_into().ok()?);
-    (parent < slot).then_some(parent)
+    let hash = data.get(16..48).and_then(|h| <[u8; 32]>::try_from(h).ok());
+    (parent < slot).then_some((parent, hash))
 }
 
 /// SlotHashes data naming `parent` as the newest entry, in the validator's layout (for tests
 /// and tools; the hash is zero).
 pub fn slot_hashes_data(parent: u64) -> Vec<u8> {
+    slot_hashes_data_with_hash(parent, [0u8; 32])
+}
+
+/// SlotHashes data naming `parent` with bank hash `hash` as the newest entry (for tests and
+/// tools).
+pub fn slot_hashes_data_with_hash(parent: u64, hash: [u8; 32]) -> Vec<u8> {
     let mut d = Vec::with_capacity(8 + 40);
     d.extend_from_slice(&1u64.to_le_bytes());
     d.extend_from_slice(&parent.to_le_bytes());
-    d.extend_from_slice(&[0u8; 32]);
+    d.extend_from_slice(&hash);
     d
 }
 
@@ -47,6 +61,9 @@ mod tests {
         }
         assert_eq!(slot_hashes_parent(42, &d), Some(41));
         assert_eq!(slot_hashes_parent(42, &slot_hashes_data(39)), Some(39));
+        assert_eq!(slot_hashes_newest(42, &d), Some((41, Some([7u8; 32]))));
+        assert_eq!(slot_hashes_newest(42, &slot_hashes_data_with_hash(40, [9; 32])), Some((40, Some([9; 32]))));
+        assert_eq!(slot_hashes_newest(42, &d[..20]), Some((41, None)));
     }
 
     #[test]

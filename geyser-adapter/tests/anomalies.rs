@@ -258,6 +258,7 @@ enum Op {
     Status { slot: u64, parent: Option<u64>, status: u8 },
     EndOfStartup,
     Commit,
+    Block { slot: u64, height: Option<u64> },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -275,6 +276,7 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         1 => Just(Op::EndOfStartup),
         1 => Just(Op::Commit),
+        1 => (0u64..24, prop::option::weighted(0.9, 0u64..50)).prop_map(|(slot, height)| Op::Block { slot, height }),
     ]
 }
 
@@ -309,6 +311,9 @@ proptest! {
                     let _ = a.end_of_startup();
                 }
                 Op::Commit => committed.extend(a.commit_ready()),
+                Op::Block { slot, height } => {
+                    let _ = a.block_metadata(slot, [slot as u8; 32], height);
+                }
             }
             prop_assert!(a.stats().pending_slots <= 6);
         }
@@ -318,6 +323,8 @@ proptest! {
             prop_assert!(w[1].slot > w[0].slot);
         }
         prop_assert!(committed.iter().skip(1).all(|c| c.parent.is_some()));
+        // A commit only ever carries its own slot's block metadata.
+        prop_assert!(committed.iter().all(|c| c.block.is_none_or(|b| b.blockhash == [c.slot as u8; 32])));
         prop_assert_eq!(a.stats().slots_committed, committed.len() as u64);
     }
 }

@@ -31,6 +31,9 @@ fn feed<R: geyser_adapter::Retain>(a: &Adapter<R>, events: Vec<Ev>) {
             Ev::EndOfStartup => {
                 let _ = a.end_of_startup();
             }
+            Ev::Block(slot, b) => {
+                let _ = a.block_metadata(slot, b.blockhash, Some(b.block_height));
+            }
         }
     }
 }

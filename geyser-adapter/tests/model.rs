@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Knobs, adapter, check, generate, run};
-use geyser_adapter::Commitment;
+use geyser_adapter::{CommitKind, Commitment};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm, RngSeed};
 
@@ -84,6 +84,12 @@ fn long_runs_on_fixed_seeds() {
             if let Err(e) = check(&sc, commitment, &committed) {
                 panic!("seed {seed}: {e}");
             }
+            // `run` checked each commit's block metadata; both outcomes occur, and are counted.
+            let slots = committed.iter().filter(|c| c.kind == CommitKind::Slot);
+            let without = slots.clone().filter(|c| c.block.is_none()).count() as u64;
+            assert!(slots.clone().any(|c| c.block.is_some()), "seed {seed}: no commit carried block metadata");
+            assert!(without > 0, "seed {seed}: every commit carried block metadata");
+            assert_eq!(a.stats().slots_without_block, without);
         }
     }
 }

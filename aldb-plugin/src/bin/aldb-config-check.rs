@@ -30,6 +30,9 @@ fn main() -> ExitCode {
     }
     match Config::from_file(Path::new(path)) {
         Ok(config) => {
+            if let Some(why) = config.records_disabled_reason() {
+                eprintln!("warning: {why}");
+            }
             println!("{}", config.to_json());
             ExitCode::SUCCESS
         }

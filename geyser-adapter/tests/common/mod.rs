@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use aldb_naive::NaiveState;
 use geyser_adapter::{
-    AccountUpdate, Adapter, AdapterConfig, CommitKind, Commitment, Committed, Retain, SLOT_HASHES_SYSVAR, SlotEvent,
-    SlotStatus, slot_hashes_data,
+    AccountUpdate, Adapter, AdapterConfig, BlockInfo, CommitKind, Commitment, Committed, Retain, SLOT_HASHES_SYSVAR,
+    SlotEvent, SlotStatus, slot_hashes_data, slot_hashes_data_with_hash,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -58,6 +58,23 @@ pub(crate) enum Ev {
     Account(Acct),
     Status(SlotEvent),
     EndOfStartup,
+    /// Block metadata (agave sends it from replay once the bank is frozen).
+    Block(u64, BlockInfo),
+}
+
+/// The bank hash the model gives `slot`'s bank (what its children's SlotHashes writes carry).
+pub(crate) fn bank_hash(slot: u64) -> Hash {
+    let mut h = [0xb4; 32];
+    h[..8].copy_from_slice(&slot.to_le_bytes());
+    h
+}
+
+/// The block metadata of version `version` of `slot`'s bank.
+pub(crate) fn block_info(slot: u64, version: u8) -> BlockInfo {
+    let mut blockhash = [0xb1; 32];
+    blockhash[..8].copy_from_slice(&slot.to_le_bytes());
+    blockhash[8] = version;
+    BlockInfo { blockhash, block_height: slot / 2 + u64::from(version) }
 }
 
 pub(crate) fn status(slot: u64, parent: Option<u64>, status: SlotStatus) -> Ev {
@@ -89,6 +106,8 @@ pub(crate) struct Scenario {
     /// The root each chain slot's full state has.
     pub(crate) roots: BTreeMap<u64, Hash>,
     pub(crate) base_kind: CommitKind,
+    /// Whether banks write SlotHashes (so commits carry the parent's bank hash).
+    pub(crate) hints: bool,
     /// Index in `chain` of the last slot that must be committed, per commitment.
     pub(crate) last_confirmed: usize,
     pub(crate) last_finalized: usize,
@@ -105,6 +124,8 @@ impl Scenario {
 
 struct Gen {
     rng: ChaCha8Rng,
+    /// Places block metadata; separate so the rest of a run does not depend on it.
+    brng: ChaCha8Rng,
     keys: Vec<[u8; 32]>,
     wv: u64,
     hints: bool,
@@ -141,7 +162,7 @@ impl Gen {
         if self.hints {
             self.wv += 1;
             let data = match parent {
-                Some(p) => slot_hashes_data(p),
+                Some(p) => slot_hashes_data_with_hash(p, bank_hash(p)),
                 None => 0u64.to_le_bytes().to_vec(),
             };
             out.push(Acct {
@@ -204,6 +225,7 @@ fn merge(g: &mut Gen, a: Lane, b: Lane, out: &mut Vec<Ev>) {
 pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
     let mut g = Gen {
         rng: ChaCha8Rng::seed_from_u64(seed),
+        brng: ChaCha8Rng::seed_from_u64(seed ^ 0xb10c),
         keys: (0..k.keys.max(2))
             .map(|i| {
                 let mut p = [0u8; 32];
@@ -338,6 +360,10 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
                 lane.events.push_back(status(slot, Some(parent), SlotStatus::Dead));
             } else {
                 lane.events.extend(v1.into_iter().map(Ev::Account));
+                if g.brng.random_bool(0.5) {
+                    // The first version froze: its metadata must not outlive the restart.
+                    lane.events.push_back(Ev::Block(slot, block_info(slot, 0)));
+                }
                 lane.events.push_back(status(slot, Some(parent), SlotStatus::Processed));
             }
         }
@@ -366,6 +392,13 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
             lane.events.extend(writes.iter().cloned().map(Ev::Account));
         }
         if !dies {
+            // Block metadata comes from the replay thread after the freeze: before or after
+            // Processed and Confirmed, much later, or not at all.
+            match g.brng.random_range(0..10u32) {
+                0..4 => lane.events.push_back(Ev::Block(slot, block_info(slot, 1))),
+                4..8 => delayed.push((g.brng.random_range(0..4usize), Ev::Block(slot, block_info(slot, 1)))),
+                _ => {}
+            }
             // Processed goes through agave's notification thread: it may land after the child
             // bank's CreatedBank.
             delayed.push((g.rng.random_range(0..3usize), status(slot, Some(parent), SlotStatus::Processed)));
@@ -442,7 +475,7 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
     let linked_all = k.hints || replayed.last().is_none_or(|r| rooted.contains(r));
     let last_confirmed = if linked_all { idx_of(&either) } else { last_rooted };
     let roots = chain.iter().map(|s| (*s, states[s].root())).collect();
-    Scenario { events, chain, roots, base_kind, last_confirmed, last_finalized: last_rooted }
+    Scenario { events, chain, roots, base_kind, hints: k.hints, last_confirmed, last_finalized: last_rooted }
 }
 
 /// Moves slot `s`'s pending Processed out now.
@@ -460,6 +493,9 @@ fn flush_processed(delayed: &mut Vec<(usize, Ev)>, s: u64, out: &mut Vec<Ev>) {
 
 /// Feeds the events to an adapter. Runs of account updates go out from `threads` threads at
 /// once (statuses are barriers, as in the validator); commits are applied at random points.
+///
+/// Checks that each commit carries exactly the block metadata delivered for the slot's current
+/// version before the commit was applied (a repeated `CreatedBank` voids what came before).
 pub(crate) fn run<R: Retain>(
     adapter: &Adapter<R>,
     events: &[Ev],
@@ -468,6 +504,14 @@ pub(crate) fn run<R: Retain>(
 ) -> Vec<Committed<R::Record>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut out = Vec::new();
+    let mut blocks: BTreeMap<u64, BlockInfo> = BTreeMap::new();
+    let take = |adapter: &Adapter<R>, blocks: &BTreeMap<u64, BlockInfo>, out: &mut Vec<Committed<R::Record>>| {
+        for c in adapter.commit_ready() {
+            let want = if c.kind == CommitKind::Slot { blocks.get(&c.slot).copied() } else { None };
+            assert_eq!(c.block, want, "block metadata of slot {}", c.slot);
+            out.push(c);
+        }
+    };
     let mut i = 0;
     while i < events.len() {
         match &events[i] {
@@ -487,18 +531,26 @@ pub(crate) fn run<R: Retain>(
                 continue;
             }
             Ev::Status(s) => {
+                if s.status == SlotStatus::CreatedBank {
+                    blocks.remove(&s.slot);
+                }
                 let _ = adapter.update_slot_status(*s);
             }
             Ev::EndOfStartup => {
                 let _ = adapter.end_of_startup();
             }
+            Ev::Block(slot, b) => {
+                if adapter.block_metadata(*slot, b.blockhash, Some(b.block_height)).is_ok() {
+                    blocks.insert(*slot, *b);
+                }
+            }
         }
         i += 1;
         if rng.random_ratio(1, 3) {
-            out.extend(adapter.commit_ready());
+            take(adapter, &blocks, &mut out);
         }
     }
-    out.extend(adapter.commit_ready());
+    take(adapter, &blocks, &mut out);
     out
 }
 
@@ -548,6 +600,10 @@ pub(crate) fn check(sc: &Scenario, commitment: Commitment, committed: &[Committe
         }
         if c.root != sc.roots[&slot] {
             return Err(format!("{commitment:?}: wrong root at slot {slot}"));
+        }
+        let bank = if sc.hints { parent.map(bank_hash) } else { None };
+        if c.parent_bank_hash != bank {
+            return Err(format!("{commitment:?}: slot {slot} carries parent bank hash {:?}", c.parent_bank_hash));
         }
     }
     Ok(())

@@ -1,0 +1,260 @@
+//! Root records (`docs/SPEC.md` §9): one per committed slot, made on the commit worker right after
+//! the engine commits the slot, signed when a keypair is configured, and appended to the record
+//! log under the snapshot directory, which Hyades serves.
+//!
+//! Nothing here can stop the validator or the roots. A record that cannot be made or logged is
+//! logged, counted and skipped. Because a failed append may leave a torn entry at the end of the
+//! log, the producer is then dropped and the log reopened, which cuts a torn tail off and resumes
+//! the chain from what the log durably holds (so a slot whose record did reach the log is never
+//! signed again, and one whose record did not is never half-served). If the log cannot be opened,
+//! records pause and the log is tried again every [`RETRY_COMMITS`] commits. The slot whose
+//! record is missing breaks the chain there: its child's record is not `CHAINED` (relayers start
+//! a new chain segment, §9.4), and the records after that chain again.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
+use aldb_verify::Commitment;
+use geyser_adapter::Committed;
+
+use crate::config::{CommitmentLevel, Config};
+use crate::metrics::PluginCounters;
+
+/// Commits between attempts to reopen a record log that could not be opened.
+pub(crate) const RETRY_COMMITS: u64 = 64;
+
+/// Makes one root record per committed slot.
+pub(crate) struct Records {
+    snapshot_dir: PathBuf,
+    genesis_hash: [u8; 32],
+    keypair: Option<PathBuf>,
+    commitment: Commitment,
+    producer: Option<RecordProducer>,
+    /// Commits to let pass before trying to open the log again.
+    retry_in: u64,
+    /// Consecutive failures so far: only the first of a run is logged as an error.
+    failing: u64,
+}
+
+impl Records {
+    /// The records the config asks for: `None` without a genesis hash (records are off, with a
+    /// warning). A keypair that cannot be read fails, as it would have in the config check; a
+    /// record log that cannot be opened only pauses records (an error in the log).
+    pub(crate) fn from_config(config: &Config) -> Result<Option<Self>, String> {
+        let Some(genesis_hash) = config.genesis_hash else {
+            if let Some(why) = config.records_disabled_reason() {
+                log::warn!("aldb-plugin: {why}");
+            }
+            return Ok(None);
+        };
+        let commitment = match config.commitment {
+            CommitmentLevel::Confirmed => Commitment::Confirmed,
+            CommitmentLevel::Finalized => Commitment::Finalized,
+        };
+        let mut r = Self {
+            snapshot_dir: config.snapshot_dir.clone(),
+            genesis_hash,
+            keypair: config.keypair.clone(),
+            commitment,
+            producer: None,
+            retry_in: 0,
+            failing: 0,
+        };
+        let signer = r.signer()?;
+        let identity = signer.as_ref().map(Signer::identity);
+        match RecordProducer::open(&r.snapshot_dir, genesis_hash, signer) {
+            Ok(p) => {
+                log::info!(
+                    "aldb-plugin: root records for genesis {}, {}, newest logged slot {:?}",
+                    aldb_verify::hash_to_base58(&genesis_hash),
+                    identity.map_or_else(
+                        || "unsigned".to_string(),
+                        |id| format!("signed by {}", aldb_verify::hash_to_base58(&id))
+                    ),
+                    p.last_slot(),
+                );
+                r.producer = Some(p);
+            }
+            Err(e) => {
+                log::error!(
+                    "aldb-plugin: root records paused, the record log cannot be opened (retried every {RETRY_COMMITS} slots): {e}"
+                );
+                r.retry_in = RETRY_COMMITS;
+            }
+        }
+        Ok(Some(r))
+    }
+
+    fn signer(&self) -> Result<Option<Signer>, String> {
+        match &self.keypair {
+            None => Ok(None),
+            Some(path) => {
+                Signer::from_keypair_file(path).map(Some).map_err(|e| format!("cannot read the signing key: {e}"))
+            }
+        }
+    }
+
+    /// Whether records are being produced right now.
+    pub(crate) fn enabled(&self) -> bool {
+        self.producer.is_some()
+    }
+
+    /// Drops the producer and opens the log again (cutting a torn tail off). On failure records
+    /// pause for [`RETRY_COMMITS`] commits.
+    fn reopen(&mut self) -> Result<(), String> {
+        self.producer = None;
+        let opened = self
+            .signer()
+            .and_then(|s| RecordProducer::open(&self.snapshot_dir, self.genesis_hash, s).map_err(|e| e.to_string()));
+        match opened {
+            Ok(p) => {
+                self.producer = Some(p);
+                Ok(())
+            }
+            Err(e) => {
+                self.retry_in = RETRY_COMMITS;
+                Err(e)
+            }
+        }
+    }
+
+    fn failed(&mut self, slot: u64, what: &str, e: &str, counters: &PluginCounters) {
+        counters.record_errors.fetch_add(1, Ordering::Relaxed);
+        if self.failing == 0 {
+            log::error!("aldb-plugin: no root record for slot {slot}: {what}: {e}");
+        } else {
+            log::debug!("aldb-plugin: no root record for slot {slot}: {what}: {e}");
+        }
+        self.failing += 1;
+    }
+
+    /// Produces, signs and logs the commit's record; errors are logged and counted, never
+    /// returned.
+    pub(crate) fn record<Rec>(&mut self, c: &Committed<Rec>, counters: &PluginCounters) {
+        self.record_inner(c, counters);
+        counters.records_enabled.store(self.enabled(), Ordering::Relaxed);
+    }
+
+    fn record_inner<Rec>(&mut self, c: &Committed<Rec>, counters: &PluginCounters) {
+        if self.producer.is_none() {
+            if self.retry_in > 1 {
+                self.retry_in -= 1;
+                self.failed(c.slot, "records paused", "the record log is not open", counters);
+                return;
+            }
+            if let Err(e) = self.reopen() {
+                self.failed(c.slot, "cannot open the record log", &e, counters);
+                return;
+            }
+            log::info!("aldb-plugin: record log reopened at slot {}", c.slot);
+        }
+        let Some(producer) = self.producer.as_mut() else { return };
+        let input = RecordInput {
+            slot: c.slot,
+            parent: c.parent,
+            commitment: self.commitment,
+            state_root: c.root,
+            block: c.block,
+            parent_bank_hash: c.parent_bank_hash,
+        };
+        match producer.produce(input) {
+            Ok(Some(logged)) => {
+                counters.records_produced.fetch_add(1, Ordering::Relaxed);
+                if !logged.attestations.is_empty() {
+                    counters.records_signed.fetch_add(1, Ordering::Relaxed);
+                }
+                if self.failing > 0 {
+                    log::info!("aldb-plugin: root records resumed at slot {} after {} failures", c.slot, self.failing);
+                    self.failing = 0;
+                }
+            }
+            Ok(None) => {
+                counters.records_skipped.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.failed(c.slot, "record log", &e.to_string(), counters);
+                // The append may have left a torn entry: start over from what the log holds.
+                if let Err(e) = self.reopen() {
+                    log::error!(
+                        "aldb-plugin: root records paused, the record log cannot be reopened (retried every {RETRY_COMMITS} slots): {e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::path::Path;
+
+    use aldb_snapshot::records::RecordLogReader;
+    use geyser_adapter::CommitKind;
+
+    use super::*;
+
+    fn config(dir: &Path, genesis: [u8; 32]) -> Config {
+        let text = format!(
+            "{{libpath: 'x.so', snapshot_dir: 'snap', genesis_hash: '{}'}}",
+            aldb_verify::hash_to_base58(&genesis)
+        );
+        Config::parse(&text, dir).unwrap()
+    }
+
+    fn commit(slot: u64, parent: Option<u64>) -> Committed {
+        Committed {
+            slot,
+            parent,
+            root: [slot as u8; 32],
+            kind: CommitKind::Slot,
+            updates: 0,
+            records: Vec::new(),
+            changes: None,
+            block: None,
+            parent_bank_hash: None,
+        }
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_off_and_the_chain_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = PluginCounters::default();
+        let mut r = Records::from_config(&config(dir.path(), [1; 32])).unwrap().unwrap();
+        for s in 0..3 {
+            r.record(&commit(s, s.checked_sub(1)), &counters);
+        }
+        // What a failed append can leave behind: part of an entry.
+        let seg = std::fs::read_dir(dir.path().join("snap/records")).unwrap().next().unwrap().unwrap().path();
+        std::fs::OpenOptions::new().append(true).open(&seg).unwrap().write_all(&[200, 0, 0, 0, 1, 2]).unwrap();
+        r.reopen().unwrap();
+        r.record(&commit(3, Some(2)), &counters);
+        r.record(&commit(2, Some(1)), &counters); // never a second record for a slot
+        assert_eq!(counters.records_produced.load(Ordering::Relaxed), 4);
+        assert_eq!(counters.records_skipped.load(Ordering::Relaxed), 1);
+        let mut reader = RecordLogReader::new(&dir.path().join("snap"));
+        let logged = reader.refresh().unwrap();
+        assert_eq!(logged.iter().map(|l| l.record.slot).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert!(logged[3].record.extends(&logged[2].record, &logged[2].record_hash));
+        assert_eq!(reader.bad_entries(), 0);
+    }
+
+    #[test]
+    fn another_clusters_log_pauses_records_without_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = PluginCounters::default();
+        let mut r = Records::from_config(&config(dir.path(), [1; 32])).unwrap().unwrap();
+        r.record(&commit(0, None), &counters);
+        drop(r);
+        let mut other = Records::from_config(&config(dir.path(), [2; 32])).unwrap().unwrap();
+        assert!(!other.enabled());
+        for s in 1..=(RETRY_COMMITS + 1) {
+            other.record(&commit(s, Some(s - 1)), &counters);
+        }
+        assert!(!other.enabled());
+        assert!(!counters.records_enabled.load(Ordering::Relaxed));
+        assert_eq!(counters.record_errors.load(Ordering::Relaxed), RETRY_COMMITS + 1);
+        assert_eq!(counters.records_produced.load(Ordering::Relaxed), 1);
+    }
+}
