@@ -307,13 +307,12 @@ impl Acceptor {
                 if self.faulted.contains(&slot) {
                     continue;
                 }
-                let quorate: Vec<Hash> =
-                    votes.candidates.iter().filter(|(_, c)| c.signers.len() >= k).map(|(h, _)| *h).collect();
-                let hash = match quorate.as_slice() {
-                    [] => continue,
-                    [h] => *h,
-                    [a, b, ..] => {
-                        new_faults.push((slot, [*a, *b]));
+                let mut quorate = votes.candidates.iter().filter(|(_, c)| c.signers.len() >= k).map(|(h, _)| *h);
+                let hash = match (quorate.next(), quorate.next()) {
+                    (None, _) => continue,
+                    (Some(h), None) => h,
+                    (Some(a), Some(b)) => {
+                        new_faults.push((slot, [a, b]));
                         continue;
                     }
                 };
