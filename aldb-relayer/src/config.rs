@@ -20,11 +20,14 @@
 //!   start_slot: 0,
 //!   // Reconnect delay after a failed or lost connection: doubles from initial_ms up to max_ms.
 //!   reconnect: { initial_ms: 100, max_ms: 10000 },
+//!   // Serve Prometheus metrics at http://ADDR/metrics. Default: off.
+//!   metrics_addr: "127.0.0.1:9900",
 //! }
 //! ```
 //!
 //! Unknown fields are errors. Relative paths are resolved against the file's directory.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -88,6 +91,9 @@ pub struct RawConfig {
     /// Reconnect backoff.
     #[serde(default)]
     pub reconnect: RawBackoff,
+    /// Prometheus `/metrics` listener, e.g. `"127.0.0.1:9900"`; none by default.
+    #[serde(default)]
+    pub metrics_addr: Option<String>,
 }
 
 /// A checked configuration.
@@ -113,6 +119,8 @@ pub struct Config {
     pub backoff_initial: Duration,
     /// Largest reconnect delay.
     pub backoff_max: Duration,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -188,7 +196,12 @@ impl Config {
         if raw.reconnect.initial_ms == 0 || raw.reconnect.max_ms < raw.reconnect.initial_ms {
             return Err(invalid("reconnect", "need 1 <= initial_ms <= max_ms"));
         }
+        let metrics_addr = match &raw.metrics_addr {
+            None => None,
+            Some(a) => Some(a.trim().parse().map_err(|e| invalid("metrics_addr", format!("{a:?} is not host:port: {e}")))?),
+        };
         Ok(Self {
+            metrics_addr,
             endpoints,
             identities,
             quorum,
@@ -243,8 +256,11 @@ mod tests {
             Config::parse(&text("commitment: \"processed\","), Path::new("")),
             Err(ConfigError::Invalid { field: "commitment", .. })
         ));
-        let c = Config::parse(&text("commitment: \"confirmed\", start_slot: 9,"), Path::new("")).expect("valid");
+        let c = Config::parse(&text("commitment: \"confirmed\", start_slot: 9, metrics_addr: \"127.0.0.1:9\","), Path::new(""))
+            .expect("valid");
         assert_eq!((c.commitment, c.start_slot), (Commitment::Confirmed, 9));
+        assert_eq!(c.metrics_addr, Some(SocketAddr::from(([127, 0, 0, 1], 9))));
+        assert!(matches!(Config::parse(&text("metrics_addr: \"x\","), Path::new("")), Err(ConfigError::Invalid { .. })));
         let two = text("").replace("threshold: 1", "threshold: 2");
         assert!(matches!(Config::parse(&two, Path::new("")), Err(ConfigError::Invalid { field: "threshold", .. })));
         let tls = text("").replace("http://127.0.0.1:1/", "wss://x/");

@@ -88,6 +88,14 @@ pub enum RelayError {
     /// The output or cursor file failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The metrics listener could not be bound.
+    #[error("cannot listen for metrics on {addr}: {source}")]
+    Metrics {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// An internal task ended unexpectedly.
     #[error("relayer task failed: {0}")]
     Task(String),

@@ -71,18 +71,18 @@ pub(crate) async fn follow(
         let from = own_next.max(shared.next_needed.load(Ordering::SeqCst));
         let before = own_next;
         let mut retry_now = false;
-        match session(endpoint, &url, from, &mut own_next, &shared, &tx, &mut shutdown, &mut retry_now).await {
+        let why = match session(endpoint, &url, from, &mut own_next, &shared, &tx, &mut shutdown, &mut retry_now).await {
             End::Stop => return,
-            End::Lost(why) => {
-                if let Some(stats) = shared.stats.endpoints.get(endpoint) {
-                    inc(&stats.disconnects, 1);
-                }
-                log::warn!("{url}: {why}; resubscribing from slot {} in {delay:?}", own_next.max(shared.next_needed.load(Ordering::SeqCst)));
-            }
+            End::Lost(why) => why,
+        };
+        if let Some(stats) = shared.stats.endpoints.get(endpoint) {
+            inc(&stats.disconnects, 1);
         }
         if own_next != before || retry_now {
+            // It delivered something (or told us where to start): not a failing server.
             delay = shared.backoff_initial;
         }
+        log::warn!("{url}: {why}; resubscribing from slot {} in {delay:?}", own_next.max(shared.next_needed.load(Ordering::SeqCst)));
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stopped(&mut shutdown) => return,

@@ -21,6 +21,7 @@ pub mod chain;
 pub mod config;
 mod error;
 mod follow;
+pub mod metrics;
 mod relayer;
 pub mod stats;
 pub mod store;

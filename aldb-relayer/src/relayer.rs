@@ -90,6 +90,14 @@ impl Relayer {
         let (tx, rx) = mpsc::channel::<Incoming>(QUEUE);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut followers = Vec::new();
+        if let Some(addr) = config.metrics_addr {
+            let listener = crate::metrics::bind(addr).await.map_err(|source| RelayError::Metrics { addr, source })?;
+            if let Ok(a) = listener.local_addr() {
+                log::info!("metrics on http://{a}/metrics");
+            }
+            let urls = Arc::new(config.endpoints.clone());
+            followers.push(tokio::spawn(crate::metrics::serve(listener, stats.clone(), urls, stop_rx.clone())));
+        }
         for (i, url) in config.endpoints.iter().enumerate() {
             followers.push(tokio::spawn(follow(i, url.clone(), shared.clone(), tx.clone(), stop_rx.clone())));
         }
@@ -194,6 +202,7 @@ fn accept_loop(
         for a in &report.accepted {
             let wrote = store.commit(a.record.slot, &a.record.state_root, &a.record_hash)?;
             inc(&stats.accepted, 1);
+            stats.last_slot.store(a.record.slot, Ordering::Relaxed);
             shared.next_needed.store(a.record.slot.saturating_add(1), Ordering::SeqCst);
             shared.anchored.store(true, Ordering::SeqCst);
             let signers: Vec<String> = a.signers.iter().map(short).collect();

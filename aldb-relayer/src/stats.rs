@@ -31,6 +31,8 @@ pub struct Stats {
     pub endpoints: Vec<EndpointStats>,
     /// Records accepted (output lines, including re-accepted ones after a crash).
     pub accepted: AtomicU64,
+    /// Slot of the last accepted record.
+    pub last_slot: AtomicU64,
     /// Slots with two attested records, or late conflicting attested records.
     pub conflicts: AtomicU64,
     /// Identities seen signing two records for one slot.
