@@ -18,10 +18,12 @@ mod encode;
 mod error;
 pub mod fixture;
 pub mod metrics;
+pub mod records;
 pub mod rpc;
 mod server;
 
 pub use error::ServeError;
 pub use metrics::Metrics;
+pub use records::RecordFeed;
 pub use rpc::{codes, Limits, Method, Rpc, RpcError};
-pub use server::{Config, Execution, Service, AUTO_INLINE_MAX_BYTES};
+pub use server::{Config, Execution, Service, AUTO_INLINE_MAX_BYTES, SLOW_SUBSCRIBER_CLOSE};

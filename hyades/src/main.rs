@@ -29,6 +29,16 @@ struct Cli {
     /// Async worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// How often to look for new root records in the record log, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    record_poll_ms: u64,
+    /// Live record notifications a WebSocket connection may have pending before it is closed
+    /// with code 4008.
+    #[arg(long, default_value_t = 4096)]
+    record_buffer: usize,
+    /// Root records kept in memory and served.
+    #[arg(long, default_value_t = hyades::records::DEFAULT_RECORD_KEEP)]
+    record_keep: usize,
 }
 
 fn main() -> Result<()> {
@@ -37,8 +47,11 @@ fn main() -> Result<()> {
     if !cli.dir.is_dir() {
         bail!("snapshot directory {} does not exist or is not a directory", cli.dir.display());
     }
-    if cli.poll_ms == 0 {
-        bail!("--poll-ms must be at least 1");
+    if cli.poll_ms == 0 || cli.record_poll_ms == 0 {
+        bail!("--poll-ms and --record-poll-ms must be at least 1");
+    }
+    if cli.record_buffer == 0 || cli.record_keep == 0 {
+        bail!("--record-buffer and --record-keep must be at least 1");
     }
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
@@ -52,6 +65,9 @@ fn main() -> Result<()> {
             metrics_addr: Some(cli.metrics_addr),
             poll_interval: Duration::from_millis(cli.poll_ms),
             execution: cli.execution,
+            record_poll_interval: Duration::from_millis(cli.record_poll_ms),
+            record_buffer: cli.record_buffer,
+            record_keep: cli.record_keep,
             ..Config::new(&cli.dir)
         };
         let service = Service::start(config).await?;

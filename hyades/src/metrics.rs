@@ -34,6 +34,16 @@ pub struct Metrics {
     pub roots_published: IntCounter,
     /// Connections closed because they did not keep up with notifications.
     pub slow_disconnects: IntCounter,
+    /// Root record documents sent (RPC answers and notifications, once per subscriber).
+    pub records_served: IntCounter,
+    /// New root records read from the record log.
+    pub records_published: IntCounter,
+    /// Open recordSubscribe subscriptions.
+    pub record_subscribers: IntGauge,
+    /// Newest root record slot (0 when none).
+    pub newest_record_slot: IntGauge,
+    /// Oldest kept root record slot (0 when none).
+    pub oldest_record_slot: IntGauge,
 }
 
 /// Why metrics could not be set up (a duplicate or malformed metric; a programming error).
@@ -66,13 +76,20 @@ impl Metrics {
             "hyades_slow_subscriber_disconnects_total",
             "WebSocket connections closed because their notification buffer was full",
         )?;
+        let records_served =
+            IntCounter::new("hyades_records_served_total", "Root record documents sent (answers and notifications)")?;
+        let records_published =
+            IntCounter::new("hyades_records_published_total", "New root records read from the record log")?;
+        let record_subscribers = IntGauge::new("hyades_record_subscriptions", "Open recordSubscribe subscriptions")?;
+        let newest_record_slot = IntGauge::new("hyades_newest_record_slot", "Newest root record slot (0 when none)")?;
+        let oldest_record_slot = IntGauge::new("hyades_oldest_record_slot", "Oldest kept root record slot (0 when none)")?;
         registry.register(Box::new(requests_vec.clone()))?;
         registry.register(Box::new(latency_vec.clone()))?;
         registry.register(Box::new(errors.clone()))?;
-        for g in [&newest_slot, &oldest_slot, &subscribers, &ws_connections] {
+        for g in [&newest_slot, &oldest_slot, &subscribers, &ws_connections, &record_subscribers, &newest_record_slot, &oldest_record_slot] {
             registry.register(Box::new(g.clone()))?;
         }
-        for c in [&refresh_errors, &roots_published, &slow_disconnects] {
+        for c in [&refresh_errors, &roots_published, &slow_disconnects, &records_served, &records_published] {
             registry.register(Box::new(c.clone()))?;
         }
         let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).chain(["unknown"]).collect();
@@ -90,6 +107,11 @@ impl Metrics {
             refresh_errors,
             roots_published,
             slow_disconnects,
+            records_served,
+            records_published,
+            record_subscribers,
+            newest_record_slot,
+            oldest_record_slot,
         })
     }
 
@@ -115,6 +137,13 @@ impl Metrics {
         let g = |v: Option<u64>| v.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
         self.oldest_slot.set(g(oldest));
         self.newest_slot.set(g(newest));
+    }
+
+    /// Sets the root record range gauges.
+    pub fn set_record_range(&self, range: Option<(u64, u64)>) {
+        let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.oldest_record_slot.set(range.map_or(0, |r| g(r.0)));
+        self.newest_record_slot.set(range.map_or(0, |r| g(r.1)));
     }
 
     /// Everything in the Prometheus text format.

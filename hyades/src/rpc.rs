@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::encode;
 use crate::metrics::Metrics;
+use crate::records::{RecordFeed, RecordQueryError};
 
 /// The JSON-RPC error codes Hyades returns.
 pub mod codes {
@@ -36,9 +37,10 @@ pub mod codes {
     pub const SLOT_PRUNED: i64 = -32001;
     /// The slot is newer than the newest published slot.
     pub const SLOT_NOT_COMMITTED: i64 = -32004;
-    /// The slot is in the kept range but has no snapshot (skipped, or merged into a later one).
+    /// The slot is in the kept range but has no snapshot (skipped, or merged into a later one);
+    /// for the record methods: no root record (skipped, or on another fork).
     pub const SLOT_NO_SNAPSHOT: i64 = -32007;
-    /// No snapshot has been published yet.
+    /// No snapshot (for the record methods: no root record) has been published yet.
     pub const NOTHING_PUBLISHED: i64 = -32008;
     /// A WebSocket connection already holds the most subscriptions allowed.
     pub const TOO_MANY_SUBSCRIPTIONS: i64 = -32009;
@@ -105,11 +107,13 @@ pub struct Limits {
     pub max_keys: usize,
     /// Most slots `getStateRoots` may span (`end - start + 1`).
     pub max_slot_range: u64,
+    /// Largest `endSlot - startSlot` of `getRootRecords`.
+    pub max_record_range: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_body_bytes: 512 * 1024, max_batch: 100, max_keys: 100, max_slot_range: 1000 }
+        Self { max_body_bytes: 512 * 1024, max_batch: 100, max_keys: 100, max_slot_range: 1000, max_record_range: 5000 }
     }
 }
 
@@ -132,11 +136,19 @@ pub enum Method {
     RootSubscribe,
     /// `rootUnsubscribe([id])` (WebSocket only).
     RootUnsubscribe,
+    /// `getRootRecord([slot?])`.
+    GetRootRecord,
+    /// `getRootRecords([startSlot, endSlot])`.
+    GetRootRecords,
+    /// `recordSubscribe([{"fromSlot"?}])` (WebSocket only).
+    RecordSubscribe,
+    /// `recordUnsubscribe([id])` (WebSocket only).
+    RecordUnsubscribe,
 }
 
 impl Method {
     /// Every method, in a fixed order (metrics index by it).
-    pub const ALL: [Method; 8] = [
+    pub const ALL: [Method; 12] = [
         Method::GetStateRoot,
         Method::GetAccountProof,
         Method::GetMultipleAccountProofs,
@@ -145,6 +157,10 @@ impl Method {
         Method::GetVersion,
         Method::RootSubscribe,
         Method::RootUnsubscribe,
+        Method::GetRootRecord,
+        Method::GetRootRecords,
+        Method::RecordSubscribe,
+        Method::RecordUnsubscribe,
     ];
 
     /// The method's wire name.
@@ -158,6 +174,10 @@ impl Method {
             Method::GetVersion => "getVersion",
             Method::RootSubscribe => "rootSubscribe",
             Method::RootUnsubscribe => "rootUnsubscribe",
+            Method::GetRootRecord => "getRootRecord",
+            Method::GetRootRecords => "getRootRecords",
+            Method::RecordSubscribe => "recordSubscribe",
+            Method::RecordUnsubscribe => "recordUnsubscribe",
         }
     }
 
@@ -178,20 +198,42 @@ pub trait Subscriptions {
     fn subscribe(&mut self) -> Result<u64, RpcError>;
     /// Ends a subscription; false if this connection holds no subscription with that id.
     fn unsubscribe(&mut self, id: u64) -> bool;
+    /// Starts a record subscription from `from_slot` (only records logged from now on when
+    /// `None`); returns its id.
+    fn record_subscribe(&mut self, from_slot: Option<u64>) -> Result<u64, RpcError> {
+        let _ = from_slot;
+        Err(RpcError::new(codes::METHOD_NOT_FOUND, "Method not found: recordSubscribe is not available here"))
+    }
+    /// Ends a record subscription; false if this connection holds none with that id.
+    fn record_unsubscribe(&mut self, id: u64) -> bool {
+        let _ = id;
+        false
+    }
 }
 
 /// The JSON-RPC front of a [`Hyades`] reader.
 #[derive(Debug)]
 pub struct Rpc {
     hyades: Arc<Hyades>,
+    records: Arc<RecordFeed>,
     metrics: Arc<Metrics>,
     limits: Limits,
 }
 
 impl Rpc {
-    /// Serves `hyades`, counting into `metrics`.
+    /// Serves `hyades` and no root records, counting into `metrics`.
     pub fn new(hyades: Arc<Hyades>, metrics: Arc<Metrics>, limits: Limits) -> Self {
-        Self { hyades, metrics, limits }
+        Self::with_records(hyades, Arc::new(RecordFeed::default()), metrics, limits)
+    }
+
+    /// Serves `hyades` and the root records of `records`, counting into `metrics`.
+    pub fn with_records(hyades: Arc<Hyades>, records: Arc<RecordFeed>, metrics: Arc<Metrics>, limits: Limits) -> Self {
+        Self { hyades, records, metrics, limits }
+    }
+
+    /// The record feed served.
+    pub fn records(&self) -> &Arc<RecordFeed> {
+        &self.records
     }
 
     /// The limits in force.
@@ -413,6 +455,83 @@ impl Rpc {
                     "commitment": aldb_verify::spec::COMMITMENT_VERSION,
                 })
                 .to_string())
+            }
+            Method::GetRootRecord => {
+                at_most(params, 1)?;
+                let (newest, entry) = match opt_slot(params.first(), "slot")? {
+                    Some(slot) => self.records.get(slot).map_err(RecordQueryError::to_rpc)?,
+                    None => {
+                        let e = self.records.latest().ok_or_else(|| RecordQueryError::NothingPublished.to_rpc())?;
+                        (e.slot, e)
+                    }
+                };
+                self.metrics.records_served.inc();
+                Ok(encode::envelope(newest, |o| o.push_str(&entry.json)))
+            }
+            Method::GetRootRecords => {
+                at_most(params, 2)?;
+                let start = slot_param(params.first(), "startSlot")?;
+                let end = slot_param(params.get(1), "endSlot")?;
+                if start > end {
+                    return Err(RpcError::invalid_params(format!("startSlot {start} is after endSlot {end}")));
+                }
+                if end - start > self.limits.max_record_range {
+                    return Err(RpcError::with_data(
+                        codes::INVALID_PARAMS,
+                        format!(
+                            "Invalid params: endSlot - startSlot = {} exceeds the limit of {}",
+                            end - start,
+                            self.limits.max_record_range
+                        ),
+                        json!({"max": self.limits.max_record_range, "got": end - start}),
+                    ));
+                }
+                let (newest, entries) = self.records.slots(start, end).map_err(RecordQueryError::to_rpc)?;
+                self.metrics.records_served.inc_by(entries.len() as u64);
+                Ok(encode::envelope(newest, |o| {
+                    o.push('[');
+                    for (i, e) in entries.iter().enumerate() {
+                        if i > 0 {
+                            o.push(',');
+                        }
+                        o.push_str(&e.json);
+                    }
+                    o.push(']');
+                }))
+            }
+            Method::RecordSubscribe | Method::RecordUnsubscribe => {
+                let Some(subs) = subs else {
+                    return Err(RpcError::new(
+                        codes::METHOD_NOT_FOUND,
+                        format!("Method not found: {} is only available over WebSocket", method.name()),
+                    ));
+                };
+                at_most(params, 1)?;
+                if method == Method::RecordSubscribe {
+                    let from_slot = match params.first() {
+                        None | Some(Value::Null) => None,
+                        Some(Value::Object(o)) => {
+                            if let Some(k) = o.keys().find(|k| k.as_str() != "fromSlot") {
+                                return Err(RpcError::invalid_params(format!(
+                                    "unknown config field `{}` (only `fromSlot` is accepted)",
+                                    truncate(k, 64)
+                                )));
+                            }
+                            opt_slot(o.get("fromSlot"), "fromSlot")?
+                        }
+                        Some(_) => return Err(RpcError::invalid_params("config must be an object such as {\"fromSlot\": 123}")),
+                    };
+                    return subs.record_subscribe(from_slot).map(|id| id.to_string());
+                }
+                let id = match params.first() {
+                    Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
+                    None => return Err(RpcError::invalid_params("missing subscription id")),
+                };
+                if subs.record_unsubscribe(id) {
+                    Ok("true".to_string())
+                } else {
+                    Err(RpcError::invalid_params(format!("unknown record subscription id {id}")))
+                }
             }
             Method::RootSubscribe | Method::RootUnsubscribe => {
                 let Some(subs) = subs else {

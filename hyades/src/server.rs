@@ -2,10 +2,17 @@
 //! upgrade) on one listener, Prometheus metrics on another, and a poller that picks up newly
 //! published snapshots and announces their roots to subscribers.
 //!
-//! Notification policy: each WebSocket connection has a bounded outgoing queue. A notification
-//! that finds the queue full closes that connection (close code 1008, "subscriber too slow")
-//! instead of waiting, so one slow reader never delays the poller or any other subscriber; the
-//! client reconnects and catches up with `getStateRoots`.
+//! Notification policy: each WebSocket connection has a bounded outgoing queue. A root
+//! notification that finds the queue full closes that connection (close code 1008, "subscriber
+//! too slow") instead of waiting, so one slow reader never delays the poller or any other
+//! subscriber; the client reconnects and catches up with `getStateRoots`.
+//!
+//! Root records (`recordSubscribe`) are pulled rather than pushed: each record subscription is a
+//! cursor into the [`RecordFeed`], and the connection copies records to its socket as fast as
+//! the socket takes them, the backlog first. Live records not yet handed to the socket count
+//! against the connection's record buffer ([`Config::record_buffer`]); when they exceed it the
+//! connection is closed with code [`SLOW_SUBSCRIBER_CLOSE`] ("slow subscriber: N notifications
+//! buffered"). The poller and other connections never wait for a connection.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use aldb_snapshot::records::RecordLogReader;
 use aldb_snapshot::Hyades;
 use axum::body::Body;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -33,7 +41,16 @@ use tokio::task::JoinHandle;
 use crate::error::ServeError;
 use crate::metrics::Metrics;
 use crate::encode;
+use crate::records::{At, RecordFeed, DEFAULT_RECORD_KEEP};
 use crate::rpc::{codes, Limits, Rpc, RpcError, Subscriptions};
+
+/// WebSocket close code sent to a connection whose record subscriptions fell more than
+/// [`Config::record_buffer`] live notifications behind.
+pub const SLOW_SUBSCRIBER_CLOSE: u16 = 4008;
+/// How long a slow connection's socket gets to take the close frame before it is dropped.
+const SLOW_CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// Record notifications handed to a connection's writer ahead of the socket.
+const RECORD_QUEUE: usize = 32;
 
 /// Where request handling runs.
 ///
@@ -86,6 +103,14 @@ pub struct Config {
     pub notification_buffer: usize,
     /// Most subscriptions per WebSocket connection.
     pub max_subscriptions: usize,
+    /// How often the record log is polled for new root records (keep it well under a second:
+    /// relayers wait for them).
+    pub record_poll_interval: Duration,
+    /// Live record notifications a WebSocket connection may have pending (across its record
+    /// subscriptions) before it is closed with code [`SLOW_SUBSCRIBER_CLOSE`].
+    pub record_buffer: usize,
+    /// Root records kept in memory and served; older ones answer "pruned".
+    pub record_keep: usize,
 }
 
 impl Config {
@@ -100,6 +125,9 @@ impl Config {
             execution: Execution::Auto,
             notification_buffer: 256,
             max_subscriptions: 16,
+            record_poll_interval: Duration::from_millis(20),
+            record_buffer: 4096,
+            record_keep: DEFAULT_RECORD_KEEP,
         }
     }
 }
@@ -125,6 +153,7 @@ struct Shared {
     next_subscription: AtomicU64,
     notification_buffer: usize,
     max_subscriptions: usize,
+    record_buffer: usize,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -134,6 +163,7 @@ pub struct Service {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     hyades: Arc<Hyades>,
+    records: Arc<RecordFeed>,
     metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -153,6 +183,19 @@ impl Service {
         let hyades = Arc::new(hyades);
         let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Metrics(e.to_string()))?);
         metrics.set_range(hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
+        // The record log is read once before serving, so what is logged is served at once.
+        let records = Arc::new(RecordFeed::new(config.record_keep));
+        let reader = Arc::new(std::sync::Mutex::new(RecordLogReader::new(&config.dir)));
+        {
+            let (reader, records, metrics) = (reader.clone(), records.clone(), metrics.clone());
+            let first = tokio::task::spawn_blocking(move || refresh_records(&reader, &records, &metrics))
+                .await
+                .map_err(|e| ServeError::Task(e.to_string()))?;
+            // A damaged log must not keep the proof service down; the poller keeps trying.
+            if let Err(e) = first {
+                log::warn!("cannot read the record log: {e}");
+            }
+        }
 
         let listener = bind(config.addr).await?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.addr, source })?;
@@ -170,7 +213,7 @@ impl Service {
         // behind is disconnected as slow.
         let (feed, _) = broadcast::channel(config.notification_buffer.max(1024));
         let shared = Arc::new(Shared {
-            rpc: Rpc::new(hyades.clone(), metrics.clone(), config.limits),
+            rpc: Rpc::with_records(hyades.clone(), records.clone(), metrics.clone(), config.limits),
             metrics: metrics.clone(),
             execution: config.execution,
             feed,
@@ -178,6 +221,7 @@ impl Service {
             next_subscription: AtomicU64::new(1),
             notification_buffer: config.notification_buffer.max(1),
             max_subscriptions: config.max_subscriptions,
+            record_buffer: config.record_buffer.max(1),
             shutdown: shutdown_rx.clone(),
         });
 
@@ -221,14 +265,16 @@ impl Service {
                 }
             }));
         }
+        tasks.push(tokio::spawn(poll_records(reader, records.clone(), metrics.clone(), config.record_poll_interval, shutdown_rx.clone())));
         tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx)));
         log::info!(
-            "serving {} on {addr} (metrics: {}), {} slots published",
+            "serving {} on {addr} (metrics: {}), {} slots published, root records {}",
             config.dir.display(),
             metrics_addr.map_or("off".to_string(), |a| a.to_string()),
-            hyades.slots(0, u64::MAX).len()
+            hyades.slots(0, u64::MAX).len(),
+            records.range().map_or("none".to_string(), |(o, n)| format!("{o}..={n}")),
         );
-        Ok(Self { addr, metrics_addr, hyades, metrics, shutdown: shutdown_tx, tasks })
+        Ok(Self { addr, metrics_addr, hyades, records, metrics, shutdown: shutdown_tx, tasks })
     }
 
     /// The JSON-RPC / WebSocket address actually bound.
@@ -244,6 +290,11 @@ impl Service {
     /// The reader being served.
     pub fn hyades(&self) -> &Arc<Hyades> {
         &self.hyades
+    }
+
+    /// The root records being served.
+    pub fn records(&self) -> &Arc<RecordFeed> {
+        &self.records
     }
 
     /// The service's metrics.
@@ -331,24 +382,97 @@ async fn ws_upgrade(State(s): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Respo
     ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| connection(s, socket))
 }
 
-/// One WebSocket connection's root subscriptions.
+/// A record subscription: a cursor into the record feed.
+#[derive(Debug)]
+struct RecordSub {
+    /// The next feed position to send.
+    next: u64,
+    /// The feed head when it subscribed; positions from here on are live.
+    live_start: u64,
+    /// Records below this slot are skipped.
+    from_slot: Option<u64>,
+}
+
+/// One WebSocket connection's subscriptions.
 struct ConnSubs<'a> {
     shared: &'a Shared,
-    /// Subscription id → first feed position it receives.
+    /// Root subscription id → first feed position it receives.
     ids: BTreeMap<u64, u64>,
     /// The feed, only while there is a subscription, so an idle connection never lags.
     feed: Option<broadcast::Receiver<Arc<RootEvent>>>,
+    /// Record subscriptions by id.
+    records: BTreeMap<u64, RecordSub>,
+    /// Wakes the connection when records are appended, while it has record subscriptions.
+    record_head_rx: Option<watch::Receiver<u64>>,
+    /// The record feed's head as last seen.
+    record_head: u64,
 }
 
-impl Subscriptions for ConnSubs<'_> {
-    fn subscribe(&mut self) -> Result<u64, RpcError> {
-        if self.ids.len() >= self.shared.max_subscriptions {
+impl ConnSubs<'_> {
+    fn check_room(&self) -> Result<(), RpcError> {
+        if self.ids.len() + self.records.len() >= self.shared.max_subscriptions {
             return Err(RpcError::with_data(
                 codes::TOO_MANY_SUBSCRIPTIONS,
                 format!("too many subscriptions: this connection already holds {}", self.shared.max_subscriptions),
                 json!({"max": self.shared.max_subscriptions}),
             ));
         }
+        Ok(())
+    }
+
+    /// Whether some record subscription has a record to send.
+    fn records_pending(&self) -> bool {
+        self.records.values().any(|s| s.next < self.record_head)
+    }
+
+    /// Live record notifications due to this connection and not yet taken by its socket: those
+    /// behind the cursors plus those queued for the writer.
+    fn records_buffered(&self, queued: usize) -> u64 {
+        let behind: u64 = self.records.values().map(|s| self.record_head.saturating_sub(s.next.max(s.live_start))).sum();
+        behind + queued as u64
+    }
+
+    /// Queues record notifications while the writer has room. `Err(())` when a subscription's
+    /// next record was pruned from memory before it could be sent (a subscriber too slow).
+    fn pump(&mut self, first: mpsc::Permit<'_, Message>, queue: &mpsc::Sender<Message>) -> Result<(), ()> {
+        let records = self.shared.rpc.records();
+        let mut permit = Some(first);
+        // A bounded batch per wake-up, so requests on this connection are still read promptly.
+        for _ in 0..RECORD_QUEUE {
+            let Some((&id, sub)) = self.records.iter_mut().find(|(_, s)| s.next < self.record_head) else { break };
+            let entry = match records.entry_at(sub.next) {
+                At::Entry(e) => e,
+                At::NotYet => break,
+                At::Gone => return Err(()),
+            };
+            sub.next += 1;
+            if sub.from_slot.is_some_and(|f| entry.slot < f) {
+                continue;
+            }
+            let p = match permit.take() {
+                Some(p) => p,
+                None => match queue.try_reserve() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        sub.next -= 1;
+                        break;
+                    }
+                },
+            };
+            let note = format!(
+                r#"{{"jsonrpc":"2.0","method":"recordNotification","params":{{"subscription":{id},"result":{}}}}}"#,
+                entry.json
+            );
+            p.send(Message::text(note));
+            self.shared.metrics.records_served.inc();
+        }
+        Ok(())
+    }
+}
+
+impl Subscriptions for ConnSubs<'_> {
+    fn subscribe(&mut self) -> Result<u64, RpcError> {
+        self.check_room()?;
         // Receiver first, position second: every event numbered at or after the position is
         // sent after the receiver exists, so it is received; earlier ones are filtered out.
         if self.feed.is_none() {
@@ -371,11 +495,37 @@ impl Subscriptions for ConnSubs<'_> {
         }
         true
     }
+
+    fn record_subscribe(&mut self, from_slot: Option<u64>) -> Result<u64, RpcError> {
+        self.check_room()?;
+        let records = self.shared.rpc.records();
+        // Receiver first: the head it shows is at least the cursor's live start, and every
+        // later append wakes it.
+        let rx = self.record_head_rx.get_or_insert_with(|| records.watch());
+        let cursor = records.cursor(from_slot).map_err(|e| e.to_rpc())?;
+        self.record_head = self.record_head.max(*rx.borrow_and_update());
+        let id = self.shared.next_subscription.fetch_add(1, Ordering::Relaxed);
+        self.records.insert(id, RecordSub { next: cursor.next, live_start: cursor.live_start, from_slot });
+        self.shared.metrics.record_subscribers.inc();
+        Ok(id)
+    }
+
+    fn record_unsubscribe(&mut self, id: u64) -> bool {
+        if self.records.remove(&id).is_none() {
+            return false;
+        }
+        self.shared.metrics.record_subscribers.dec();
+        if self.records.is_empty() {
+            self.record_head_rx = None;
+        }
+        true
+    }
 }
 
 impl Drop for ConnSubs<'_> {
     fn drop(&mut self) {
         self.shared.metrics.subscribers.sub(self.ids.len() as i64);
+        self.shared.metrics.record_subscribers.sub(self.records.len() as i64);
     }
 }
 
@@ -386,10 +536,57 @@ async fn next_root(feed: &mut Option<broadcast::Receiver<Arc<RootEvent>>>) -> Re
     }
 }
 
-enum Event {
+/// The record feed's new head, once records are appended.
+async fn next_record_head(rx: &mut Option<watch::Receiver<u64>>) -> u64 {
+    match rx {
+        Some(rx) => match rx.changed().await {
+            Ok(()) => *rx.borrow_and_update(),
+            // The feed lives as long as the service.
+            Err(_) => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+enum Event<'a> {
     Incoming(Option<Result<Message, axum::Error>>),
     Root(Result<Arc<RootEvent>, broadcast::error::RecvError>),
+    RecordHead(u64),
+    RecordRoom(Result<mpsc::Permit<'a, Message>, mpsc::error::SendError<()>>),
     Shutdown,
+}
+
+/// Sends `m` unless a close frame is ordered first; false when the socket failed or the
+/// connection was killed (the close frame then sent).
+async fn send_or_kill(
+    sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    m: Message,
+    kill_rx: &mut oneshot::Receiver<CloseFrame>,
+    killable: &mut bool,
+) -> bool {
+    let frame = {
+        let send = sink.send(m);
+        tokio::pin!(send);
+        loop {
+            tokio::select! {
+                biased;
+                frame = &mut *kill_rx, if *killable => match frame {
+                    Ok(frame) => break frame,
+                    // Not killed: finish the send.
+                    Err(_) => *killable = false,
+                },
+                r = &mut send => return r.is_ok(),
+            }
+        }
+    };
+    close_slow(sink, frame).await;
+    false
+}
+
+/// Sends a close frame behind whatever the socket already holds (an abandoned send's frame is
+/// finished first, so the stream stays well formed), giving the client a while to read it.
+async fn close_slow(sink: &mut futures_util::stream::SplitSink<WebSocket, Message>, frame: CloseFrame) {
+    let _ = tokio::time::timeout(SLOW_CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
 }
 
 /// Serves one WebSocket connection: requests are answered in order, notifications interleave.
@@ -397,43 +594,61 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
     shared.metrics.ws_connections.inc();
     let (mut sink, mut stream) = socket.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Message>(shared.notification_buffer);
+    // Record notifications have their own small queue: they are pulled from the feed at the
+    // socket's pace and must never crowd out answers and root notifications.
+    let (rec_tx, mut rec_rx) = mpsc::channel::<Message>(RECORD_QUEUE);
     let (kill_tx, mut kill_rx) = oneshot::channel::<CloseFrame>();
     // The writer owns the socket's sending half, so a slow reader only ever fills its own queue.
     let writer = tokio::spawn(async move {
         let mut killable = true;
+        let mut records_open = true;
         loop {
-            tokio::select! {
+            let m = tokio::select! {
                 biased;
                 frame = &mut kill_rx, if killable => match frame {
                     Ok(frame) => {
-                        // The socket may be the very thing that is stuck: try briefly, then drop.
-                        let _ = tokio::time::timeout(Duration::from_millis(200), sink.send(Message::Close(Some(frame)))).await;
+                        close_slow(&mut sink, frame).await;
                         return;
                     }
-                    Err(_) => killable = false,
-                },
-                m = out_rx.recv() => match m {
-                    Some(m) => {
-                        if sink.send(m).await.is_err() {
-                            return;
-                        }
+                    Err(_) => {
+                        killable = false;
+                        continue;
                     }
+                },
+                // Answers and root notifications first: a subscription's id is answered before
+                // any of its records is queued, so it also reaches the client first.
+                m = out_rx.recv() => match m {
+                    Some(m) => m,
                     None => {
                         let _ = sink.close().await;
                         return;
                     }
                 },
+                m = rec_rx.recv(), if records_open => match m {
+                    Some(m) => m,
+                    None => {
+                        records_open = false;
+                        continue;
+                    }
+                },
+            };
+            if !send_or_kill(&mut sink, m, &mut kill_rx, &mut killable).await {
+                return;
             }
         }
     });
 
-    let mut subs = ConnSubs { shared: &shared, ids: BTreeMap::new(), feed: None };
+    let mut subs =
+        ConnSubs { shared: &shared, ids: BTreeMap::new(), feed: None, records: BTreeMap::new(), record_head_rx: None, record_head: 0 };
     let mut shutdown = shared.shutdown.clone();
     let mut close: Option<CloseFrame> = None;
     loop {
+        let pending = subs.records_pending();
         let event = tokio::select! {
             m = stream.next() => Event::Incoming(m),
             r = next_root(&mut subs.feed) => Event::Root(r),
+            h = next_record_head(&mut subs.record_head_rx) => Event::RecordHead(h),
+            p = rec_tx.reserve(), if pending => Event::RecordRoom(p),
             _ = shutdown.wait_for(|s| *s) => Event::Shutdown,
         };
         match event {
@@ -481,6 +696,25 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                 shared.metrics.slow_disconnects.inc();
                 break;
             }
+            Event::RecordHead(head) => {
+                subs.record_head = subs.record_head.max(head);
+                let buffered = subs.records_buffered(RECORD_QUEUE - rec_tx.capacity());
+                if buffered > shared.record_buffer as u64 {
+                    close = Some(slow_record_frame(buffered));
+                    shared.metrics.slow_disconnects.inc();
+                    break;
+                }
+            }
+            Event::RecordRoom(Ok(permit)) => {
+                if subs.pump(permit, &rec_tx).is_err() {
+                    let buffered = subs.records_buffered(RECORD_QUEUE - rec_tx.capacity());
+                    close = Some(slow_record_frame(buffered));
+                    shared.metrics.slow_disconnects.inc();
+                    break;
+                }
+            }
+            // The writer is gone: the socket failed.
+            Event::RecordRoom(Err(_)) => break,
             Event::Root(Err(broadcast::error::RecvError::Closed)) | Event::Shutdown => {
                 close = Some(CloseFrame { code: close_code::AWAY, reason: "server shutting down".into() });
                 break;
@@ -492,7 +726,7 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
     let grace = match close {
         Some(frame) => {
             let _ = kill_tx.send(frame);
-            Duration::from_secs(1)
+            SLOW_CLOSE_GRACE + Duration::from_secs(1)
         }
         None => {
             drop(kill_tx);
@@ -500,6 +734,7 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
         }
     };
     drop(out_tx);
+    drop(rec_tx);
     if tokio::time::timeout(grace, writer).await.is_err() {
         abort.abort();
     }
@@ -525,6 +760,10 @@ fn notify(subs: &ConnSubs<'_>, ev: &RootEvent, out: &mpsc::Sender<Message>) -> b
 
 fn slow_frame() -> CloseFrame {
     CloseFrame { code: close_code::POLICY, reason: "subscriber too slow".into() }
+}
+
+fn slow_record_frame(buffered: u64) -> CloseFrame {
+    CloseFrame { code: SLOW_SUBSCRIBER_CLOSE, reason: format!("slow subscriber: {buffered} notifications buffered").into() }
 }
 
 /// Polls the directory, updates the range gauges and announces new roots in slot order.
@@ -578,6 +817,62 @@ async fn poll(shared: Arc<Shared>, interval: Duration, mut shutdown: watch::Rece
             shared.metrics.roots_published.inc();
             // An error only means nobody is subscribed right now.
             let _ = shared.feed.send(Arc::new(ev));
+        }
+    }
+}
+
+/// Reads what was appended to the record log and adds it to the feed.
+fn refresh_records(
+    reader: &std::sync::Mutex<RecordLogReader>,
+    records: &RecordFeed,
+    metrics: &Metrics,
+) -> Result<usize, aldb_snapshot::records::RecordsError> {
+    let mut reader = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let fresh = reader.refresh()?;
+    // The feed holds what is served; the reader need not keep its own copy.
+    reader.forget_before(u64::MAX);
+    drop(reader);
+    let added = records.push(&fresh);
+    metrics.records_published.inc_by(added as u64);
+    metrics.set_record_range(records.range());
+    Ok(added)
+}
+
+/// Polls the record log and feeds new records to the RPC methods and record subscriptions.
+async fn poll_records(
+    reader: Arc<std::sync::Mutex<RecordLogReader>>,
+    records: Arc<RecordFeed>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        let (r, f, m) = (reader.clone(), records.clone(), metrics.clone());
+        match tokio::task::spawn_blocking(move || refresh_records(&r, &f, &m)).await {
+            Ok(Ok(_)) => {
+                if last_error.take().is_some() {
+                    log::info!("record log readable again");
+                }
+            }
+            Ok(Err(e)) => {
+                metrics.refresh_errors.inc();
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    log::warn!("cannot refresh the record log: {msg}");
+                    last_error = Some(msg);
+                }
+            }
+            Err(e) => {
+                metrics.refresh_errors.inc();
+                log::error!("record refresh task failed: {e}");
+            }
         }
     }
 }

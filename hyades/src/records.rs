@@ -1,0 +1,319 @@
+//! The root record feed (`docs/SPEC.md` §9): the records of the directory's record log, in log
+//! order, as `getRootRecord`, `getRootRecords` and `recordSubscribe` serve them.
+//!
+//! The poller appends what [`RecordLogReader::refresh`](aldb_snapshot::records::RecordLogReader)
+//! returns; every record gets a position (`seq`) in the feed and its §9.5 JSON document is
+//! encoded once. A subscription is a cursor into the feed: the backlog and the live records are
+//! the same sequence, so a subscriber can neither miss one nor get one twice, whatever the timing
+//! of the poller. The newest position is published on a [`watch`] channel, which wakes the
+//! connections with record subscriptions.
+//!
+//! The feed keeps the newest `keep` records in memory (the log's segments hold far more, and
+//! are deleted whole by the producer); older ones are "pruned" as far as clients are concerned.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use aldb_snapshot::records::LoggedRecord;
+use aldb_verify::record_json::attested_record_to_json_value;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::rpc::{codes, RpcError};
+
+/// Records kept in memory by default: one full log segment, about seven hours of mainnet slots.
+pub const DEFAULT_RECORD_KEEP: usize = 65_536;
+
+/// One record of the feed.
+#[derive(Debug)]
+pub struct FeedEntry {
+    /// The record's slot.
+    pub slot: u64,
+    /// Its §9.5 JSON document, with attestations.
+    pub json: Arc<str>,
+}
+
+#[derive(Debug, Default)]
+struct Store {
+    /// `seq` of `entries[0]`.
+    base: u64,
+    /// Strictly increasing slots.
+    entries: VecDeque<Arc<FeedEntry>>,
+}
+
+impl Store {
+    fn head(&self) -> u64 {
+        self.base + self.entries.len() as u64
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.entries.front().map(|e| e.slot)
+    }
+
+    fn newest(&self) -> Option<u64> {
+        self.entries.back().map(|e| e.slot)
+    }
+
+    /// Index of the first entry with a slot at or above `slot`.
+    fn first_at_or_after(&self, slot: u64) -> usize {
+        self.entries.partition_point(|e| e.slot < slot)
+    }
+}
+
+/// Why a record query has no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordQueryError {
+    /// No record has been published yet (no log, or an empty one).
+    NothingPublished,
+    /// The slot is older than the oldest kept record.
+    Pruned {
+        /// The slot asked for.
+        slot: u64,
+        /// Oldest kept record slot.
+        oldest: u64,
+        /// Newest record slot.
+        newest: u64,
+    },
+    /// The slot is newer than the newest record.
+    NotYetCommitted {
+        /// The slot asked for.
+        slot: u64,
+        /// Oldest kept record slot.
+        oldest: u64,
+        /// Newest record slot.
+        newest: u64,
+    },
+    /// The slot is in the kept range but has no record (skipped, or on another fork).
+    NoRecord {
+        /// The slot asked for.
+        slot: u64,
+        /// Oldest kept record slot.
+        oldest: u64,
+        /// Newest record slot.
+        newest: u64,
+    },
+}
+
+impl RecordQueryError {
+    /// The JSON-RPC error: the same codes as the slot queries, with the record range as data.
+    pub fn to_rpc(self) -> RpcError {
+        let data = |slot: u64, oldest: u64, newest: u64| json!({"slot": slot, "oldestSlot": oldest, "newestSlot": newest});
+        match self {
+            Self::NothingPublished => RpcError::new(codes::NOTHING_PUBLISHED, "no root record has been published yet"),
+            Self::Pruned { slot, oldest, newest } => {
+                RpcError::with_data(codes::SLOT_PRUNED, "slot pruned: older than the oldest kept root record", data(slot, oldest, newest))
+            }
+            Self::NotYetCommitted { slot, oldest, newest } => RpcError::with_data(
+                codes::SLOT_NOT_COMMITTED,
+                "slot not committed yet: newer than the newest root record",
+                data(slot, oldest, newest),
+            ),
+            Self::NoRecord { slot, oldest, newest } => RpcError::with_data(
+                codes::SLOT_NO_SNAPSHOT,
+                "slot has no root record (skipped, or not on this validator's fork)",
+                data(slot, oldest, newest),
+            ),
+        }
+    }
+}
+
+/// Where a new subscription starts reading the feed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    /// The first position it receives (records below `from_slot` are skipped).
+    pub next: u64,
+    /// The feed's head when it subscribed: positions from here on are live, earlier ones
+    /// backlog.
+    pub live_start: u64,
+}
+
+/// What [`RecordFeed::entry_at`] found.
+#[derive(Debug)]
+pub enum At {
+    /// The record at that position.
+    Entry(Arc<FeedEntry>),
+    /// Nothing there yet.
+    NotYet,
+    /// Pruned from memory before it was read.
+    Gone,
+}
+
+/// The records Hyades serves, shared by the poller, the RPC handler and the connections.
+#[derive(Debug)]
+pub struct RecordFeed {
+    store: RwLock<Store>,
+    head: watch::Sender<u64>,
+    keep: usize,
+}
+
+impl Default for RecordFeed {
+    fn default() -> Self {
+        Self::new(DEFAULT_RECORD_KEEP)
+    }
+}
+
+impl RecordFeed {
+    /// An empty feed keeping the newest `keep` records (at least one).
+    pub fn new(keep: usize) -> Self {
+        Self { store: RwLock::new(Store::default()), head: watch::Sender::new(0), keep: keep.max(1) }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Store> {
+        // The store is consistent after every write (no code panics with the lock held).
+        self.store.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends newly logged records, in log order, and wakes subscribers. A record at or below
+    /// the newest slot already held is ignored (the producer never logs one; a damaged log
+    /// might). Returns how many were added.
+    pub fn push(&self, records: &[LoggedRecord]) -> usize {
+        if records.is_empty() {
+            return 0;
+        }
+        // Encode outside the lock.
+        let encoded: Vec<Arc<FeedEntry>> = records
+            .iter()
+            .map(|r| {
+                let json = attested_record_to_json_value(&r.record, &r.attestations).to_string();
+                Arc::new(FeedEntry { slot: r.record.slot, json: json.into() })
+            })
+            .collect();
+        let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
+        let mut added = 0;
+        for e in encoded {
+            if store.newest().is_some_and(|n| e.slot <= n) {
+                log::warn!("record log: record of slot {} is not newer than the newest record; ignored", e.slot);
+                continue;
+            }
+            store.entries.push_back(e);
+            added += 1;
+        }
+        while store.entries.len() > self.keep {
+            store.entries.pop_front();
+            store.base += 1;
+        }
+        let head = store.head();
+        drop(store);
+        self.head.send_replace(head);
+        added
+    }
+
+    /// The oldest and newest record slots held.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        let s = self.read();
+        Some((s.oldest()?, s.newest()?))
+    }
+
+    /// The record of `slot` and the newest record slot.
+    pub fn get(&self, slot: u64) -> Result<(u64, Arc<FeedEntry>), RecordQueryError> {
+        let s = self.read();
+        let (Some(oldest), Some(newest)) = (s.oldest(), s.newest()) else {
+            return Err(RecordQueryError::NothingPublished);
+        };
+        if slot > newest {
+            return Err(RecordQueryError::NotYetCommitted { slot, oldest, newest });
+        }
+        if slot < oldest {
+            return Err(RecordQueryError::Pruned { slot, oldest, newest });
+        }
+        match s.entries.get(s.first_at_or_after(slot)) {
+            Some(e) if e.slot == slot => Ok((newest, e.clone())),
+            _ => Err(RecordQueryError::NoRecord { slot, oldest, newest }),
+        }
+    }
+
+    /// The newest record.
+    pub fn latest(&self) -> Option<Arc<FeedEntry>> {
+        self.read().entries.back().cloned()
+    }
+
+    /// Records with `start <= slot <= end`, in slot order, and the newest record slot.
+    pub fn slots(&self, start: u64, end: u64) -> Result<(u64, Vec<Arc<FeedEntry>>), RecordQueryError> {
+        let s = self.read();
+        let newest = s.newest().ok_or(RecordQueryError::NothingPublished)?;
+        let out = s.entries.range(s.first_at_or_after(start)..).take_while(|e| e.slot <= end).cloned().collect();
+        Ok((newest, out))
+    }
+
+    /// Where a subscription asking for records from `from_slot` (only new ones when `None`)
+    /// starts. Fails when `from_slot` is older than the oldest kept record.
+    pub fn cursor(&self, from_slot: Option<u64>) -> Result<Cursor, RecordQueryError> {
+        let s = self.read();
+        let live_start = s.head();
+        let Some(from) = from_slot else {
+            return Ok(Cursor { next: live_start, live_start });
+        };
+        if let (Some(oldest), Some(newest)) = (s.oldest(), s.newest())
+            && from < oldest
+        {
+            return Err(RecordQueryError::Pruned { slot: from, oldest, newest });
+        }
+        Ok(Cursor { next: s.base + s.first_at_or_after(from) as u64, live_start })
+    }
+
+    /// The record at feed position `seq`.
+    pub fn entry_at(&self, seq: u64) -> At {
+        let s = self.read();
+        if seq < s.base {
+            return At::Gone;
+        }
+        // The difference is below the entry count, which fits in usize.
+        match s.entries.get((seq - s.base) as usize) {
+            Some(e) => At::Entry(e.clone()),
+            None => At::NotYet,
+        }
+    }
+
+    /// The position the next record will get.
+    pub fn head(&self) -> u64 {
+        *self.head.borrow()
+    }
+
+    /// A receiver woken whenever records are appended; its value is [`head`](Self::head).
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.head.subscribe()
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use aldb_verify::record::{Commitment, RootRecord};
+
+    fn rec(slot: u64) -> LoggedRecord {
+        let record = RootRecord {
+            genesis_hash: [1; 32],
+            slot,
+            parent: None,
+            commitment: Commitment::Finalized,
+            state_root: [slot as u8; 32],
+            block: None,
+        };
+        LoggedRecord { record_hash: record.hash(), record, attestations: Vec::new() }
+    }
+
+    #[test]
+    fn queries_cursors_and_pruning() {
+        let feed = RecordFeed::new(4);
+        assert_eq!(feed.get(1).err(), Some(RecordQueryError::NothingPublished));
+        assert_eq!(feed.cursor(Some(5)), Ok(Cursor { next: 0, live_start: 0 }));
+        assert_eq!(feed.push(&[rec(1), rec(2), rec(4)]), 3);
+        assert_eq!(feed.push(&[rec(4)]), 0, "not newer: ignored");
+        assert_eq!(feed.get(2).map(|(n, e)| (n, e.slot)), Ok((4, 2)));
+        assert!(matches!(feed.get(3), Err(RecordQueryError::NoRecord { slot: 3, .. })));
+        assert!(matches!(feed.get(5), Err(RecordQueryError::NotYetCommitted { slot: 5, .. })));
+        assert_eq!(feed.cursor(Some(3)), Ok(Cursor { next: 2, live_start: 3 }));
+        feed.push(&[rec(5), rec(6)]);
+        assert!(matches!(feed.get(1), Err(RecordQueryError::Pruned { slot: 1, oldest: 2, newest: 6 })));
+        assert!(matches!(feed.cursor(Some(1)), Err(RecordQueryError::Pruned { .. })));
+        assert!(matches!(feed.entry_at(0), At::Gone));
+        assert!(matches!(feed.entry_at(4), At::Entry(e) if e.slot == 6));
+        assert!(matches!(feed.entry_at(5), At::NotYet));
+        let (newest, got) = feed.slots(3, 5).unwrap();
+        assert_eq!((newest, got.iter().map(|e| e.slot).collect::<Vec<_>>()), (6, vec![4, 5]));
+        assert_eq!(feed.head(), 5);
+    }
+}
