@@ -7,7 +7,7 @@
 //! cursor replaced). Prints the configuration, p50/p90/p99/max, and one JSON line.
 //!
 //! ```text
-//! cargo run --release -p aldb-relayer --example relayer_latency -- [--slots 200] [--slot-ms 100] [--poll-ms 50]
+//! cargo run --release -p aldb-relayer --example relayer_latency -- [--slots 200] [--slot-ms 100] [--poll-ms 20]
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -30,8 +30,8 @@ struct Args {
     /// Time between slots.
     #[arg(long, default_value_t = 100)]
     slot_ms: u64,
-    /// Hyades' poll interval (its default is 50).
-    #[arg(long, default_value_t = 50)]
+    /// Hyades' record-log poll interval (its default, `--record-poll-ms`, is 20).
+    #[arg(long, default_value_t = 20)]
     poll_ms: u64,
 }
 
@@ -82,7 +82,7 @@ fn main() {
             let config = hyades::Config {
                 addr: "127.0.0.1:0".parse().unwrap(),
                 metrics_addr: None,
-                poll_interval: Duration::from_millis(args.poll_ms),
+                record_poll_interval: Duration::from_millis(args.poll_ms),
                 ..hyades::Config::new(tmp.path().join(format!("p{i}")))
             };
             v.push(hyades::Service::start(config).await.unwrap());

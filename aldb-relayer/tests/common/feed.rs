@@ -35,6 +35,7 @@ impl FeedServer {
             addr,
             metrics_addr: None,
             poll_interval: Duration::from_millis(10),
+            record_poll_interval: Duration::from_millis(10),
             ..hyades::Config::new(dir)
         };
         let service = hyades::Service::start(config).await.unwrap();
@@ -43,10 +44,7 @@ impl FeedServer {
 
     /// A feed server for `dir`: the real Hyades.
     pub async fn start(dir: &Path, addr: SocketAddr) -> Self {
-        if cfg!(any()) {
-            return Self::hyades(dir, addr).await;
-        }
-        Self::standin(dir, addr, false).await
+        Self::hyades(dir, addr).await
     }
 
     /// The broken stand-in on `dir`.
@@ -54,7 +52,8 @@ impl FeedServer {
         Self::standin(dir, addr, true).await
     }
 
-    /// The stand-in; with `garbage`, every record comes only in broken forms.
+    /// A stand-in speaking the feed protocol; with `garbage`, every record comes only in broken
+    /// forms.
     pub async fn standin(dir: &Path, addr: SocketAddr, garbage: bool) -> Self {
         let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
