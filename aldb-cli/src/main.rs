@@ -1,6 +1,7 @@
 //! `aldb`: compute state roots, produce and check proofs from account files.
 
 mod accounts;
+mod keygen;
 mod remote;
 mod simulate;
 
@@ -45,8 +46,11 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Drive the benchmark workload through Pleiades and the snapshot writer into a directory.
+    /// Drive the benchmark workload through Pleiades and the snapshot writer into a directory,
+    /// with a root record per slot.
     Simulate(simulate::SimulateArgs),
+    /// Write a Solana-format keypair file (to sign root records); prints its public key.
+    Keygen(keygen::KeygenArgs),
     /// Check a JSON proof for PUBKEY against ROOT; prints what it proves, fails if invalid.
     Verify {
         /// Base58 state root.
@@ -114,6 +118,7 @@ fn main() -> Result<()> {
             println!("{}", tree.prove_pubkey(&key).to_json_string());
         }
         Command::Simulate(args) => simulate::run(args)?,
+        Command::Keygen(args) => keygen::run(args)?,
         Command::Verify { root, pubkey, proof } => {
             let root = decode_key("root", &root)?;
             let key = decode_key("pubkey", &pubkey)?;

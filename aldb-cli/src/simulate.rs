@@ -1,13 +1,21 @@
 //! `aldb simulate`: the benchmark's workload through Pleiades and the snapshot writer, so the
 //! service can be tried without a validator.
+//!
+//! Every simulated slot also gets a root record (`docs/SPEC.md` §9) from a
+//! [`RecordProducer`], logged under `DIR/records/` and signed with `--keypair` when given. The
+//! simulation has no blocks or banks, so records carry no block metadata and no parent bank hash
+//! (`BLOCK` and `BANK_HASH` unset); each slot's parent is the previous slot, and its record is
+//! chained to the previous record.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
 use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, Pleiades};
+use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_snapshot::{AccountBatch, Hyades, SlotInput, SnapshotWriter, WriterConfig};
 use aldb_verify::json::hash_to_base58;
+use aldb_verify::record::Commitment;
 use aldb_workload::{KeyWindow, SlotAccounts, SlotOps, OWNER};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -51,6 +59,27 @@ pub(crate) struct SimulateArgs {
     /// Continue a directory written by an earlier run with the same workload options.
     #[arg(long)]
     resume: bool,
+    /// Solana keypair file (a JSON array of 64 numbers) that signs the root records; without
+    /// it the records are logged unsigned. `aldb keygen` makes one.
+    #[arg(long)]
+    keypair: Option<PathBuf>,
+    /// Genesis hash (base58) the root records name [default: BLAKE2s-256 of "aldb-simulate",
+    /// 51ikJEpcxZMWLST5nSVjLqawCdqDNWBH93RVWHdLnZPB].
+    #[arg(long)]
+    genesis_hash: Option<String>,
+    /// Commitment level the root records claim: confirmed or finalized.
+    #[arg(long, default_value = "finalized", value_parser = parse_commitment)]
+    commitment: Commitment,
+}
+
+fn parse_commitment(s: &str) -> Result<Commitment, String> {
+    Commitment::from_name(s).ok_or_else(|| format!("unknown commitment {s:?} (expected confirmed or finalized)"))
+}
+
+/// The genesis hash of simulated records unless `--genesis-hash` says otherwise: plain
+/// BLAKE2s-256 (no key, salt or personalisation) of the 13 ASCII bytes `aldb-simulate`.
+pub(crate) fn default_genesis_hash() -> [u8; 32] {
+    *blake2s_simd::blake2s(b"aldb-simulate").as_array()
 }
 
 /// The accounts as the simulation last set them, to write full snapshots.
@@ -135,6 +164,33 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         bail!("{} already holds snapshots; pass --resume to continue them or use an empty directory", a.dir.display());
     }
 
+    // Root records: resumed from the log like the snapshots (a replayed slot is never
+    // re-signed; the next one is chained to the newest logged record).
+    let genesis = match &a.genesis_hash {
+        Some(g) => crate::accounts::decode_key("--genesis-hash", g)?,
+        None => default_genesis_hash(),
+    };
+    let signer = a.keypair.as_deref().map(Signer::from_keypair_file).transpose()?;
+    let mut producer = RecordProducer::open(&a.dir, genesis, signer)
+        .with_context(|| format!("cannot open the record log of {}", a.dir.display()))?;
+    if !a.resume && producer.last_slot().is_some() {
+        bail!("{} already holds root records; pass --resume to continue them or use an empty directory", a.dir.display());
+    }
+    match producer.identity() {
+        Some(id) => eprintln!("root records: signed by {}, genesis {}", hash_to_base58(&id), hash_to_base58(&genesis)),
+        None => eprintln!("root records: unsigned (no --keypair), genesis {}", hash_to_base58(&genesis)),
+    }
+    let commitment = a.commitment;
+    let mut record = move |slot: u64, root: [u8; 32]| -> Result<()> {
+        let input = RecordInput { slot, parent: slot.checked_sub(1), commitment, state_root: root, block: None, parent_bank_hash: None };
+        producer.produce(input).with_context(|| format!("cannot log the root record of slot {slot}"))?;
+        // Segments hold 65,536 records; drop whole ones that are all older than what is kept.
+        if slot.is_multiple_of(4096) {
+            producer.prune_before(slot.saturating_sub(a.keep)).context("cannot prune the record log")?;
+        }
+        Ok(())
+    };
+
     let out = std::sync::Mutex::new(std::io::stdout());
     let on_publish = Box::new(move |p: &aldb_snapshot::Published| {
         if let Ok(mut o) = out.lock() {
@@ -150,6 +206,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     let mut full = true;
     if start == 1 {
         tree.capture_all(&mut changes);
+        record(0, tree.root())?;
         let input = SlotInput { slot: 0, parent: None, root: tree.root(), changes: std::mem::take(&mut changes), accounts: mirror.batch(), full };
         writer.submit(input)?;
         full = false;
@@ -161,6 +218,8 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         let (updates, batch) = slot_batch(&tree, &accounts);
         let root = tree.commit_capture(updates, &mut changes);
         mirror.apply(&accounts);
+        // The record is durable before the slot is submitted, so every published slot has one.
+        record(slot, root)?;
         let (changes_now, accounts_now) = if full {
             tree.capture_all(&mut changes);
             (std::mem::take(&mut changes), mirror.batch())
@@ -184,4 +243,15 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         stats.bytes.load(std::sync::atomic::Ordering::Relaxed)
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_genesis_hash_is_the_documented_one() {
+        // hashlib.blake2s(b"aldb-simulate").digest(), base58.
+        assert_eq!(hash_to_base58(&default_genesis_hash()), "51ikJEpcxZMWLST5nSVjLqawCdqDNWBH93RVWHdLnZPB");
+    }
 }

@@ -1,6 +1,7 @@
 //! Crash torture: a writer process is killed with SIGKILL at random moments, restarted with
 //! `--resume` each time, and every slot it ever reported published must still be served, with its
-//! reported root and with proofs that verify and agree with a model of the workload.
+//! reported root and with proofs that verify and agree with a model of the workload; and the root
+//! records it signed form one unbroken chain, one record per slot.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -23,10 +24,12 @@ const SLOT_UPDATES: usize = 300;
 const DATA_LEN: usize = 165;
 const LAST_SLOT: u64 = 240;
 
-fn simulate(dir: &std::path::Path) -> std::process::Child {
+fn simulate(dir: &std::path::Path, keypair: &std::path::Path) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_aldb"))
         .args(["simulate", "--dir"])
         .arg(dir)
+        .arg("--keypair")
+        .arg(keypair)
         .args(["--slots", &LAST_SLOT.to_string(), "--leaves-log2", &LEAVES_LOG2.to_string()])
         .args(["--slot-updates", &SLOT_UPDATES.to_string(), "--data-len", &DATA_LEN.to_string()])
         .args(["--seed", &SEED.to_string(), "--refresh-slots", "8", "--slot-ms", "4", "--threads", "2", "--resume"])
@@ -66,13 +69,17 @@ fn model() -> Vec<State> {
 #[test]
 fn sigkill_never_loses_a_published_slot() {
     let dir = tempfile::tempdir().unwrap();
+    let key_dir = tempfile::tempdir().unwrap();
+    let keypair = key_dir.path().join("id.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_aldb")).arg("keygen").arg(&keypair).output().unwrap();
+    assert!(out.status.success());
     let mut rng = ChaCha8Rng::seed_from_u64(0x5161_c111);
     let mut reported: BTreeMap<u64, String> = BTreeMap::new();
     let mut kills = 0;
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
         assert!(Instant::now() < deadline, "torture did not finish in time");
-        let mut child = simulate(dir.path());
+        let mut child = simulate(dir.path(), &keypair);
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::spawn(move || {
@@ -125,7 +132,22 @@ fn sigkill_never_loses_a_published_slot() {
     // No partial file is ever visible: every name a reader would open is a complete file.
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        assert!(name.ends_with(".snap") || name.starts_with('.'), "unexpected file {name}");
+        assert!(name.ends_with(".snap") || name.starts_with('.') || name == "records", "unexpected file {name}");
+    }
+    // The records: every slot exactly once, each chained to the previous one and signed,
+    // each naming the root the run reported.
+    let records = aldb_snapshot::records::RecordLogReader::new(dir.path()).refresh().unwrap();
+    assert_eq!(records.iter().map(|r| r.record.slot).collect::<Vec<_>>(), (0..=LAST_SLOT).collect::<Vec<_>>());
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r.attestations.len(), 1);
+        assert_eq!(r.attestations[0].verify(&r.record_hash), Ok(()));
+        assert_eq!(r.attestations[0].identity, records[0].attestations[0].identity);
+        if i > 0 {
+            assert!(r.record.extends(&records[i - 1].record, &records[i - 1].record_hash), "slot {} not chained", r.record.slot);
+        }
+        if let Some(root) = reported.get(&r.record.slot) {
+            assert_eq!(&hash_to_base58(&r.record.state_root), root, "record of slot {}", r.record.slot);
+        }
     }
     let h = Hyades::open(dir.path()).unwrap();
     let states = model();

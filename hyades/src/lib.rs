@@ -4,6 +4,8 @@
 //! One listener speaks JSON-RPC 2.0 over HTTP `POST /` and over WebSocket (`GET /` or
 //! `GET /ws`, upgraded); a second one serves Prometheus metrics at `/metrics`. The methods, their
 //! parameters and the error codes are documented in the crate's `README.md` and in [`rpc`].
+//! Root records (`docs/SPEC.md` §9) from the directory's `records/` log are served by
+//! `getRootRecord`, `getRootRecords` and `recordSubscribe` ([`records`]).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), hyades::ServeError> {

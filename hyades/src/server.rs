@@ -586,7 +586,10 @@ async fn send_or_kill(
 /// Sends a close frame behind whatever the socket already holds (an abandoned send's frame is
 /// finished first, so the stream stays well formed), giving the client a while to read it.
 async fn close_slow(sink: &mut futures_util::stream::SplitSink<WebSocket, Message>, frame: CloseFrame) {
-    let _ = tokio::time::timeout(SLOW_CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
+    // A slow client is given time to read up to its close frame, so it learns why; a shutdown
+    // does not wait for anyone.
+    let grace = if frame.code == close_code::AWAY { Duration::from_millis(200) } else { SLOW_CLOSE_GRACE };
+    let _ = tokio::time::timeout(grace, sink.send(Message::Close(Some(frame)))).await;
 }
 
 /// Serves one WebSocket connection: requests are answered in order, notifications interleave.

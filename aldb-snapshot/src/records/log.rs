@@ -131,15 +131,23 @@ fn parse_entry(buf: &[u8]) -> Parsed {
 /// past the last complete valid one. A bad entry ends the segment and is reported.
 fn read_segment(path: &Path, offset: usize) -> Result<(Vec<LoggedRecord>, usize, Option<String>), RecordsError> {
     let mut file = File::open(path).map_err(|e| RecordsError::io("open", path, e))?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf).map_err(|e| RecordsError::io("read", path, e))?;
-    if buf.len() < HEADER_LEN {
-        return Ok((Vec::new(), HEADER_LEN, None));
+    let mut header = [0u8; HEADER_LEN];
+    match file.read_exact(&mut header) {
+        Ok(()) => {}
+        // Being created: nothing written yet.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok((Vec::new(), HEADER_LEN, None)),
+        Err(e) => return Err(RecordsError::io("read", path, e)),
     }
-    if &buf[..8] != MAGIC || buf[8..12] != 1u32.to_le_bytes() {
+    if &header[..8] != MAGIC || header[8..12] != 1u32.to_le_bytes() {
         return Err(RecordsError::corrupt(path, "not a version-1 record log segment"));
     }
-    let mut at = offset.max(HEADER_LEN);
+    // Only what was appended since `offset`: a follower polls often, and a full segment is
+    // tens of megabytes.
+    let start = offset.max(HEADER_LEN);
+    file.seek(SeekFrom::Start(start as u64)).map_err(|e| RecordsError::io("seek", path, e))?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).map_err(|e| RecordsError::io("read", path, e))?;
+    let mut at = 0;
     let mut out = Vec::new();
     let mut bad = None;
     while at < buf.len() {
@@ -155,7 +163,7 @@ fn read_segment(path: &Path, offset: usize) -> Result<(Vec<LoggedRecord>, usize,
             }
         }
     }
-    Ok((out, at, bad))
+    Ok((out, start + at, bad))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), RecordsError> {
