@@ -207,7 +207,7 @@ fn accept_loop(
             shared.anchored.store(true, Ordering::SeqCst);
             let signers: Vec<String> = a.signers.iter().map(short).collect();
             log::info!(
-                "accepted slot {} root {} record {} signed by {}/{} [{}]{}{}",
+                "accepted slot {} root {} record {} signed by {} (need {}) [{}]{}{}",
                 a.record.slot,
                 hash_to_base58(&a.record.state_root),
                 short(&a.record_hash),
