@@ -165,13 +165,15 @@ impl RecordFeed {
 
     /// Appends newly logged records, in log order, and wakes subscribers. A record at or below
     /// the newest slot already held is ignored (the producer never logs one; a damaged log
-    /// might). Returns how many were added.
+    /// might). Returns how many were new (whether or not they were recent enough to keep).
     pub fn push(&self, records: &[LoggedRecord]) -> usize {
         if records.is_empty() {
             return 0;
         }
-        // Encode outside the lock.
-        let encoded: Vec<Arc<FeedEntry>> = records
+        // Encode outside the lock, and only what can be kept (a first read of a long log
+        // returns far more).
+        let skip = records.len().saturating_sub(self.keep);
+        let encoded: Vec<Arc<FeedEntry>> = records[skip..]
             .iter()
             .map(|r| {
                 let json = attested_record_to_json_value(&r.record, &r.attestations).to_string();
@@ -179,7 +181,8 @@ impl RecordFeed {
             })
             .collect();
         let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
-        let mut added = 0;
+        // Those skipped were new too, only already too old to keep.
+        let mut added = skip;
         for e in encoded {
             if store.newest().is_some_and(|n| e.slot <= n) {
                 log::warn!("record log: record of slot {} is not newer than the newest record; ignored", e.slot);
@@ -315,5 +318,10 @@ mod tests {
         let (newest, got) = feed.slots(3, 5).unwrap();
         assert_eq!((newest, got.iter().map(|e| e.slot).collect::<Vec<_>>()), (6, vec![4, 5]));
         assert_eq!(feed.head(), 5);
+        // From a slot not logged yet: nothing of the backlog, only later records.
+        assert_eq!(feed.cursor(Some(100)), Ok(Cursor { next: 5, live_start: 5 }));
+        // A batch longer than what is kept: only its newest records.
+        assert_eq!(feed.push(&(10..20).map(rec).collect::<Vec<_>>()), 10);
+        assert_eq!(feed.range(), Some((16, 19)));
     }
 }
