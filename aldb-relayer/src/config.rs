@@ -1,0 +1,276 @@
+//! The relayer's configuration file (JSON5).
+//!
+//! ```json5
+//! {
+//!   // Hyades servers to follow, each over WebSocket (`http://` is taken as `ws://`).
+//!   endpoints: ["ws://10.0.0.1:8899/ws", "ws://10.0.0.2:8899/ws", "ws://10.0.0.3:8899/ws"],
+//!   // The attesting identities (validator keys, base58) and how many must sign a record.
+//!   identities: ["<pubkey>", "<pubkey>", "<pubkey>"],
+//!   threshold: 2,
+//!   // The cluster (as getGenesisHash returns it); records of any other cluster are rejected.
+//!   genesis_hash: "<base58>",
+//!   // The lowest commitment accepted: "finalized" (default) or "confirmed".
+//!   commitment: "finalized",
+//!   // Chain state (`<slot> <record hash>`), replaced atomically after every accepted root.
+//!   cursor_file: "relayer.cursor",
+//!   // Accepted roots, one `<slot> <base58 root>` line each, appended and synced.
+//!   output_file: "roots.txt",
+//!   // Without a cursor: the first record at or after this slot that reaches the threshold is
+//!   // the trust anchor. Default 0.
+//!   start_slot: 0,
+//!   // Reconnect delay after a failed or lost connection: doubles from initial_ms up to max_ms.
+//!   reconnect: { initial_ms: 100, max_ms: 10000 },
+//!   // Serve Prometheus metrics at http://ADDR/metrics. Default: off.
+//!   metrics_addr: "127.0.0.1:9900",
+//! }
+//! ```
+//!
+//! Unknown fields are errors. Relative paths are resolved against the file's directory.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aldb_verify::{Commitment, Hash, Quorum};
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+/// Reconnect backoff, as written in the file.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RawBackoff {
+    /// First delay after a failure, in milliseconds. Default 100.
+    #[serde(default = "default_initial_ms")]
+    pub initial_ms: u64,
+    /// Largest delay, in milliseconds. Default 10000.
+    #[serde(default = "default_max_ms")]
+    pub max_ms: u64,
+}
+
+fn default_initial_ms() -> u64 {
+    100
+}
+
+fn default_max_ms() -> u64 {
+    10_000
+}
+
+impl Default for RawBackoff {
+    fn default() -> Self {
+        Self { initial_ms: default_initial_ms(), max_ms: default_max_ms() }
+    }
+}
+
+fn default_commitment() -> String {
+    "finalized".to_string()
+}
+
+/// The file's fields, before checking.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Hyades WebSocket (or HTTP) URLs.
+    pub endpoints: Vec<String>,
+    /// Attesting identities, base58 public keys.
+    pub identities: Vec<String>,
+    /// How many distinct identities must sign one record.
+    pub threshold: usize,
+    /// The cluster's genesis hash, base58.
+    pub genesis_hash: String,
+    /// `finalized` (default) or `confirmed`.
+    #[serde(default = "default_commitment")]
+    pub commitment: String,
+    /// The cursor file.
+    pub cursor_file: PathBuf,
+    /// The output file.
+    pub output_file: PathBuf,
+    /// First slot considered when there is no cursor.
+    #[serde(default)]
+    pub start_slot: u64,
+    /// Reconnect backoff.
+    #[serde(default)]
+    pub reconnect: RawBackoff,
+    /// Prometheus `/metrics` listener, e.g. `"127.0.0.1:9900"`; none by default.
+    #[serde(default)]
+    pub metrics_addr: Option<String>,
+}
+
+/// A checked configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// WebSocket URLs (`ws://`), one per Hyades server.
+    pub endpoints: Vec<String>,
+    /// The configured identities, in the file's order.
+    pub identities: Vec<[u8; 32]>,
+    /// The k-of-n rule over them.
+    pub quorum: Quorum,
+    /// The cluster's genesis hash.
+    pub genesis_hash: Hash,
+    /// The lowest commitment accepted.
+    pub commitment: Commitment,
+    /// The cursor file.
+    pub cursor_file: PathBuf,
+    /// The output file.
+    pub output_file: PathBuf,
+    /// First slot considered when there is no cursor.
+    pub start_slot: u64,
+    /// First reconnect delay.
+    pub backoff_initial: Duration,
+    /// Largest reconnect delay.
+    pub backoff_max: Duration,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { field, reason: reason.into() }
+}
+
+/// The WebSocket URL for an endpoint as configured: `ws://` as is, `http://` as `ws://` (Hyades
+/// serves both on one port). TLS is not built in: put a TLS-terminating proxy in front, or use a
+/// loopback or private address.
+pub fn websocket_url(endpoint: &str) -> Result<String, String> {
+    let e = endpoint.trim();
+    let (scheme, rest) = e.split_once("://").ok_or_else(|| format!("{e:?} is not a URL (expected ws://host:port/ws)"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{e:?} has no host"));
+    }
+    match scheme.to_ascii_lowercase().as_str() {
+        "ws" | "http" => Ok(format!("ws://{rest}")),
+        "wss" | "https" => Err(format!("{e:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)")),
+        other => Err(format!("{e:?}: unknown scheme {other:?} (expected ws:// or http://)")),
+    }
+}
+
+impl Config {
+    /// Reads and checks a config file; relative paths are resolved against its directory.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let base = path.parent().unwrap_or_else(|| Path::new(""));
+        Self::parse(&text, base)
+    }
+
+    /// Parses and checks config text; relative paths are resolved against `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig = json5::from_str(text).map_err(|e| ConfigError::Parse { message: e.to_string() })?;
+        Self::resolve(raw, base)
+    }
+
+    /// Checks parsed fields.
+    pub fn resolve(raw: RawConfig, base: &Path) -> Result<Self, ConfigError> {
+        if raw.endpoints.is_empty() {
+            return Err(invalid("endpoints", "list at least one Hyades server"));
+        }
+        let mut endpoints = Vec::with_capacity(raw.endpoints.len());
+        for e in &raw.endpoints {
+            let url = websocket_url(e).map_err(|r| invalid("endpoints", r))?;
+            if endpoints.contains(&url) {
+                return Err(invalid("endpoints", format!("{url} is listed twice")));
+            }
+            endpoints.push(url);
+        }
+        let mut identities = Vec::with_capacity(raw.identities.len());
+        for id in &raw.identities {
+            let key = aldb_verify::hash_from_base58(id.trim())
+                .map_err(|e| invalid("identities", format!("{id:?} is not a base58 public key: {e}")))?;
+            identities.push(key);
+        }
+        let quorum = Quorum::new(&identities, raw.threshold).map_err(|e| invalid("threshold", e.to_string()))?;
+        let genesis_hash = aldb_verify::hash_from_base58(raw.genesis_hash.trim())
+            .map_err(|e| invalid("genesis_hash", format!("not a base58 hash: {e}")))?;
+        let commitment = Commitment::from_name(raw.commitment.trim())
+            .ok_or_else(|| invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", raw.commitment)))?;
+        if raw.cursor_file.as_os_str().is_empty() {
+            return Err(invalid("cursor_file", "must not be empty"));
+        }
+        if raw.output_file.as_os_str().is_empty() {
+            return Err(invalid("output_file", "must not be empty"));
+        }
+        let cursor_file = base.join(&raw.cursor_file);
+        let output_file = base.join(&raw.output_file);
+        if cursor_file == output_file {
+            return Err(invalid("cursor_file", "must differ from output_file"));
+        }
+        if raw.reconnect.initial_ms == 0 || raw.reconnect.max_ms < raw.reconnect.initial_ms {
+            return Err(invalid("reconnect", "need 1 <= initial_ms <= max_ms"));
+        }
+        let metrics_addr = match &raw.metrics_addr {
+            None => None,
+            Some(a) => Some(a.trim().parse().map_err(|e| invalid("metrics_addr", format!("{a:?} is not host:port: {e}")))?),
+        };
+        Ok(Self {
+            metrics_addr,
+            endpoints,
+            identities,
+            quorum,
+            genesis_hash,
+            commitment,
+            cursor_file,
+            output_file,
+            start_slot: raw.start_slot,
+            backoff_initial: Duration::from_millis(raw.reconnect.initial_ms),
+            backoff_max: Duration::from_millis(raw.reconnect.max_ms),
+        })
+    }
+}
+
+/// Whether a record committed at `level` satisfies the configured `required` level.
+pub fn meets(level: Commitment, required: Commitment) -> bool {
+    rank(level) >= rank(required)
+}
+
+fn rank(c: Commitment) -> u8 {
+    match c {
+        Commitment::Finalized => 2,
+        // `Commitment` is non-exhaustive; anything else ranks as the weakest.
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(extra: &str) -> String {
+        let id = aldb_verify::hash_to_base58(&[1; 32]);
+        let id = id.as_str();
+        format!(
+            r#"{{ endpoints: ["http://127.0.0.1:1/", "ws://127.0.0.1:2/ws"], identities: ["{id}"], threshold: 1,
+                 genesis_hash: "{id}", cursor_file: "c", output_file: "o", {extra} }}"#
+        )
+    }
+
+    #[test]
+    fn parses_defaults_and_rejects_unknown_fields() {
+        let c = Config::parse(&text(""), Path::new("/base")).expect("valid");
+        assert_eq!(c.endpoints, ["ws://127.0.0.1:1/", "ws://127.0.0.1:2/ws"]);
+        assert_eq!(c.commitment, Commitment::Finalized);
+        assert_eq!(c.cursor_file, Path::new("/base/c"));
+        assert_eq!(c.start_slot, 0);
+        assert_eq!(c.backoff_initial, Duration::from_millis(100));
+        assert!(matches!(Config::parse(&text("colour: 1,"), Path::new("")), Err(ConfigError::Parse { .. })));
+        assert!(matches!(Config::parse(&text("reconnect: {initial_ms: 5, x: 1},"), Path::new("")), Err(ConfigError::Parse { .. })));
+        assert!(matches!(
+            Config::parse(&text("commitment: \"processed\","), Path::new("")),
+            Err(ConfigError::Invalid { field: "commitment", .. })
+        ));
+        let c = Config::parse(&text("commitment: \"confirmed\", start_slot: 9, metrics_addr: \"127.0.0.1:9\","), Path::new(""))
+            .expect("valid");
+        assert_eq!((c.commitment, c.start_slot), (Commitment::Confirmed, 9));
+        assert_eq!(c.metrics_addr, Some(SocketAddr::from(([127, 0, 0, 1], 9))));
+        assert!(matches!(Config::parse(&text("metrics_addr: \"x\","), Path::new("")), Err(ConfigError::Invalid { .. })));
+        let two = text("").replace("threshold: 1", "threshold: 2");
+        assert!(matches!(Config::parse(&two, Path::new("")), Err(ConfigError::Invalid { field: "threshold", .. })));
+        let tls = text("").replace("http://127.0.0.1:1/", "wss://x/");
+        assert!(matches!(Config::parse(&tls, Path::new("")), Err(ConfigError::Invalid { field: "endpoints", .. })));
+    }
+
+    #[test]
+    fn commitment_levels_order() {
+        assert!(meets(Commitment::Finalized, Commitment::Confirmed));
+        assert!(meets(Commitment::Finalized, Commitment::Finalized));
+        assert!(!meets(Commitment::Confirmed, Commitment::Finalized));
+    }
+}

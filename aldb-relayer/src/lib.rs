@@ -1,0 +1,33 @@
+//! aldb-relayer: follows the signed root records of several Hyades servers and accepts a state
+//! root once `k` of `n` configured identities attested the same record and that record extends
+//! the chain accepted so far (`docs/SPEC.md` §9.4).
+//!
+//! - [`config`]: the JSON5 configuration file.
+//! - [`chain`]: merging attestations across endpoints, the quorum and chain rules, faults.
+//! - [`store`]: the output file of accepted roots and the atomically replaced cursor, and how a
+//!   restart reconciles them.
+//! - [`Relayer`]: one WebSocket follower per endpoint feeding one acceptor.
+//!
+//! ```no_run
+//! # async fn run() -> anyhow::Result<()> {
+//! let config = aldb_relayer::Config::from_file(std::path::Path::new("relayer.json5"))?;
+//! let (_stop, stopped) = tokio::sync::watch::channel(false);
+//! aldb_relayer::Relayer::new(config).run(stopped).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod chain;
+pub mod config;
+mod error;
+mod follow;
+pub mod metrics;
+mod relayer;
+pub mod stats;
+pub mod store;
+
+pub use chain::{Accepted, Acceptor, Rules, Start, Tip};
+pub use config::Config;
+pub use error::{ConfigError, RelayError, StoreError};
+pub use relayer::{AcceptHook, Relayer};
+pub use stats::Stats;

@@ -1,0 +1,226 @@
+//! Wiring: one follower task per endpoint, one acceptor thread that owns the chain state and
+//! the output files.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use aldb_verify::hash_to_base58;
+use tokio::sync::{mpsc, watch};
+
+use crate::chain::{Accepted, Acceptor, Fault, Ignored, Rules, Start};
+use crate::config::Config;
+use crate::error::RelayError;
+use crate::follow::{follow, Incoming, Shared};
+use crate::stats::{inc, Stats};
+use crate::store::Store;
+
+/// Records queued from the followers to the acceptor.
+const QUEUE: usize = 4096;
+
+/// Called after an accepted root's output line (and cursor) are durable.
+pub type AcceptHook = Arc<dyn Fn(&Accepted) + Send + Sync>;
+
+/// A configured relayer.
+pub struct Relayer {
+    config: Config,
+    stats: Arc<Stats>,
+    on_accept: Option<AcceptHook>,
+}
+
+impl std::fmt::Debug for Relayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relayer").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+fn short(h: &[u8; 32]) -> String {
+    let s = hash_to_base58(h);
+    s.chars().take(8).collect()
+}
+
+impl Relayer {
+    /// A relayer for `config`.
+    pub fn new(config: Config) -> Self {
+        let stats = Arc::new(Stats::new(config.endpoints.len()));
+        Self { config, stats, on_accept: None }
+    }
+
+    /// Calls `hook` for every accepted record once it is written.
+    pub fn on_accept(mut self, hook: AcceptHook) -> Self {
+        self.on_accept = Some(hook);
+        self
+    }
+
+    /// The counters (shared; they keep counting while [`run`](Self::run) runs).
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    /// Runs until `shutdown` turns true, or the output cannot be written (or a stored root
+    /// conflicts with an accepted one), which is an error.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), RelayError> {
+        let Relayer { config, stats, on_accept } = self;
+        let (store, resume) = Store::open(&config.output_file, &config.cursor_file)?;
+        if resume.truncated > 0 {
+            log::warn!("{}: cut off a torn last line ({} bytes)", config.output_file.display(), resume.truncated);
+        }
+        let start = resume.start(config.start_slot);
+        match start {
+            Start::Cursor(t) => log::info!("resuming after slot {} (record {})", t.slot, hash_to_base58(&t.record_hash)),
+            Start::Anchor { from_slot } => {
+                log::info!("no cursor: the first record at or after slot {from_slot} signed by {} identities is the trust anchor", config.quorum.threshold())
+            }
+        }
+        if let (Some(c), Some((last, _))) = (resume.cursor, resume.last_output)
+            && last > c.slot
+        {
+            log::warn!("the output is ahead of the cursor (slot {last} > {}): those slots are checked, not written again", c.slot);
+        }
+        let acceptor = Acceptor::new(
+            Rules { quorum: config.quorum.clone(), genesis_hash: config.genesis_hash, commitment: config.commitment },
+            start,
+        );
+        let shared = Arc::new(Shared {
+            next_needed: AtomicU64::new(acceptor.next_slot()),
+            anchored: AtomicBool::new(acceptor.tip().is_some()),
+            stats: stats.clone(),
+            backoff_initial: config.backoff_initial,
+            backoff_max: config.backoff_max,
+        });
+        let (tx, rx) = mpsc::channel::<Incoming>(QUEUE);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut followers = Vec::new();
+        if let Some(addr) = config.metrics_addr {
+            let listener = crate::metrics::bind(addr).await.map_err(|source| RelayError::Metrics { addr, source })?;
+            if let Ok(a) = listener.local_addr() {
+                log::info!("metrics on http://{a}/metrics");
+            }
+            let urls = Arc::new(config.endpoints.clone());
+            followers.push(tokio::spawn(crate::metrics::serve(listener, stats.clone(), urls, stop_rx.clone())));
+        }
+        for (i, url) in config.endpoints.iter().enumerate() {
+            followers.push(tokio::spawn(follow(i, url.clone(), shared.clone(), tx.clone(), stop_rx.clone())));
+        }
+        drop(tx);
+        let urls = config.endpoints.clone();
+        let accept_shared = shared.clone();
+        let mut worker = tokio::task::spawn_blocking(move || accept_loop(acceptor, store, rx, &accept_shared, &urls, on_accept));
+        let result = tokio::select! {
+            r = &mut worker => r,
+            _ = crate::follow::stopped(&mut shutdown) => {
+                let _ = stop_tx.send(true);
+                // Followers stop and drop their senders; the acceptor drains and returns.
+                (&mut worker).await
+            }
+        };
+        let _ = stop_tx.send(true);
+        for f in followers {
+            let _ = f.await;
+        }
+        log::info!("relayer stopped; {}", stats.summary(&config.endpoints));
+        match result {
+            Ok(r) => r,
+            Err(e) => Err(RelayError::Task(e.to_string())),
+        }
+    }
+}
+
+fn accept_loop(
+    mut acceptor: Acceptor,
+    mut store: Store,
+    mut rx: mpsc::Receiver<Incoming>,
+    shared: &Shared,
+    urls: &[String],
+    on_accept: Option<AcceptHook>,
+) -> Result<(), RelayError> {
+    let stats = &shared.stats;
+    let mut warned_pending = false;
+    while let Some(Incoming { endpoint, record }) = rx.blocking_recv() {
+        let url = urls.get(endpoint).map_or("?", String::as_str);
+        let Some(es) = stats.endpoints.get(endpoint) else { continue };
+        let slot = record.record.slot;
+        let report = acceptor.offer(&record);
+        match report.ignored {
+            Some(Ignored::OtherCluster) => {
+                inc(&es.other_cluster, 1);
+                log::warn!("{url}: slot {slot}: record of genesis {}, not the configured cluster", hash_to_base58(&record.record.genesis_hash));
+            }
+            Some(Ignored::Commitment) => {
+                inc(&es.low_commitment, 1);
+                log::debug!("{url}: slot {slot}: committed at {}, below the configured level", record.record.commitment.name());
+            }
+            Some(Ignored::Faulted) => log::debug!("{url}: slot {slot} is faulted; record ignored"),
+            Some(Ignored::Stale | Ignored::BeforeStart) | None => {}
+        }
+        inc(&es.bad_signatures, report.bad_signatures as u64);
+        inc(&es.outsiders, report.outsiders as u64);
+        if report.bad_signatures > 0 {
+            log::warn!("{url}: slot {slot}: {} attestation(s) by configured identities do not verify", report.bad_signatures);
+        }
+        for u in &report.unchained {
+            inc(&es.unchained, 1);
+            log::error!(
+                "{url}: slot {}: record {} is signed by enough identities but does not extend the accepted chain at slot {} \
+                 (parent slot {:?}, {}); it will not be accepted. If every producer restarted a chain segment here, \
+                 re-anchor the relayer (see README)",
+                u.slot,
+                hash_to_base58(&u.record_hash),
+                u.tip_slot,
+                u.parent_slot,
+                if u.chained { "chained to another record" } else { "not CHAINED: a new chain segment" },
+            );
+        }
+        for f in &report.faults {
+            match f {
+                Fault::Conflict { slot, hashes } => {
+                    inc(&stats.conflicts, 1);
+                    log::error!(
+                        "SAFETY FAULT: slot {slot}: two different records are each signed by enough identities ({} and {}); \
+                         both refused, the chain stops here",
+                        hash_to_base58(&hashes[0]),
+                        hash_to_base58(&hashes[1])
+                    );
+                }
+                Fault::ConflictWithAccepted { slot, accepted, other } => {
+                    inc(&stats.conflicts, 1);
+                    log::error!(
+                        "SAFETY FAULT: {url}: slot {slot}: record {} is signed by enough identities but record {} was accepted",
+                        hash_to_base58(other),
+                        hash_to_base58(accepted)
+                    );
+                }
+                Fault::Equivocation { slot, identity } => {
+                    inc(&stats.equivocations, 1);
+                    log::error!("{url}: slot {slot}: identity {} signed two different records; it no longer counts for this slot", hash_to_base58(identity));
+                }
+            }
+        }
+        if report.dropped_pending > 0 && !warned_pending {
+            warned_pending = true;
+            log::warn!("holding too many slots waiting for their parents; dropping the newest (the chain is stalled?)");
+        }
+        for a in &report.accepted {
+            let wrote = store.commit(a.record.slot, &a.record.state_root, &a.record_hash)?;
+            inc(&stats.accepted, 1);
+            stats.last_slot.store(a.record.slot, Ordering::Relaxed);
+            shared.next_needed.store(a.record.slot.saturating_add(1), Ordering::SeqCst);
+            shared.anchored.store(true, Ordering::SeqCst);
+            let signers: Vec<String> = a.signers.iter().map(short).collect();
+            log::info!(
+                "accepted slot {} root {} record {} signed by {} (need {}) [{}]{}{}",
+                a.record.slot,
+                hash_to_base58(&a.record.state_root),
+                short(&a.record_hash),
+                a.signers.len(),
+                acceptor.rules().quorum.threshold(),
+                signers.join(","),
+                if a.anchor { " (trust anchor)" } else { "" },
+                if wrote { "" } else { " (already in the output)" },
+            );
+            if let Some(h) = &on_accept {
+                h(a);
+            }
+        }
+    }
+    Ok(())
+}
