@@ -21,6 +21,8 @@ pub const DEFAULT_MAX_PENDING_SLOTS: usize = geyser_adapter::DEFAULT_MAX_PENDING
 pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1;
 /// Default number of newest slots kept provable.
 pub const DEFAULT_KEEP_SLOTS: u64 = 1000;
+/// Default for [`Config::record_keep_slots`]: about 4.6 days of 400 ms slots, ~300 MB of records.
+pub const DEFAULT_RECORD_KEEP_SLOTS: u64 = 1_000_000;
 /// Default length of the snapshot refresh cycle, in slots.
 pub const DEFAULT_REFRESH_SLOTS: u64 = 512;
 /// Default number of committed slots that may wait for the snapshot writer.
@@ -86,6 +88,8 @@ struct RawConfig {
     #[serde(default)]
     refresh_slots: Option<u64>,
     #[serde(default)]
+    record_keep_slots: Option<u64>,
+    #[serde(default)]
     snapshot_queue: Option<usize>,
     #[serde(default)]
     expected_accounts: Option<u64>,
@@ -129,6 +133,9 @@ pub struct Config {
     /// Slots over which every snapshot record is rewritten once, so old files can be deleted.
     /// Default 512.
     pub refresh_slots: u64,
+    /// Keep root records of the newest this many slots; older record log segments are deleted
+    /// whole. Default 1,000,000.
+    pub record_keep_slots: u64,
     /// Committed slots that may wait for the snapshot writer before the commit thread waits.
     /// Default 4.
     pub snapshot_queue: usize,
@@ -289,6 +296,8 @@ impl Config {
             in_range("snapshot_every", raw.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY), 1, u64::MAX)?;
         let keep_slots = in_range("keep_slots", raw.keep_slots.unwrap_or(DEFAULT_KEEP_SLOTS), 1, u64::MAX)?;
         let refresh_slots = in_range("refresh_slots", raw.refresh_slots.unwrap_or(DEFAULT_REFRESH_SLOTS), 1, u64::MAX)?;
+        let record_keep_slots =
+            in_range("record_keep_slots", raw.record_keep_slots.unwrap_or(DEFAULT_RECORD_KEEP_SLOTS), 1, u64::MAX)?;
         let snapshot_queue =
             in_range("snapshot_queue", raw.snapshot_queue.unwrap_or(DEFAULT_SNAPSHOT_QUEUE), 1, MAX_SNAPSHOT_QUEUE)?;
         let expected_accounts = in_range(
@@ -351,6 +360,7 @@ impl Config {
             snapshot_every,
             keep_slots,
             refresh_slots,
+            record_keep_slots,
             snapshot_queue,
             expected_accounts,
             metrics_addr,
@@ -419,6 +429,11 @@ mod tests {
         assert_eq!(w.dir, Path::new("/base/s"));
         assert_eq!((c.keypair.as_ref(), c.genesis_hash), (None, None));
         assert!(c.records_disabled_reason().is_some());
+        assert_eq!(c.record_keep_slots, DEFAULT_RECORD_KEEP_SLOTS);
+        let kept = Config::parse("{libpath: 'x.so', snapshot_dir: 's', record_keep_slots: 77}", Path::new("/b")).unwrap();
+        assert_eq!(kept.record_keep_slots, 77);
+        let zero = Config::parse("{libpath: 'x.so', snapshot_dir: 's', record_keep_slots: 0}", Path::new("/b"));
+        assert!(zero.unwrap_err().to_string().contains("record_keep_slots"));
     }
 
     fn keypair_file(dir: &Path) -> PathBuf {

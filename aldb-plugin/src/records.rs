@@ -23,6 +23,9 @@ use crate::metrics::PluginCounters;
 
 /// Commits between attempts to reopen a record log that could not be opened.
 pub(crate) const RETRY_COMMITS: u64 = 64;
+/// Commits between two attempts to delete old record log segments (each holds 65,536 records,
+/// so nothing is gained by trying more often).
+const PRUNE_EVERY: u64 = 4096;
 
 /// Makes one root record per committed slot.
 pub(crate) struct Records {
@@ -35,6 +38,10 @@ pub(crate) struct Records {
     retry_in: u64,
     /// Consecutive failures so far: only the first of a run is logged as an error.
     failing: u64,
+    /// Root records of the newest this many slots are kept.
+    keep_slots: u64,
+    /// Commits until the next pruning attempt.
+    prune_in: u64,
 }
 
 impl Records {
@@ -58,6 +65,8 @@ impl Records {
             keypair: config.keypair.clone(),
             commitment,
             producer: None,
+            keep_slots: config.record_keep_slots,
+            prune_in: PRUNE_EVERY,
             retry_in: 0,
             failing: 0,
         };
@@ -161,6 +170,16 @@ impl Records {
         match producer.produce(input) {
             Ok(Some(logged)) => {
                 counters.records_produced.fetch_add(1, Ordering::Relaxed);
+                self.prune_in = self.prune_in.saturating_sub(1);
+                if self.prune_in == 0 {
+                    self.prune_in = PRUNE_EVERY;
+                    match producer.prune_before(c.slot.saturating_sub(self.keep_slots)) {
+                        Ok(0) => {}
+                        Ok(n) => log::info!("aldb-plugin: deleted {n} old record log segment(s)"),
+                        // Old records only cost disk: log and go on.
+                        Err(e) => log::warn!("aldb-plugin: could not delete old record log segments: {e}"),
+                    }
+                }
                 if !logged.attestations.is_empty() {
                     counters.records_signed.fetch_add(1, Ordering::Relaxed);
                 }

@@ -444,4 +444,27 @@ mod tests {
         assert_eq!(reader.refresh().expect("refresh"), vec![rec(5)]);
         assert_eq!(reader.bad_entries(), 1);
     }
+
+    #[test]
+    fn pruning_deletes_only_whole_segments_older_than_the_cutoff() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rdir = dir.path().join(RECORDS_DIR);
+        std::fs::create_dir_all(&rdir).expect("mkdir");
+        for first in [1u64, 10, 20] {
+            let mut w = RecordLogWriter::create_segment(&rdir, first).expect("segment");
+            for s in first..first + 3 {
+                w.append(&rec(s)).expect("append");
+            }
+        }
+        let (mut w, recent) = RecordLogWriter::open(dir.path()).expect("open");
+        assert_eq!(recent.first().map(|r| r.record.slot), Some(10), "the two newest segments are loaded");
+        // Slot 15 is inside the second segment: only the first (slots 1..=3) may go.
+        assert_eq!(w.prune_before(15).expect("prune"), 1);
+        assert_eq!(w.prune_before(15).expect("prune"), 0);
+        // The segment being written is never deleted, whatever the cutoff.
+        assert_eq!(w.prune_before(1000).expect("prune"), 1);
+        let mut reader = RecordLogReader::new(dir.path());
+        let slots: Vec<u64> = reader.refresh().expect("refresh").iter().map(|r| r.record.slot).collect();
+        assert_eq!(slots, vec![20, 21, 22]);
+    }
 }
