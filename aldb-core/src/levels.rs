@@ -12,6 +12,7 @@
 
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
+use crate::huge::HugeArray;
 use crate::multihash::{hash_blocks, DOMAINS};
 use crate::prefetch::prefetch;
 
@@ -29,7 +30,7 @@ pub(crate) struct LevelTree {
     height: u8,
     /// Heap order, two nodes per cache line: node `k` is `pairs[k / 2].0[k % 2]`, node 1 is the
     /// node at `base_depth` (node 0 is unused), and the children of `i` are the whole pair `i`.
-    pairs: Vec<Pair>,
+    pairs: HugeArray<Pair>,
 }
 
 /// Reused buffers for rehashing.
@@ -42,7 +43,10 @@ pub(crate) struct LevelScratch {
 
 impl LevelTree {
     pub(crate) fn new(base_depth: u8, height: u8) -> Self {
-        Self { base_depth, height, pairs: vec![Pair([EMPTY_ROOT; 2]); 1usize << height] }
+        // SAFETY: a Pair is 64 plain bytes, so all-zero is valid; and EMPTY_ROOT is 32 zero
+        // bytes, so a zeroed pair is two empty subtrees.
+        let pairs = unsafe { HugeArray::zeroed(1usize << height) };
+        Self { base_depth, height, pairs }
     }
 
     #[inline]
@@ -157,6 +161,6 @@ impl LevelTree {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.pairs.capacity() * size_of::<Pair>()
+        self.pairs.bytes()
     }
 }

@@ -30,6 +30,7 @@ mod bulk;
 mod changes;
 mod config;
 mod error;
+mod huge;
 mod levels;
 mod multihash;
 mod pleiades;
