@@ -27,7 +27,7 @@ SECONDS_TO_RUN="${SECONDS_TO_RUN:-30}"
 CHECK_SLOTS="${CHECK_SLOTS:-8}"
 
 validator="$(scripts/build-validator.sh)"
-cargo build --release --locked -p aldb-plugin --bins --lib --example records-tool -p hyades >&2
+cargo build --release --locked -p aldb-plugin --bins --lib --example records-tool -p hyades -p aldb-cli >&2
 tool=target/release/examples/records-tool
 work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
@@ -43,7 +43,7 @@ if [[ -f "$work/attester.json" ]]; then
 while n: n,r=divmod(n,58); s=A[r]+s
 print("1"*(len(k)-len(bytes(k).lstrip(b"\0")))+s)' "$work/attester.json")"
 else
-  identity="$("$tool" keygen "$work/attester.json")"
+  identity="$(target/release/aldb keygen "$work/attester.json")"
 fi
 cat > "$work/aldb.json5" <<JSON
 {

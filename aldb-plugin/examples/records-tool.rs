@@ -2,31 +2,19 @@
 //! `scripts/validator-records.sh`).
 //!
 //! ```text
-//! records-tool keygen FILE      write a fresh Solana keypair file (64-number JSON array),
-//!                               print its public key in base58
 //! records-tool dump SNAPSHOT_DIR  print every logged record in the JSON form of SPEC §9.5, after
-//!                               checking each record hash and attestation
+//!                                 checking each record hash and attestation
 //! ```
+//!
+//! Keys come from `aldb keygen`.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use aldb_snapshot::records::{RecordLogReader, Signer};
+use aldb_snapshot::records::RecordLogReader;
 use aldb_verify::record_json::attested_record_to_json_value;
-
-fn keygen(path: &Path) -> Result<(), String> {
-    let seed: [u8; 32] = rand::random();
-    let identity = Signer::from_seed(&seed).identity();
-    let bytes: Vec<u8> = seed.iter().chain(identity.iter()).copied().collect();
-    let text = serde_json::to_string(&bytes).map_err(|e| e.to_string())?;
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    // The loader checks the file the way the plugin will.
-    Signer::from_keypair_file(path).map_err(|e| e.to_string())?;
-    println!("{}", aldb_verify::hash_to_base58(&identity));
-    Ok(())
-}
 
 fn dump(dir: &Path) -> Result<(), String> {
     let mut reader = RecordLogReader::new(dir);
@@ -50,9 +38,8 @@ fn dump(dir: &Path) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["keygen", path] => keygen(Path::new(path)),
         ["dump", dir] => dump(Path::new(dir)),
-        _ => Err("usage: records-tool keygen FILE | records-tool dump SNAPSHOT_DIR".to_string()),
+        _ => Err("usage: records-tool dump SNAPSHOT_DIR".to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
