@@ -38,11 +38,20 @@ impl AccountBatch {
     /// (`updates[i]` is the update of `accounts[i]`, as [`aldb_core::Pleiades::hash_accounts`]
     /// returns them), so the writer never hashes a pubkey again.
     pub fn from_updates(updates: &[aldb_core::Update], accounts: &[AccountRef<'_>]) -> Self {
-        let mut b = Self::with_capacity(accounts.len(), accounts.iter().map(|a| a.data.len()).sum());
-        for (u, a) in updates.iter().zip(accounts) {
-            b.push(u.path, a);
-        }
+        let mut b = Self::default();
+        b.fill_from_updates(updates, accounts);
         b
+    }
+
+    /// Like [`AccountBatch::from_updates`], into this batch (emptied first, its allocations
+    /// kept): the way to reuse [`crate::SnapshotWriter::spare_buffers`].
+    pub fn fill_from_updates(&mut self, updates: &[aldb_core::Update], accounts: &[AccountRef<'_>]) {
+        self.clear();
+        self.entries.reserve(accounts.len());
+        self.data.reserve(accounts.iter().map(|a| a.data.len()).sum());
+        for (u, a) in updates.iter().zip(accounts) {
+            self.push(u.path, a);
+        }
     }
 
     /// Appends an account whose key path is `path`.

@@ -1,4 +1,4 @@
-//! The on-disk format, version 1 (`docs/FORMAT.md` is the prose version of this file).
+//! The on-disk format, version 2 (`docs/FORMAT.md` is the prose version of this file).
 //!
 //! A snapshot file holds the records a slot wrote: account records, bucket records and prefix
 //! node records. Records refer to each other with [`Ref`]s, which may point into older files:
@@ -12,7 +12,7 @@ pub const MAGIC: [u8; 8] = *b"ALDBSNAP";
 /// Last bytes of every snapshot file, after the checksum.
 pub const END_MAGIC: [u8; 8] = *b"SNAPEND\0";
 /// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Header size in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Footer size: the 128-bit checksum, 8 reserved zero bytes, then [`END_MAGIC`].
@@ -20,8 +20,20 @@ pub const FOOTER_LEN: usize = 32;
 /// Header flag: the file is a full base (references nothing older).
 pub const FLAG_FULL: u32 = 1;
 
-/// Size of a prefix node record: hash, left ref, right ref.
-pub const NODE_LEN: usize = 48;
+/// Size of a prefix node record with `arity` child references: its hash, then the references.
+/// Nodes are stored at even levels only; a node refers to its four grandchildren (arity 4), or
+/// to its two buckets when the bucket level is just below it (arity 2). The odd level between is
+/// recomputed from the grandchildren when a proof needs it: a third fewer bytes per changed path
+/// than storing every level, for one extra hash per two levels of a proof.
+pub const fn node_len(arity: usize) -> usize {
+    32 + 8 * arity
+}
+
+/// The number of child references of a node record at level `d` of a layout whose buckets are
+/// at level `bucket_bits` (`d` even and below `bucket_bits`).
+pub const fn node_arity(d: usize, bucket_bits: usize) -> usize {
+    if d + 2 <= bucket_bits { 4 } else { 2 }
+}
 /// Size of a bucket record's fixed part: hash, leaf count, padding.
 pub const BUCKET_HEAD_LEN: usize = 40;
 /// Size of one leaf inside a bucket record: the first 8 bytes of its key path (big-endian, so
@@ -225,8 +237,11 @@ mod tests {
             buckets: 3,
         };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
-        let mut bad = h.encode();
-        bad[8] = 2;
-        assert!(Header::decode(&bad).is_err());
+        // Any other version, the previous one included, is refused rather than misread.
+        for other in [0u8, 1, 3] {
+            let mut bad = h.encode();
+            bad[8] = other;
+            assert!(Header::decode(&bad).is_err());
+        }
     }
 }

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use aldb_core::sorted::walk_sorted;
-use aldb_verify::spec::{bit, key_path, Hash, EMPTY_ROOT};
+use aldb_verify::spec::{bit, branch_hash, key_path, Hash, EMPTY_ROOT};
 use aldb_verify::{Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, SnapshotError};
-use crate::format::parse_file_name;
+use crate::format::{node_arity, parse_file_name};
 use crate::store::{Files, LeafView, MappedFile};
 
 /// A published slot.
@@ -205,6 +205,16 @@ impl Hyades {
     }
 }
 
+/// The hash of a prefix at depth `d` from its two children's: a branch when both are
+/// non-empty, else the non-empty one passed through (`docs/FORMAT.md`, Records).
+fn combine(d: usize, left: &Hash, right: &Hash) -> Hash {
+    match (*left == EMPTY_ROOT, *right == EMPTY_ROOT) {
+        (false, false) => branch_hash(d as u8, left, right),
+        (true, _) => *right,
+        (false, true) => *left,
+    }
+}
+
 fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<AccountProof, SnapshotError> {
     let path = key_path(pubkey);
     let top = files.get(info.seq).ok_or(SnapshotError::MissingFile { seq: info.seq })?;
@@ -220,22 +230,38 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     if r.is_null() {
         return Ok(empty());
     }
-    for d in 0..bucket_bits {
-        let n = files.node(r)?;
-        let (lh, rh) = (files.hash(n.left)?, files.hash(n.right)?);
-        let want = bit(&path, d);
-        let go_right = match (lh == EMPTY_ROOT, rh == EMPTY_ROOT) {
+    // One step down at depth `d` between children hashed `lh` and `rh`: records the sibling
+    // when both are non-empty and says which side the path takes.
+    let mut step = |d: usize, lh: Hash, rh: Hash| -> Result<usize, SnapshotError> {
+        let want = usize::from(bit(&path, d));
+        match (lh == EMPTY_ROOT, rh == EMPTY_ROOT) {
             (false, false) => {
                 siblings.push(Sibling { depth: d as u8, hash: if want == 0 { rh } else { lh } });
-                want == 1
+                Ok(want)
             }
-            (true, false) => true,
-            (false, true) => false,
+            (true, false) => Ok(1),
+            (false, true) => Ok(0),
             (true, true) => {
-                return Err(SnapshotError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
+                Err(SnapshotError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
             }
-        };
-        r = if go_right { n.right } else { n.left };
+        }
+    };
+    let mut d = 0;
+    while d < bucket_bits {
+        let arity = node_arity(d, bucket_bits);
+        let n = files.node(r, arity)?;
+        if arity == 2 {
+            let side = step(d, files.hash(n.refs[0])?, files.hash(n.refs[1])?)?;
+            r = n.refs[side];
+            d += 1;
+            continue;
+        }
+        // The level between is not stored: its two nodes are recomputed from the grandchildren.
+        let g = [files.hash(n.refs[0])?, files.hash(n.refs[1])?, files.hash(n.refs[2])?, files.hash(n.refs[3])?];
+        let side = step(d, combine(d + 1, &g[0], &g[1]), combine(d + 1, &g[2], &g[3]))?;
+        let inner = step(d + 1, g[2 * side], g[2 * side + 1])?;
+        r = n.refs[2 * side + inner];
+        d += 2;
     }
     let mut leaves: Vec<LeafView> = Vec::new();
     files.bucket(r, &mut leaves)?;

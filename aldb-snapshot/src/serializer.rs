@@ -21,8 +21,8 @@ use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
-use crate::file_builder::FileBuilder;
-use crate::format::{file_name, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_LEAF_LEN, FLAG_FULL, NODE_LEN};
+use crate::file_builder::{FileBuilder, IoLane};
+use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_LEAF_LEN, FLAG_FULL};
 use crate::store::{Files, LeafView, MappedFile};
 
 /// One slot's input to the writer.
@@ -74,13 +74,57 @@ pub(crate) struct Serializer {
     cycle_start: u32,
     oldest: u32,
     started: bool,
-    leaves: Vec<LeafView>,
+    /// The leaves of every bucket's current record, so a changed bucket is rewritten without
+    /// reading its old record back from disk (files are written past the page cache, so that
+    /// read would be a device round trip per bucket). 16 bytes per leaf.
+    bucket_leaves: Vec<Box<[LeafView]>>,
+    direct: bool,
+    io: Option<IoLane>,
+    scratch: Scratch,
 }
+
+/// Per-slot working memory of [`Serializer::write_body`], kept so its capacity is reused.
+#[derive(Default)]
+struct Scratch {
+    /// `(path, newest batch index)` of the batch's accounts, sorted by path.
+    by_path: Vec<(Hash, std::cmp::Reverse<u32>)>,
+    /// By batch index: the account record written for it (null: superseded or deleted).
+    refs: Vec<Ref>,
+    /// `(bucket index, position in the change set or REFRESH)`, in the order written.
+    buckets: Vec<(u64, u32)>,
+    leaf_buf: Vec<u8>,
+    new_leaves: Vec<LeafView>,
+    /// Per level: `(prefix, position in the change set)` of its changed nodes.
+    by_level: Vec<Vec<(u32, u32)>>,
+}
+
+/// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
+/// and files are far smaller than 2^35 bytes).
+const WRITE_ME: Ref = Ref(u64::MAX);
+/// How far ahead the bucket loop prefetches old leaves and new account references.
+const PREFETCH_BUCKETS: usize = 8;
+const PREFETCH_ACCOUNTS: usize = 16;
+
+/// Hints the CPU to bring the cache line holding `p` into L1. Never faults, even on a bad address.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint that never dereferences architecturally; SSE is baseline on x86_64.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Marks a bucket rewritten only by the refresh cycle.
+const REFRESH: u32 = u32::MAX;
 
 impl Serializer {
     /// A serializer for `dir`, continuing the sequence after `last_seq`. Cycles through the key
     /// space in about `refresh_slots` slots.
-    pub(crate) fn new(dir: &Path, last_seq: u32, refresh_slots: u64) -> Self {
+    /// `direct` writes files past the page cache (see [`crate::file_builder`]).
+    pub(crate) fn new(dir: &Path, last_seq: u32, refresh_slots: u64, direct: bool) -> Self {
         let refresh_bits = (64 - refresh_slots.max(1).saturating_sub(1).leading_zeros()) as u8;
         Self {
             dir: dir.to_path_buf(),
@@ -94,14 +138,19 @@ impl Serializer {
             cycle_start: 0,
             oldest: 0,
             started: false,
-            leaves: Vec::new(),
+            bucket_leaves: Vec::new(),
+            direct,
+            io: None,
+            scratch: Scratch::default(),
         }
     }
 
     fn reset(&mut self, bucket_bits: u8) {
         self.bucket_bits = bucket_bits;
-        self.nodes = (0..bucket_bits).map(|d| vec![Ref::NULL; 1usize << d]).collect();
+        // Odd levels are never stored (see `node_len`), so they get no table.
+        self.nodes = (0..bucket_bits).map(|d| if d % 2 == 0 { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
         self.buckets = vec![Ref::NULL; 1usize << bucket_bits];
+        self.bucket_leaves = (0..1usize << bucket_bits).map(|_| Box::default()).collect();
         self.files = Files::default();
         self.cursor = 0;
     }
@@ -124,24 +173,39 @@ impl Serializer {
         let seq = self.next_seq;
         let name = file_name(seq, input.slot);
         let tmp = self.dir.join(format!(".{name}.tmp"));
-        let mut fb = FileBuilder::create(&tmp, seq)?;
-        let result = self.write_body(&mut fb, input);
-        let (counts, account_bytes, refresh_bytes, top_hash) = match result {
+        let mut lane = match self.io.take() {
+            Some(lane) => lane,
+            None => IoLane::start().map_err(|e| SnapshotError::io("spawn I/O thread", &self.dir, e))?,
+        };
+        let result = self.write_file(&mut lane, input, seq, &name, &tmp);
+        self.io = Some(lane);
+        result
+    }
+
+    fn write_file(&mut self, lane: &mut IoLane, input: &SlotInput, seq: u32, name: &str, tmp: &Path) -> Result<Published, SnapshotError> {
+        let mut fb = FileBuilder::create(tmp, seq, lane, self.direct)?;
+        let root_ref = |s: &Self| if s.bucket_bits == 0 { s.buckets[0] } else { s.nodes[0][0] };
+        let checked = self.write_body(&mut fb, input).and_then(|body| {
+            let found = match body.3 {
+                Some(h) => h,
+                None => self.files.hash(root_ref(self))?,
+            };
+            if found != input.root {
+                return Err(SnapshotError::Input(format!(
+                    "change set does not produce the committed root at slot {}",
+                    input.slot
+                )));
+            }
+            Ok(body)
+        });
+        let (counts, account_bytes, refresh_bytes, _) = match checked {
             Ok(v) => v,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                fb.abandon();
                 return Err(e);
             }
         };
-        let root_ref = if self.bucket_bits == 0 { self.buckets[0] } else { self.nodes[0][0] };
-        let found = match top_hash {
-            Some(h) => h,
-            None => self.files.hash(root_ref)?,
-        };
-        if found != input.root {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(SnapshotError::Input(format!("change set does not produce the committed root at slot {}", input.slot)));
-        }
+        let root_ref = root_ref(self);
         if input.full {
             self.oldest = seq;
             self.cycle_start = seq + 1;
@@ -161,7 +225,7 @@ impl Serializer {
             nodes: counts.1,
             buckets: counts.2,
         };
-        let dest = self.dir.join(&name);
+        let dest = self.dir.join(name);
         let bytes = fb.publish(header, &dest)?;
         self.next_seq += 1;
         self.files.insert(Arc::new(MappedFile::open(&dest, false)?));
@@ -184,35 +248,51 @@ impl Serializer {
     }
 
     /// Writes accounts, buckets and nodes; returns record counts and byte counts.
-    fn write_body(
-        &mut self,
-        fb: &mut FileBuilder,
-        input: &SlotInput,
-    ) -> Result<BodyStats, SnapshotError> {
+    fn write_body(&mut self, fb: &mut FileBuilder, input: &SlotInput) -> Result<BodyStats, SnapshotError> {
+        // Working memory is kept across slots: fresh allocations of a slot's megabytes cost
+        // more in page faults than the work done in them.
+        let mut s = std::mem::take(&mut self.scratch);
+        let result = self.write_body_with(fb, input, &mut s);
+        self.scratch = s;
+        result
+    }
+
+    fn write_body_with(&mut self, fb: &mut FileBuilder, input: &SlotInput, s: &mut Scratch) -> Result<BodyStats, SnapshotError> {
         let l = usize::from(self.bucket_bits);
-        // The newest state of each account in the batch (a coalesced batch may hold several),
-        // sorted by path: changed buckets are visited in path order, so finding each leaf's new
-        // record is a merge, not a hash lookup per leaf.
+        let seq = self.next_seq;
+
+        // Accounts. The newest state of each account in the batch (a coalesced batch may hold
+        // several) is written, in batch order so the batch is read sequentially; `by_path` then
+        // lets changed buckets, visited in path order, find each leaf's new record by a merge.
         let entries = input.accounts.entries();
+        let Ok(n) = u32::try_from(entries.len()) else {
+            return Err(SnapshotError::Input("more than 2^32 accounts in one slot".into()));
+        };
+        s.by_path.clear();
+        s.by_path.extend(entries.iter().zip(0..n).map(|(e, i)| (e.path, std::cmp::Reverse(i))));
         // Sort keys carried inline (no indirection during the sort); newest first within a path.
-        let mut by_path: Vec<(Hash, std::cmp::Reverse<usize>)> =
-            entries.iter().enumerate().map(|(i, e)| (e.path, std::cmp::Reverse(i))).collect();
-        by_path.sort_unstable();
-        by_path.dedup_by_key(|e| e.0);
-        let order_by_path = by_path.iter().map(|e| e.1 .0);
+        s.by_path.sort_unstable();
+        s.by_path.dedup_by_key(|e| e.0);
+        s.refs.clear();
+        s.refs.resize(entries.len(), Ref::NULL);
+        for &(_, std::cmp::Reverse(i)) in &s.by_path {
+            s.refs[i as usize] = WRITE_ME;
+        }
         let start = fb.len();
-        let mut new_accounts: Vec<(Hash, Ref)> = Vec::with_capacity(by_path.len());
-        for i in order_by_path {
-            let e = &entries[i];
+        let mut account_count = 0u32;
+        for (e, r) in entries.iter().zip(s.refs.iter_mut()) {
+            if *r != WRITE_ME {
+                continue;
+            }
             if e.lamports == 0 {
+                *r = Ref::NULL;
                 continue;
             }
             let data = input.accounts.data(e);
             let head = account_record_parts(&e.pubkey, e.lamports, &e.owner, e.executable, data.len());
-            let r = fb.record(&head.as_slice_with(data))?;
-            new_accounts.push((e.path, r));
+            *r = fb.record(&head.as_slice_with(data))?;
+            account_count += 1;
         }
-        let mut cursor = 0usize;
         let account_bytes = fb.len() - start;
         let mut refresh_bytes = 0u64;
 
@@ -220,40 +300,54 @@ impl Serializer {
         let rbits = usize::from(self.refresh_bits.min(self.bucket_bits));
         let refreshing = !input.full && self.started;
         let chunk = self.cursor as usize;
+        let in_chunk = |b: usize| refreshing && (b >> (l - rbits)) == chunk;
 
-        // Buckets, in index order.
-        let mut changed: Vec<&aldb_core::BucketChange> = input.changes.buckets.iter().collect();
-        changed.sort_unstable_by_key(|b| b.index);
-        let mut order: Vec<(usize, Option<&aldb_core::BucketChange>)> =
-            changed.iter().map(|b| (b.index as usize, Some(*b))).collect();
+        // Buckets in index order: the changed ones, then the refresh chunk's untouched ones.
+        let changes = &input.changes;
+        s.buckets.clear();
+        s.buckets.extend(changes.buckets.iter().zip(0u32..).map(|(b, k)| (b.index, k)));
+        s.buckets.sort_unstable();
         if refreshing {
             let lo = chunk << (l - rbits);
             let hi = (chunk + 1) << (l - rbits);
-            let mut k = 0;
+            let changed_below = s.buckets.partition_point(|&(b, _)| b < lo as u64);
+            let mut k = changed_below;
             for b in lo..hi {
-                while k < changed.len() && (changed[k].index as usize) < b {
+                while k < s.buckets.len() && (s.buckets[k].0 as usize) < b {
                     k += 1;
                 }
-                let is_changed = k < changed.len() && changed[k].index as usize == b;
+                let is_changed = k < s.buckets.len() && s.buckets[k].0 as usize == b;
                 if !is_changed && !self.buckets[b].is_null() {
-                    order.push((b, None));
+                    s.buckets.push((b as u64, REFRESH));
                 }
             }
         }
         // The hash of the top record if this slot rewrote it (or emptied it).
         let mut top_hash: Option<Hash> = None;
-        let in_chunk = |b: usize| refreshing && (b >> (l - rbits)) == chunk;
         let mut bucket_count = 0u32;
-        let mut leaf_buf: Vec<u8> = Vec::new();
-        for (b, change) in order {
+        let mut cursor = 0usize;
+        for bi in 0..s.buckets.len() {
+            // The buckets' old leaves and the account records they will look up are scattered
+            // in memory: ask for them a few buckets ahead so the misses overlap.
+            if let Some(leaves) = s.buckets.get(bi + PREFETCH_BUCKETS).and_then(|&(b, _)| self.bucket_leaves.get(b as usize)) {
+                prefetch(leaves.as_ptr());
+            }
+            if let Some(r) = s.by_path.get(cursor + PREFETCH_ACCOUNTS).and_then(|&(_, std::cmp::Reverse(i))| s.refs.get(i as usize)) {
+                prefetch(r);
+            }
+            let (b, k) = s.buckets[bi];
+            let b = b as usize;
             if b >= self.buckets.len() {
                 return Err(SnapshotError::Input(format!("bucket index {b} out of range")));
             }
             let old = self.buckets[b];
-            leaf_buf.clear();
+            s.leaf_buf.clear();
+            s.new_leaves.clear();
+            let change = (k != REFRESH).then(|| &changes.buckets[k as usize]);
             let hash = match change {
                 Some(c) => {
-                    let leaves = input.changes.leaves_of(c);
+                    let leaves = changes.leaves_of(c);
+                    let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
                     if leaves.is_empty() {
                         self.buckets[b] = Ref::NULL;
                         if l == 0 {
@@ -261,19 +355,19 @@ impl Serializer {
                         }
                         continue;
                     }
-                    if !old.is_null() {
-                        self.files.bucket(old, &mut self.leaves)?;
-                    } else {
-                        self.leaves.clear();
-                    }
                     for (path, _) in leaves {
-                        while cursor < new_accounts.len() && new_accounts[cursor].0 < *path {
+                        while cursor < s.by_path.len() && s.by_path[cursor].0 < *path {
                             cursor += 1;
                         }
-                        let fresh = new_accounts.get(cursor).filter(|(p, _)| p == path).map(|(_, r)| *r);
+                        let fresh = s
+                            .by_path
+                            .get(cursor)
+                            .filter(|(p, _)| p == path)
+                            .map(|&(_, std::cmp::Reverse(i))| s.refs[i as usize])
+                            .filter(|r| !r.is_null());
                         let acct = match fresh {
                             Some(r) => r,
-                            None => match self.find_old_leaf(path)? {
+                            None => match self.find_old_leaf(&old_leaves, path)? {
                                 // Inside the refresh chunk even untouched records are copied forward.
                                 Some(lv) if in_chunk(b) => {
                                     let before = fb.len();
@@ -289,26 +383,25 @@ impl Serializer {
                                 }
                             },
                         };
-                        push_leaf(&mut leaf_buf, prefix_of(path), acct);
+                        push_leaf(&mut s.leaf_buf, &mut s.new_leaves, prefix_of(path), acct);
                     }
                     c.hash
                 }
                 None => {
                     let before = fb.len();
-                    let hash = self.files.bucket(old, &mut self.leaves)?;
-                    let leaves = std::mem::take(&mut self.leaves);
-                    for lv in &leaves {
+                    let hash = self.files.hash(old)?;
+                    for lv in self.bucket_leaves[b].iter() {
                         let acct = self.copy_account(fb, lv.account)?;
-                        push_leaf(&mut leaf_buf, lv.prefix, acct);
+                        push_leaf(&mut s.leaf_buf, &mut s.new_leaves, lv.prefix, acct);
                     }
-                    self.leaves = leaves;
                     refresh_bytes += fb.len() - before;
                     hash
                 }
             };
-            let count = (leaf_buf.len() / BUCKET_LEAF_LEN) as u32;
+            self.bucket_leaves[b] = s.new_leaves.as_slice().into();
+            let count = (s.leaf_buf.len() / BUCKET_LEAF_LEN) as u32;
             let before = fb.len();
-            let r = fb.record(&[&hash, &count.to_le_bytes(), &[0u8; 4], &leaf_buf])?;
+            let r = fb.record(&[&hash, &count.to_le_bytes(), &[0u8; 4], &s.leaf_buf])?;
             if change.is_none() {
                 refresh_bytes += fb.len() - before;
             }
@@ -319,41 +412,41 @@ impl Serializer {
             bucket_count += 1;
         }
 
-        // Prefix nodes, deepest level first so children's references are current.
-        let mut by_level: Vec<Vec<(usize, Hash, bool)>> = vec![Vec::new(); l];
-        for n in &input.changes.nodes {
+        // Prefix nodes at even levels (the odd ones are recomputed by readers), deepest first so
+        // each points at its grandchildren's newest records; within a level any order will do,
+        // so nodes are only bucketed by level.
+        s.by_level.resize_with(l, Vec::new);
+        for list in &mut s.by_level {
+            list.clear();
+        }
+        for (n, k) in changes.nodes.iter().zip(0u32..) {
             let d = usize::from(n.level);
             if d >= l || n.index >= (1u64 << d) {
                 return Err(SnapshotError::Input(format!("node ({}, {}) out of range", n.level, n.index)));
             }
-            by_level[d].push((n.index as usize, n.hash, true));
-        }
-        if refreshing {
-            for (d, list) in by_level.iter_mut().enumerate() {
-                let (lo, hi) = if d >= rbits {
-                    (chunk << (d - rbits), (chunk + 1) << (d - rbits))
-                } else {
-                    (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
-                };
-                for i in lo..hi {
-                    list.push((i, EMPTY_ROOT, false));
-                }
+            if d % 2 == 0 {
+                s.by_level[d].push((n.index as u32, k));
             }
         }
         let mut node_count = 0u32;
-        for d in (0..l).rev() {
-            let list = &mut by_level[d];
-            // A real change wins over a refresh entry for the same node.
-            list.sort_unstable_by_key(|&(i, _, real)| (i, !real));
-            list.dedup_by_key(|e| e.0);
-            for &(i, hash, real) in list.iter() {
-                let hash = if real {
-                    hash
-                } else {
-                    match self.nodes[d][i] {
-                        r if r.is_null() => continue,
+        for d in (0..l).rev().filter(|d| d % 2 == 0) {
+            let arity = node_arity(d, l);
+            let (lo, hi) = if !refreshing {
+                (0, 0)
+            } else if d >= rbits {
+                (chunk << (d - rbits), (chunk + 1) << (d - rbits))
+            } else {
+                (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
+            };
+            let real = s.by_level[d].iter().map(|&(i, k)| (i as usize, Some(k)));
+            for (i, k) in real.chain((lo..hi).map(|i| (i, None))) {
+                let hash = match k {
+                    Some(k) => changes.nodes[k as usize].hash,
+                    // A refresh entry: skip empty prefixes and nodes this slot already wrote.
+                    None => match self.nodes[d][i] {
+                        r if r.is_null() || r.seq() == seq => continue,
                         r => self.files.hash(r)?,
-                    }
+                    },
                 };
                 if d == 0 {
                     top_hash = Some(hash);
@@ -362,30 +455,34 @@ impl Serializer {
                     self.nodes[d][i] = Ref::NULL;
                     continue;
                 }
-                let (left, right) = (self.child(d + 1, 2 * i), self.child(d + 1, 2 * i + 1));
-                let before = fb.len();
-                let r = fb.record(&[&hash, &left.0.to_le_bytes(), &right.0.to_le_bytes()])?;
-                debug_assert_eq!(fb.len() - before, NODE_LEN as u64);
-                if !real {
-                    refresh_bytes += NODE_LEN as u64;
+                let below = d + arity / 2;
+                let mut record = [0u8; node_len(4)];
+                record[..32].copy_from_slice(&hash);
+                for c in 0..arity {
+                    let child = self.child(below, arity * i + c);
+                    record[32 + 8 * c..40 + 8 * c].copy_from_slice(&child.0.to_le_bytes());
+                }
+                let r = fb.record(&[&record[..node_len(arity)]])?;
+                if k.is_none() {
+                    refresh_bytes += node_len(arity) as u64;
                 }
                 self.nodes[d][i] = r;
                 node_count += 1;
             }
         }
-        Ok(((new_accounts.len() as u32, node_count, bucket_count), account_bytes, refresh_bytes, top_hash))
+        Ok(((account_count, node_count, bucket_count), account_bytes, refresh_bytes, top_hash))
     }
 
-    /// The old leaf (from `self.leaves`, the bucket's previous record) with this path. Prefixes
+    /// The old leaf (from `old`, the bucket's previous leaves) with this path. Prefixes
     /// almost never collide within a bucket; when they do, the account records decide.
-    fn find_old_leaf(&self, path: &Hash) -> Result<Option<LeafView>, SnapshotError> {
+    fn find_old_leaf(&self, old: &[LeafView], path: &Hash) -> Result<Option<LeafView>, SnapshotError> {
         let prefix = prefix_of(path);
-        let mut hits = self.leaves.iter().filter(|l| l.prefix == prefix);
+        let mut hits = old.iter().filter(|l| l.prefix == prefix);
         let Some(first) = hits.next() else { return Ok(None) };
         if hits.next().is_none() {
             return Ok(Some(*first));
         }
-        for l in self.leaves.iter().filter(|l| l.prefix == prefix) {
+        for l in old.iter().filter(|l| l.prefix == prefix) {
             if aldb_verify::spec::key_path(&self.files.account(l.account)?.pubkey) == *path {
                 return Ok(Some(*l));
             }
@@ -404,9 +501,10 @@ impl Serializer {
 /// bytes, and the top record's hash when this slot rewrote it.
 type BodyStats = ((u32, u32, u32), u64, u64, Option<Hash>);
 
-fn push_leaf(buf: &mut Vec<u8>, prefix: u64, acct: Ref) {
+fn push_leaf(buf: &mut Vec<u8>, leaves: &mut Vec<LeafView>, prefix: u64, acct: Ref) {
     buf.extend_from_slice(&prefix.to_be_bytes());
     buf.extend_from_slice(&acct.0.to_le_bytes());
+    leaves.push(LeafView { prefix, account: acct });
 }
 
 fn prefix_of(path: &Hash) -> u64 {

@@ -15,7 +15,7 @@ use memmap2::Mmap;
 use crate::error::SnapshotError;
 use crate::format::{
     body_digest, checksum, hash_at, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC,
-    FOOTER_LEN, HEADER_LEN, NODE_LEN,
+    FOOTER_LEN, HEADER_LEN, node_len,
 };
 
 /// One published snapshot file, mapped read-only.
@@ -51,7 +51,7 @@ impl MappedFile {
         Ok(Self { header, path: path.to_path_buf(), map })
     }
 
-    fn record(&self, offset: u64, len: usize) -> Result<&[u8], SnapshotError> {
+    pub(crate) fn record(&self, offset: u64, len: usize) -> Result<&[u8], SnapshotError> {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let body_end = self.map.len() - FOOTER_LEN;
         match start.checked_add(len) {
@@ -61,11 +61,10 @@ impl MappedFile {
     }
 }
 
-/// A prefix node record.
+/// A prefix node record's child references (the first `arity` of `refs`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeView {
-    pub(crate) left: Ref,
-    pub(crate) right: Ref,
+    pub(crate) refs: [Ref; 4],
 }
 
 /// One leaf of a bucket record.
@@ -124,9 +123,13 @@ impl Files {
         Ok(hash_at(self.file(r)?.record(r.offset(), 32)?, 0))
     }
 
-    pub(crate) fn node(&self, r: Ref) -> Result<NodeView, SnapshotError> {
-        let b = self.file(r)?.record(r.offset(), NODE_LEN)?;
-        Ok(NodeView { left: Ref(u64_at(b, 32)), right: Ref(u64_at(b, 40)) })
+    pub(crate) fn node(&self, r: Ref, arity: usize) -> Result<NodeView, SnapshotError> {
+        let b = self.file(r)?.record(r.offset(), node_len(arity))?;
+        let mut refs = [Ref::NULL; 4];
+        for (i, slot) in refs.iter_mut().take(arity).enumerate() {
+            *slot = Ref(u64_at(b, 32 + 8 * i));
+        }
+        Ok(NodeView { refs })
     }
 
     /// The full `(path, value)` of a bucket leaf, recomputed from its account record and checked

@@ -19,7 +19,7 @@ use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
-use crate::file_builder::sync_dir;
+use crate::file_builder::{supports_direct, sync_dir};
 use crate::format::{parse_file_name, Header, HEADER_LEN};
 use crate::serializer::{Published, Serializer, SlotInput};
 
@@ -37,12 +37,16 @@ pub struct WriterConfig {
     pub refresh_slots: u64,
     /// Slots that may wait in the queue before the committer blocks.
     pub queue_bound: usize,
+    /// Write files past the page cache (`O_DIRECT`) when the filesystem supports it; files are
+    /// written once and read later, so caching them on the way out only costs copies.
+    pub direct_io: bool,
 }
 
 impl WriterConfig {
-    /// Defaults for a directory: every slot, keep 1000 slots, refresh over 512 slots, queue of 4.
+    /// Defaults for a directory: every slot, keep 1000 slots, refresh over 512 slots, queue of 4,
+    /// direct I/O where supported.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into(), every: 1, keep_slots: 1000, refresh_slots: 512, queue_bound: 4 }
+        Self { dir: dir.into(), every: 1, keep_slots: 1000, refresh_slots: 512, queue_bound: 4, direct_io: true }
     }
 }
 
@@ -84,9 +88,13 @@ impl WriterStats {
 
 type Callback = Box<dyn FnMut(&Published) + Send>;
 
+/// The emptied buffers of a slot the writer has finished with.
+type Spare = (ChangeSet, AccountBatch);
+
 /// A running writer. Dropping it without [`SnapshotWriter::shutdown`] still drains the queue.
 pub struct SnapshotWriter {
     tx: Option<SyncSender<SlotInput>>,
+    spare: Mutex<Receiver<Spare>>,
     thread: Option<JoinHandle<()>>,
     pruner: Option<JoinHandle<()>>,
     stats: Arc<WriterStats>,
@@ -139,16 +147,26 @@ impl SnapshotWriter {
         let last_seq = existing.keys().next_back().copied().unwrap_or(0);
         let (tx, rx) = mpsc::sync_channel::<SlotInput>(config.queue_bound);
         let (ptx, prx) = mpsc::channel::<Published>();
+        let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(config.queue_bound + 1);
         let stats = Arc::new(WriterStats::default());
         let done = Arc::new((Mutex::new(0u64), Condvar::new()));
         let failure = Arc::new(Mutex::new(None));
-        let serializer = Serializer::new(&config.dir, last_seq, config.refresh_slots);
+        let direct = config.direct_io && supports_direct(&config.dir);
+        log::info!(
+            "snapshot writer on {}: {}",
+            config.dir.display(),
+            if direct { "direct I/O" } else { "buffered I/O" }
+        );
+        let serializer = Serializer::new(&config.dir, last_seq, config.refresh_slots, direct);
         let thread = {
             let (stats, done, failure) = (stats.clone(), done.clone(), failure.clone());
             let every = config.every;
             std::thread::Builder::new()
                 .name("aldb-snapshot".into())
-                .spawn(move || run(serializer, rx, every, stats, done, failure, on_publish, ptx))
+                .spawn(move || {
+                    let out = Outlets { on_publish, pruner: ptx, spare: spare_tx };
+                    run(serializer, rx, every, stats, done, failure, out)
+                })
                 .map_err(|e| SnapshotError::io("spawn writer", &config.dir, e))?
         };
         let pruner = {
@@ -158,12 +176,27 @@ impl SnapshotWriter {
                 .spawn(move || prune(dir, keep, existing, prx, stats))
                 .map_err(|e| SnapshotError::io("spawn pruner", &config.dir, e))?
         };
-        Ok(Self { tx: Some(tx), thread: Some(thread), pruner: Some(pruner), stats, done, failure })
+        Ok(Self {
+            tx: Some(tx),
+            spare: Mutex::new(spare_rx),
+            thread: Some(thread),
+            pruner: Some(pruner),
+            stats,
+            done,
+            failure,
+        })
     }
 
     /// The writer's counters.
     pub fn stats(&self) -> &Arc<WriterStats> {
         &self.stats
+    }
+
+    /// Empty buffers to fill for the next slot: those of a slot already written when one is
+    /// back (with its capacity), fresh ones otherwise. Reusing them keeps a slot's megabytes of
+    /// change set and account data from being faulted in anew every slot.
+    pub fn spare_buffers(&self) -> (ChangeSet, AccountBatch) {
+        self.spare.lock().ok().and_then(|rx| rx.try_recv().ok()).unwrap_or_default()
     }
 
     /// Queues one slot. Waits if the queue is full (see the module docs for why).
@@ -290,7 +323,13 @@ impl Pending {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Where the writer thread sends what it is done with.
+struct Outlets {
+    on_publish: Option<Callback>,
+    pruner: mpsc::Sender<Published>,
+    spare: SyncSender<Spare>,
+}
+
 fn run(
     mut ser: Serializer,
     rx: Receiver<SlotInput>,
@@ -298,8 +337,7 @@ fn run(
     stats: Arc<WriterStats>,
     done: Arc<(Mutex<u64>, Condvar)>,
     failure: Arc<Mutex<Option<String>>>,
-    mut on_publish: Option<Callback>,
-    pruner: mpsc::Sender<Published>,
+    mut out: Outlets,
 ) {
     let mut pending = Pending::default();
     let mut failed = false;
@@ -321,10 +359,10 @@ fn run(
                         stats.bytes.fetch_add(p.bytes, Ordering::Relaxed);
                         stats.account_bytes.fetch_add(p.account_bytes, Ordering::Relaxed);
                         stats.refresh_bytes.fetch_add(p.refresh_bytes, Ordering::Relaxed);
-                        if let Some(cb) = on_publish.as_mut() {
+                        if let Some(cb) = out.on_publish.as_mut() {
                             cb(&p);
                         }
-                        let _ = pruner.send(p);
+                        let _ = out.pruner.send(p);
                     }
                     Err(e) => {
                         log::error!("snapshot writer stopped: {e}");
@@ -335,6 +373,11 @@ fn run(
                         failed = true;
                     }
                 }
+                let SlotInput { mut changes, mut accounts, .. } = input;
+                changes.clear();
+                accounts.clear();
+                // Nobody asking for spares (or enough already waiting) just drops them.
+                let _ = out.spare.try_send((changes, accounts));
             }
         }
         // Processed even when failed, so flush() never waits forever.

@@ -59,7 +59,7 @@ fn every_method_answers_and_proofs_verify() {
 
     assert_eq!(s.ok("getHealth", json!([])), "ok");
     let v = s.ok("getVersion", json!([]));
-    assert_eq!(v, json!({"hyades": env!("CARGO_PKG_VERSION"), "snapshotFormat": 1, "commitment": 1}));
+    assert_eq!(v, json!({"hyades": env!("CARGO_PKG_VERSION"), "snapshotFormat": aldb_snapshot::FORMAT_VERSION, "commitment": 1}));
 
     // getStateRoot: newest by default, any kept slot by number.
     let r = s.ok("getStateRoot", json!([]));
