@@ -69,6 +69,13 @@ pub(crate) struct ShardCapture {
 }
 
 impl ShardCapture {
+    /// Empties the capture, keeping its allocations.
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+        self.buckets.clear();
+        self.leaves.clear();
+    }
+
     /// Appends this shard's changes to `out`, converted to global levels and indices.
     pub(crate) fn append_to(&self, shard: u64, shard_bits: u8, out: &mut ChangeSet) {
         let height = out.bucket_bits - shard_bits;

@@ -27,6 +27,9 @@ pub struct Pleiades {
     top_scratch: LevelScratch,
     /// The partitioned updates of the last commit, kept to reuse the allocation.
     scratch: Vec<Update>,
+    /// Per shard, what the last capturing commit recorded; kept so a slot's megabytes of change
+    /// lists reuse their allocations instead of being faulted in anew every commit.
+    captures: Vec<ShardCapture>,
     len: usize,
 }
 
@@ -53,6 +56,7 @@ impl Pleiades {
             top: LevelTree::new(0, config.shard_bits),
             top_scratch: LevelScratch::default(),
             scratch: Vec::new(),
+            captures: Vec::new(),
             len: 0,
         })
     }
@@ -161,8 +165,8 @@ impl Pleiades {
         match changes {
             Some(out) => {
                 let shard_bits = self.config.shard_bits;
-                for r in &results {
-                    if let Some(c) = &r.capture {
+                for r in results.iter().filter(|r| r.captured) {
+                    if let Some(c) = self.captures.get(r.shard) {
                         c.append_to(r.shard as u64, shard_bits, out);
                     }
                 }
@@ -227,15 +231,22 @@ impl Pleiades {
     /// already be sorted and unique.
     fn apply_parts(&mut self, parts: Vec<&mut [Update]>, sort: bool, capture: bool) -> Vec<ShardResult> {
         let shards = &mut self.shards;
+        let slots: Vec<Option<&mut ShardCapture>> = if capture {
+            self.captures.resize_with(shards.len(), ShardCapture::default);
+            self.captures.iter_mut().map(Some).collect()
+        } else {
+            (0..shards.len()).map(|_| None).collect()
+        };
         self.pool.install(|| {
             shards
                 .par_iter_mut()
                 .zip(parts)
+                .zip(slots)
                 .enumerate()
-                .filter(|(_, (_, ops))| !ops.is_empty())
-                .map_init(ShardScratch::default, |scratch, (i, (shard, ops))| {
+                .filter(|(_, ((_, ops), _))| !ops.is_empty())
+                .map_init(ShardScratch::default, |scratch, (i, ((shard, ops), c))| {
                     let ops: &[Update] = if sort { sort_keep_last(ops) } else { ops };
-                    apply_to_shard(i, shard, ops, scratch, capture)
+                    apply_to_shard(i, shard, ops, scratch, c)
                 })
                 .flatten()
                 .collect()
@@ -247,14 +258,24 @@ impl Pleiades {
 struct ShardResult {
     shard: usize,
     delta: isize,
-    capture: Option<ShardCapture>,
+    /// Whether `Pleiades::captures[shard]` holds this commit's changes of the shard.
+    captured: bool,
 }
 
-fn apply_to_shard(i: usize, shard: &mut Shard, ops: &[Update], scratch: &mut ShardScratch, capture: bool) -> Option<ShardResult> {
+fn apply_to_shard(
+    i: usize,
+    shard: &mut Shard,
+    ops: &[Update],
+    scratch: &mut ShardScratch,
+    mut capture: Option<&mut ShardCapture>,
+) -> Option<ShardResult> {
     let before = shard.len() as isize;
-    let mut c = capture.then(ShardCapture::default);
-    let changed = shard.commit(ops, scratch, c.as_mut());
-    changed.then(|| ShardResult { shard: i, delta: shard.len() as isize - before, capture: c })
+    if let Some(c) = capture.as_deref_mut() {
+        c.clear();
+    }
+    let captured = capture.is_some();
+    let changed = shard.commit(ops, scratch, capture);
+    changed.then(|| ShardResult { shard: i, delta: shard.len() as isize - before, captured })
 }
 
 /// Orders paths; the first eight bytes decide almost every comparison of random paths, so they

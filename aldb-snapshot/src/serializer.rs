@@ -86,10 +86,12 @@ pub(crate) struct Serializer {
 /// Per-slot working memory of [`Serializer::write_body`], kept so its capacity is reused.
 #[derive(Default)]
 struct Scratch {
-    /// `(path, newest batch index)` of the batch's accounts, sorted by path.
-    by_path: Vec<(Hash, std::cmp::Reverse<u32>)>,
+    /// `(path prefix, path, newest batch index)` of the batch's accounts, sorted by path.
+    by_path: Vec<(u64, Hash, std::cmp::Reverse<u32>)>,
     /// By batch index: the account record written for it (null: superseded or deleted).
     refs: Vec<Ref>,
+    /// By position in `by_path`: the account record written (null when deleted).
+    path_refs: Vec<Ref>,
     /// `(bucket index, position in the change set or REFRESH)`, in the order written.
     buckets: Vec<(u64, u32)>,
     leaf_buf: Vec<u8>,
@@ -98,12 +100,8 @@ struct Scratch {
     by_level: Vec<Vec<(u32, u32)>>,
 }
 
-/// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
-/// and files are far smaller than 2^35 bytes).
-const WRITE_ME: Ref = Ref(u64::MAX);
-/// How far ahead the bucket loop prefetches old leaves and new account references.
+/// How far ahead the bucket loop prefetches old leaves.
 const PREFETCH_BUCKETS: usize = 8;
-const PREFETCH_ACCOUNTS: usize = 16;
 
 /// Hints the CPU to bring the cache line holding `p` into L1. Never faults, even on a bad address.
 #[inline(always)]
@@ -117,6 +115,9 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
+/// and files are far smaller than 2^35 bytes).
+const WRITE_ME: Ref = Ref(u64::MAX);
 /// Marks a bucket rewritten only by the refresh cycle.
 const REFRESH: u32 = u32::MAX;
 
@@ -261,21 +262,23 @@ impl Serializer {
         let l = usize::from(self.bucket_bits);
         let seq = self.next_seq;
 
-        // Accounts. The newest state of each account in the batch (a coalesced batch may hold
-        // several) is written, in batch order so the batch is read sequentially; `by_path` then
-        // lets changed buckets, visited in path order, find each leaf's new record by a merge.
+        // Accounts: the newest state of each account in the batch (a coalesced batch may hold
+        // several) is written, in batch order so the batch is read sequentially; `by_path` and
+        // `path_refs` then let changed buckets, visited in path order, find each leaf's new
+        // record by a merge.
         let entries = input.accounts.entries();
         let Ok(n) = u32::try_from(entries.len()) else {
             return Err(SnapshotError::Input("more than 2^32 accounts in one slot".into()));
         };
         s.by_path.clear();
-        s.by_path.extend(entries.iter().zip(0..n).map(|(e, i)| (e.path, std::cmp::Reverse(i))));
-        // Sort keys carried inline (no indirection during the sort); newest first within a path.
+        // Sort keys carried inline, led by the path's first 8 bytes so nearly every comparison
+        // is one integer compare; newest first within a path.
+        s.by_path.extend(entries.iter().zip(0..n).map(|(e, i)| (prefix_of(&e.path), e.path, std::cmp::Reverse(i))));
         s.by_path.sort_unstable();
-        s.by_path.dedup_by_key(|e| e.0);
+        s.by_path.dedup_by(|later, kept| later.1 == kept.1);
         s.refs.clear();
         s.refs.resize(entries.len(), Ref::NULL);
-        for &(_, std::cmp::Reverse(i)) in &s.by_path {
+        for &(_, _, std::cmp::Reverse(i)) in &s.by_path {
             s.refs[i as usize] = WRITE_ME;
         }
         let start = fb.len();
@@ -293,6 +296,9 @@ impl Serializer {
             *r = fb.record(&head.as_slice_with(data))?;
             account_count += 1;
         }
+        // One gather (independent loads the CPU overlaps), so the bucket loop reads in order.
+        s.path_refs.clear();
+        s.path_refs.extend(s.by_path.iter().map(|&(_, _, std::cmp::Reverse(i))| s.refs[i as usize]));
         let account_bytes = fb.len() - start;
         let mut refresh_bytes = 0u64;
 
@@ -332,9 +338,6 @@ impl Serializer {
             if let Some(leaves) = s.buckets.get(bi + PREFETCH_BUCKETS).and_then(|&(b, _)| self.bucket_leaves.get(b as usize)) {
                 prefetch(leaves.as_ptr());
             }
-            if let Some(r) = s.by_path.get(cursor + PREFETCH_ACCOUNTS).and_then(|&(_, std::cmp::Reverse(i))| s.refs.get(i as usize)) {
-                prefetch(r);
-            }
             let (b, k) = s.buckets[bi];
             let b = b as usize;
             if b >= self.buckets.len() {
@@ -344,7 +347,7 @@ impl Serializer {
             s.leaf_buf.clear();
             s.new_leaves.clear();
             let change = (k != REFRESH).then(|| &changes.buckets[k as usize]);
-            let hash = match change {
+            let (hash, mut kept) = match change {
                 Some(c) => {
                     let leaves = changes.leaves_of(c);
                     let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
@@ -356,15 +359,14 @@ impl Serializer {
                         continue;
                     }
                     for (path, _) in leaves {
-                        while cursor < s.by_path.len() && s.by_path[cursor].0 < *path {
+                        let key = (prefix_of(path), path);
+                        while cursor < s.by_path.len() && (s.by_path[cursor].0, &s.by_path[cursor].1) < key {
                             cursor += 1;
                         }
-                        let fresh = s
-                            .by_path
-                            .get(cursor)
-                            .filter(|(p, _)| p == path)
-                            .map(|&(_, std::cmp::Reverse(i))| s.refs[i as usize])
-                            .filter(|r| !r.is_null());
+                        let fresh = match s.by_path.get(cursor) {
+                            Some((_, p, _)) if p == path => Some(s.path_refs[cursor]).filter(|r| !r.is_null()),
+                            _ => None,
+                        };
                         let acct = match fresh {
                             Some(r) => r,
                             None => match self.find_old_leaf(&old_leaves, path)? {
@@ -385,7 +387,7 @@ impl Serializer {
                         };
                         push_leaf(&mut s.leaf_buf, &mut s.new_leaves, prefix_of(path), acct);
                     }
-                    c.hash
+                    (c.hash, old_leaves)
                 }
                 None => {
                     let before = fb.len();
@@ -395,10 +397,17 @@ impl Serializer {
                         push_leaf(&mut s.leaf_buf, &mut s.new_leaves, lv.prefix, acct);
                     }
                     refresh_bytes += fb.len() - before;
-                    hash
+                    (hash, std::mem::take(&mut self.bucket_leaves[b]))
                 }
             };
-            self.bucket_leaves[b] = s.new_leaves.as_slice().into();
+            // Most changed buckets keep their leaf count (updates, not inserts or deletes): the
+            // old allocation is then overwritten rather than freed and replaced.
+            if kept.len() == s.new_leaves.len() {
+                kept.copy_from_slice(&s.new_leaves);
+            } else {
+                kept = s.new_leaves.as_slice().into();
+            }
+            self.bucket_leaves[b] = kept;
             let count = (s.leaf_buf.len() / BUCKET_LEAF_LEN) as u32;
             let before = fb.len();
             let r = fb.record(&[&hash, &count.to_le_bytes(), &[0u8; 4], &s.leaf_buf])?;

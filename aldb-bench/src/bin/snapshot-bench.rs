@@ -68,6 +68,31 @@ fn parse() -> anyhow::Result<Opts> {
     Ok(o)
 }
 
+/// CPU time used so far by this process's threads, in milliseconds, summed by thread name
+/// (`/proc/self/task/*/stat`, whose times are in USER_HZ = 100 ticks per second on Linux).
+/// Read over a whole phase it tells what each part costs in CPU whatever else runs on the machine,
+/// which wall-clock rates on a shared 2-core host cannot.
+fn thread_cpu_ms() -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
+    for t in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split at the last ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = stat[open + 1..close].trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after "state".
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        *out.entry(name).or_insert(0) += (ticks(11) + ticks(12)) * 10;
+    }
+    out
+}
+
+fn cpu_delta(before: &std::collections::BTreeMap<String, u64>, name: &str) -> u64 {
+    let after = thread_cpu_ms();
+    after.get(name).copied().unwrap_or(0).saturating_sub(before.get(name).copied().unwrap_or(0))
+}
+
 fn main() -> anyhow::Result<()> {
     let o = parse()?;
     let tmp;
@@ -123,11 +148,16 @@ fn main() -> anyhow::Result<()> {
             .map(|c| c.load(Ordering::Relaxed))
     };
     let mut base = [full_bytes, full_account_bytes, 0, 0, 0, 0];
+    let mut cpu_on = thread_cpu_ms();
+    // Wall ms of the hand-off's parts: hash, copy for the writer, commit with capture, submit.
+    let mut hand_off = [0.0f64; 4];
     let phase = o.warmup + o.slots;
     for slot in 1..=phase {
         if slot == o.warmup + 1 {
             writer.flush()?;
             base = counters(writer.stats());
+            cpu_on = thread_cpu_ms();
+            hand_off = [0.0; 4];
             on_secs = 0.0;
             on_updates = 0;
         }
@@ -137,9 +167,15 @@ fn main() -> anyhow::Result<()> {
         let (mut changes, mut batch) = writer.spare_buffers();
         let refs = accounts.refs();
         let updates = tree.hash_accounts(&refs);
+        let t_hashed = Instant::now();
         batch.fill_from_updates(&updates, &refs);
+        let t_copied = Instant::now();
         let root = tree.commit_capture(updates, &mut changes);
+        let t_committed = Instant::now();
         writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes, accounts: batch, full: false })?;
+        for (part, (a, b)) in [(t, t_hashed), (t_hashed, t_copied), (t_copied, t_committed), (t_committed, Instant::now())].into_iter().enumerate() {
+            hand_off[part] += (b - a).as_secs_f64() * 1e3;
+        }
         on_secs += t.elapsed().as_secs_f64();
         on_updates += o.slot_updates as u64;
         println!("slot {slot:>3} (snapshots on):  {:8.2} ms to hand off", t.elapsed().as_secs_f64() * 1e3);
@@ -147,6 +183,7 @@ fn main() -> anyhow::Result<()> {
     let t = Instant::now();
     writer.flush()?;
     on_secs += t.elapsed().as_secs_f64();
+    let on_cpu = ["pleiades", "aldb-snapshot", "aldb-snapshot-io"].map(|n| cpu_delta(&cpu_on, n));
     let s = writer.stats().clone();
     let now = counters(&s);
     let [bytes, account_bytes, refresh, waits, wait_nanos, write_nanos]: [u64; 6] = std::array::from_fn(|i| now[i] - base[i]);
@@ -157,10 +194,12 @@ fn main() -> anyhow::Result<()> {
     // Phase 2: the same workload, snapshots off.
     let mut off_secs = 0.0;
     let mut off_updates = 0u64;
+    let mut cpu_off = thread_cpu_ms();
     for slot in phase + 1..=2 * phase {
         if slot == phase + o.warmup + 1 {
             off_secs = 0.0;
             off_updates = 0;
+            cpu_off = thread_cpu_ms();
         }
         let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
         let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
@@ -170,6 +209,7 @@ fn main() -> anyhow::Result<()> {
         off_updates += o.slot_updates as u64;
         println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
     }
+    let off_pool_cpu = cpu_delta(&cpu_off, "pleiades");
     let on_rate = on_updates as f64 / on_secs;
     let off_rate = off_updates as f64 / off_secs;
     let per = |b: u64| b as f64 / on_updates as f64;
@@ -184,6 +224,21 @@ fn main() -> anyhow::Result<()> {
         per(refresh)
     );
     println!("writer: {write_ms:.0} ms writing+fsync, {waits} full-queue waits totalling {wait_ms:.0} ms");
+    let per_slot = |ms: u64| ms as f64 / o.slots as f64;
+    let h = hand_off.map(|ms| ms / o.slots as f64);
+    println!(
+        "hand-off ms per slot (snapshots on): hash {:.1}, copy for writer {:.1}, commit+capture {:.1}, submit {:.1}",
+        h[0], h[1], h[2], h[3]
+    );
+    let cpu_ratio = off_pool_cpu as f64 / on_cpu.iter().sum::<u64>().max(1) as f64;
+    println!(
+        "cpu ms per slot: engine {:.1} (snapshots off: {:.1}), writer {:.1}, writer I/O thread {:.1}; \
+         engine cpu off / (engine + writer) cpu on = {cpu_ratio:.3}",
+        per_slot(on_cpu[0]),
+        per_slot(off_pool_cpu),
+        per_slot(on_cpu[1]),
+        per_slot(on_cpu[2])
+    );
     let line = json!({
         "leaves": tree.len(),
         "threads": o.threads,
@@ -201,6 +256,10 @@ fn main() -> anyhow::Result<()> {
         "snapshot_account_bytes_per_update": (per(account_bytes) * 10.0).round() / 10.0,
         "snapshot_refresh_bytes_per_update": (per(refresh) * 10.0).round() / 10.0,
         "writer_full_waits": waits,
+        "engine_cpu_ms_per_slot_snapshots_off": per_slot(off_pool_cpu),
+        "engine_cpu_ms_per_slot_snapshots_on": per_slot(on_cpu[0]),
+        "writer_cpu_ms_per_slot": per_slot(on_cpu[1] + on_cpu[2]),
+        "cpu_ratio": (cpu_ratio * 1000.0).round() / 1000.0,
         "writer_wait_ms": wait_ms.round(),
         "writer_write_ms": write_ms.round(),
         "full_snapshot_bytes": full_bytes,
