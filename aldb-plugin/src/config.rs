@@ -92,6 +92,8 @@ struct RawConfig {
     #[serde(default)]
     snapshot_queue: Option<usize>,
     #[serde(default)]
+    snapshot_direct_io: Option<bool>,
+    #[serde(default)]
     expected_accounts: Option<u64>,
     #[serde(default)]
     metrics_addr: Option<String>,
@@ -139,6 +141,9 @@ pub struct Config {
     /// Committed slots that may wait for the snapshot writer before the commit thread waits.
     /// Default 4.
     pub snapshot_queue: usize,
+    /// Write snapshot files with `O_DIRECT` where the filesystem supports it (probed at start;
+    /// buffered otherwise). Default true.
+    pub snapshot_direct_io: bool,
     /// About how many accounts the state holds; sizes the engine's tree (speed and memory, never
     /// the root). Default 1048576.
     pub expected_accounts: u64,
@@ -362,6 +367,7 @@ impl Config {
             refresh_slots,
             record_keep_slots,
             snapshot_queue,
+            snapshot_direct_io: raw.snapshot_direct_io.unwrap_or(true),
             expected_accounts,
             metrics_addr,
             log_level,
@@ -396,6 +402,7 @@ impl Config {
         w.keep_slots = self.keep_slots;
         w.refresh_slots = self.refresh_slots;
         w.queue_bound = self.snapshot_queue;
+        w.direct_io = self.snapshot_direct_io;
         w
     }
 

@@ -41,6 +41,8 @@ fn defaults_fill_every_optional_field() {
     assert_eq!(c.refresh_slots, 512);
     assert_eq!(c.snapshot_queue, DEFAULT_SNAPSHOT_QUEUE);
     assert_eq!(c.snapshot_queue, 4);
+    assert!(c.snapshot_direct_io);
+    assert!(c.writer_config().direct_io);
     assert_eq!(c.expected_accounts, DEFAULT_EXPECTED_ACCOUNTS);
     assert_eq!(c.metrics_addr, None);
     assert_eq!(c.log_level, log::LevelFilter::Info);
@@ -61,6 +63,7 @@ fn every_field_can_be_set_in_json5() {
             keep_slots: 100,
             refresh_slots: 64,
             snapshot_queue: 16,
+            snapshot_direct_io: false,
             expected_accounts: 0x1000000,
             metrics_addr: '0.0.0.0:9898',
             log_level: 'DEBUG',
@@ -74,6 +77,7 @@ fn every_field_can_be_set_in_json5() {
     assert_eq!(c.commitment, CommitmentLevel::Finalized);
     assert_eq!(c.max_pending_slots, 4096);
     assert_eq!((c.snapshot_every, c.keep_slots, c.refresh_slots, c.snapshot_queue), (2, 100, 64, 16));
+    assert!(!c.snapshot_direct_io && !c.writer_config().direct_io);
     assert_eq!(c.expected_accounts, 1 << 24);
     assert_eq!(c.metrics_addr, Some("0.0.0.0:9898".parse().unwrap()));
     assert_eq!(c.log_level, log::LevelFilter::Debug);
