@@ -36,10 +36,10 @@ pub const fn node_arity(d: usize, bucket_bits: usize) -> usize {
 }
 /// Size of a bucket record's fixed part: hash, leaf count, padding.
 pub const BUCKET_HEAD_LEN: usize = 40;
-/// Size of one leaf inside a bucket record: the first 8 bytes of its key path (big-endian, so
-/// leaves stay sorted by path) and its account record reference. The full path and the value hash
-/// are recomputed from the account record, which holds the pubkey and everything hashed.
-pub const BUCKET_LEAF_LEN: usize = 16;
+/// Size of one leaf inside a bucket record: its account record reference. The leaf's path and
+/// value hash are recomputed from the account record, which holds the pubkey and everything
+/// hashed; leaves are in path order.
+pub const BUCKET_LEAF_LEN: usize = 8;
 /// Size of an account record's fixed part, before its data.
 pub const ACCOUNT_HEAD_LEN: usize = 80;
 

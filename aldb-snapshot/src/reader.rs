@@ -14,8 +14,8 @@ use aldb_verify::spec::{bit, branch_hash, key_path, Hash, EMPTY_ROOT};
 use aldb_verify::{Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, SnapshotError};
-use crate::format::{node_arity, parse_file_name};
-use crate::store::{Files, LeafView, MappedFile};
+use crate::format::{node_arity, parse_file_name, Ref};
+use crate::store::{Files, MappedFile};
 
 /// A published slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,12 +247,15 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
         }
     };
     let mut d = 0;
+    // The prefix the walk has taken: at the bottom, the bucket's index.
+    let mut bucket = 0u64;
     while d < bucket_bits {
         let arity = node_arity(d, bucket_bits);
         let n = files.node(r, arity)?;
         if arity == 2 {
             let side = step(d, files.hash(n.refs[0])?, files.hash(n.refs[1])?)?;
             r = n.refs[side];
+            bucket = (bucket << 1) | side as u64;
             d += 1;
             continue;
         }
@@ -261,14 +264,15 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
         let side = step(d, combine(d + 1, &g[0], &g[1]), combine(d + 1, &g[2], &g[3]))?;
         let inner = step(d + 1, g[2 * side], g[2 * side + 1])?;
         r = n.refs[2 * side + inner];
+        bucket = (bucket << 2) | (2 * side + inner) as u64;
         d += 2;
     }
-    let mut leaves: Vec<LeafView> = Vec::new();
+    let mut leaves: Vec<Ref> = Vec::new();
     files.bucket(r, &mut leaves)?;
     // Leaves are stored as account references; their paths and values come from the records.
     let mut full = Vec::with_capacity(leaves.len());
     for l in &leaves {
-        full.push(files.leaf(l)?);
+        full.push(files.leaf(*l, bucket, top.header.bucket_bits)?);
     }
     let pairs: Vec<(Hash, Hash)> = full.iter().map(|(p, v, _)| (*p, *v)).collect();
     if pairs.windows(2).any(|w| w[0].0 >= w[1].0) {

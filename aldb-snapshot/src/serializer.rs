@@ -23,7 +23,16 @@ use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane};
 use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_LEAF_LEN, FLAG_FULL};
-use crate::store::{Files, LeafView, MappedFile};
+use crate::store::{Files, MappedFile};
+
+/// One leaf of a bucket as the writer keeps it in memory: enough to match the leaves of a
+/// changed bucket to their records without reading anything back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LeafView {
+    /// The first 8 bytes of the key path, as a big-endian integer.
+    pub(crate) prefix: u64,
+    pub(crate) account: Ref,
+}
 
 /// One slot's input to the writer.
 #[derive(Debug)]
@@ -571,7 +580,6 @@ impl Serializer {
 type BodyStats = ((u32, u32, u32), u64, u64, Option<Hash>);
 
 fn push_leaf(buf: &mut Vec<u8>, leaves: &mut Vec<LeafView>, prefix: u64, acct: Ref) {
-    buf.extend_from_slice(&prefix.to_be_bytes());
     buf.extend_from_slice(&acct.0.to_le_bytes());
     leaves.push(LeafView { prefix, account: acct });
 }

@@ -67,14 +67,6 @@ pub(crate) struct NodeView {
     pub(crate) refs: [Ref; 4],
 }
 
-/// One leaf of a bucket record.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LeafView {
-    /// The first 8 bytes of the key path, as a big-endian integer.
-    pub(crate) prefix: u64,
-    pub(crate) account: Ref,
-}
-
 /// An account record, borrowed from its file.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AccountView<'a> {
@@ -158,33 +150,30 @@ impl Files {
         Ok(NodeView { refs })
     }
 
-    /// The full `(path, value)` of a bucket leaf, recomputed from its account record and checked
-    /// against the stored path prefix.
-    pub(crate) fn leaf(&self, l: &LeafView) -> Result<(Hash, Hash, AccountView<'_>), SnapshotError> {
-        let a = self.account(l.account)?;
+    /// The full `(path, value)` of the leaf whose account record is at `r`, recomputed from the
+    /// record and checked to lie in `bucket` (the top `bucket_bits` bits of its path).
+    pub(crate) fn leaf(&self, r: Ref, bucket: u64, bucket_bits: u8) -> Result<(Hash, Hash, AccountView<'_>), SnapshotError> {
+        let a = self.account(r)?;
         let path = aldb_verify::spec::key_path(&a.pubkey);
         let mut p = [0u8; 8];
         p.copy_from_slice(&path[..8]);
-        if u64::from_be_bytes(p) != l.prefix {
-            let f = self.file(l.account)?;
-            return Err(SnapshotError::corrupt(&f.path, "account record does not match its bucket leaf"));
+        let top = if bucket_bits == 0 { 0 } else { u64::from_be_bytes(p) >> (64 - u32::from(bucket_bits)) };
+        if top != bucket {
+            let f = self.file(r)?;
+            return Err(SnapshotError::corrupt(&f.path, "account record does not belong to its bucket"));
         }
         let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
         Ok((path, value, a))
     }
 
     /// A bucket record's hash and leaves.
-    pub(crate) fn bucket(&self, r: Ref, out: &mut Vec<LeafView>) -> Result<Hash, SnapshotError> {
+    pub(crate) fn bucket(&self, r: Ref, out: &mut Vec<Ref>) -> Result<Hash, SnapshotError> {
         out.clear();
         let f = self.file(r)?;
         let head = f.record(r.offset(), BUCKET_HEAD_LEN)?;
         let count = u32_at(head, 32) as usize;
         let leaves = f.record(r.offset() + BUCKET_HEAD_LEN as u64, count.saturating_mul(BUCKET_LEAF_LEN))?;
-        for l in leaves.chunks_exact(BUCKET_LEAF_LEN) {
-            let mut p = [0u8; 8];
-            p.copy_from_slice(&l[..8]);
-            out.push(LeafView { prefix: u64::from_be_bytes(p), account: Ref(u64_at(l, 8)) });
-        }
+        out.extend(leaves.chunks_exact(BUCKET_LEAF_LEN).map(|l| Ref(u64_at(l, 0))));
         Ok(hash_at(head, 0))
     }
 
