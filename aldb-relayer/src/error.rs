@@ -44,6 +44,12 @@ pub enum StoreError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// Another process (a second relayer) holds the output file.
+    #[error("{path} is in use by another relayer: two relayers must not share an output file")]
+    InUse {
+        /// The output file.
+        path: PathBuf,
+    },
     /// The file does not hold what the relayer writes there.
     #[error("{path}: {reason}")]
     Corrupt {

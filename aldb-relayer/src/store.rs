@@ -120,6 +120,13 @@ impl Store {
             .create(true)
             .open(output_path)
             .map_err(|e| StoreError::io("open", output_path, e))?;
+        // Exclusive for the life of the store, and taken before the torn-line repair below, so a
+        // second relayer started on the same output can neither cut nor interleave lines.
+        match output.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::InUse { path: output_path.to_path_buf() }),
+            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", output_path, e)),
+        }
         let len = output.metadata().map_err(|e| StoreError::io("stat", output_path, e))?.len();
         let from = len.saturating_sub(TAIL_BYTES);
         output.seek(SeekFrom::Start(from)).map_err(|e| StoreError::io("seek", output_path, e))?;
@@ -236,6 +243,26 @@ mod tests {
 
     fn paths(dir: &Path) -> (PathBuf, PathBuf) {
         (dir.join("roots.txt"), dir.join("cursor"))
+    }
+
+    /// A second relayer on the same output is refused, without touching the file (not even its
+    /// torn last line, which belongs to the first); once the first is gone the output opens.
+    #[test]
+    fn a_second_relayer_on_the_same_output_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (out, cur) = paths(dir.path());
+        let (mut first, _) = Store::open(&out, &cur).expect("open");
+        assert!(first.commit(5, &[5; 32], &[50; 32]).expect("commit"));
+        let mut f = OpenOptions::new().append(true).open(&out).expect("open");
+        f.write_all(b"6 torn").expect("write");
+        let before = std::fs::read(&out).expect("read");
+        let Err(e) = Store::open(&out, &dir.path().join("other-cursor")) else { panic!("second open must fail") };
+        assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+        assert!(e.to_string().contains("in use by another relayer"), "{e}");
+        assert_eq!(std::fs::read(&out).expect("read"), before);
+        drop(first);
+        let (_, r) = Store::open(&out, &cur).expect("reopen after the first is gone");
+        assert_eq!(r.truncated, 6);
     }
 
     #[test]
