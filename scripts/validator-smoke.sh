@@ -2,10 +2,21 @@
 # A real solana-test-validator 4.2.0 with the aldb plugin, and Hyades beside it: waits for a few
 # committed slots, then proves accounts the run never touched (genesis programs, a sysvar, a
 # never-created pubkey) through Hyades and compares each proven account with the validator's own
-# RPC. Everything listens on loopback only. Usage: scripts/validator-smoke.sh [SECONDS]
+# RPC. Everything listens on loopback only. Ports come from the environment, so this can run
+# beside another validator:
+#   RPC_PORT (8899) FAUCET_PORT (9900) GOSSIP_PORT (10100) DYNAMIC_PORTS (10000-10100)
+#   METRICS_PORT (9898) HYADES_PORT (8999) HYADES_METRICS_PORT (9899)
+# Usage: scripts/validator-smoke.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-40}"
+RPC_PORT="${RPC_PORT:-8899}"
+FAUCET_PORT="${FAUCET_PORT:-9900}"
+GOSSIP_PORT="${GOSSIP_PORT:-10100}"
+DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
+METRICS_PORT="${METRICS_PORT:-9898}"
+HYADES_PORT="${HYADES_PORT:-8999}"
+HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-9899}"
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli >&2
 work="$(mktemp -d)"
@@ -15,29 +26,30 @@ cat > "$work/aldb.json5" <<JSON
   libpath: "$PWD/target/release/libaldb_plugin.so",
   snapshot_dir: "$work/snapshots",
   commitment: "confirmed",
-  metrics_addr: "127.0.0.1:9898",
+  metrics_addr: "127.0.0.1:$METRICS_PORT",
 }
 JSON
 target/release/aldb-config-check "$work/aldb.json5" >/dev/null
 "$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port 8899 --faucet-port 9900 --bind-address 127.0.0.1 --dynamic-port-range 10000-10100 --gossip-port 10100 \
+  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 --dynamic-port-range "$DYNAMIC_PORTS" \
+  --gossip-port "$GOSSIP_PORT" \
   --quiet >"$work/validator.log" 2>&1 &
 for _ in $(seq 60); do [[ -d "$work/snapshots" ]] && ls "$work/snapshots" | grep -q snap && break; sleep 1; done
-target/release/hyades --dir "$work/snapshots" --addr 127.0.0.1:8999 --metrics-addr 127.0.0.1:9899 >"$work/hyades.log" 2>&1 &
+target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
 sleep "$secs"
 rpc() { curl -s -X POST 127.0.0.1:"$1" -H 'content-type: application/json' -d "$2"; }
-echo "validator slot: $(rpc 8899 '{"jsonrpc":"2.0","id":1,"method":"getSlot","params":[{"commitment":"confirmed"}]}')"
-echo "hyades root:    $(rpc 8999 '{"jsonrpc":"2.0","id":1,"method":"getStateRoot","params":[]}')"
+echo "validator slot: $(rpc "$RPC_PORT" '{"jsonrpc":"2.0","id":1,"method":"getSlot","params":[{"commitment":"confirmed"}]}')"
+echo "hyades root:    $(rpc "$HYADES_PORT" '{"jsonrpc":"2.0","id":1,"method":"getStateRoot","params":[]}')"
 fail=0
 # Genesis programs and accounts no transaction touches, plus one that never existed.
 for pk in 11111111111111111111111111111111 TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA \
           SysvarRent111111111111111111111111111111111 Stake11111111111111111111111111111111111111 \
           4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi; do
-  out="$(target/release/aldb proof --url http://127.0.0.1:8999 "$pk" 2>&1)" || { echo "FAIL proof $pk: $out"; fail=1; continue; }
+  out="$(target/release/aldb proof --url "http://127.0.0.1:$HYADES_PORT" "$pk" 2>&1)" || { echo "FAIL proof $pk: $out"; fail=1; continue; }
   echo "$out" | head -4
   # The proven account must equal what the validator's own RPC returns, field by field.
-  info="$(rpc 8899 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountInfo\",\"params\":[\"$pk\",{\"encoding\":\"base64\",\"commitment\":\"confirmed\"}]}")"
-  proof="$(rpc 8999 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountProof\",\"params\":[\"$pk\"]}")"
+  info="$(rpc "$RPC_PORT" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountInfo\",\"params\":[\"$pk\",{\"encoding\":\"base64\",\"commitment\":\"confirmed\"}]}")"
+  proof="$(rpc "$HYADES_PORT" "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getAccountProof\",\"params\":[\"$pk\"]}")"
   if ! python3 - "$info" "$proof" <<'PY'
 import json, sys
 rpc = json.loads(sys.argv[1])["result"]["value"]
@@ -53,5 +65,5 @@ sys.exit(0 if ok else 1)
 PY
   then echo "FAIL $pk: validator RPC and proven account differ"; fail=1; else echo "  matches the validator's RPC"; fi
 done
-curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed|updates_received|callback_(errors|panics))' | head -8 || true
+curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(slots_committed|updates_received|callback_(errors|panics))' | head -8 || true
 exit $fail
