@@ -7,9 +7,11 @@
 //! At millions of accounts the build is bounded by moving memory, and above all by the first
 //! touch of fresh pages (the kernel zeroes each one it faults in). So an entry is written once,
 //! as the 64-byte leaf it becomes, into a per-shard array sized up front for the shard's expected
-//! share and advised onto huge pages; the shard's sort goes through one per-worker buffer that
+//! share (so it never reallocates); the shard's sort goes through one per-worker buffer that
 //! stays resident, and its result is written back into the same array, which the shard then keeps
-//! as its leaf storage.
+//! as its leaf storage. The arrays stay on 4 KiB pages: they are written in order, so huge pages
+//! would save few TLB misses, and with `madvise` huge pages each fault compacts memory first
+//! (measured 2.5–2.8M against 4.5–5.3M accounts/s at 2^24, BENCHMARKS.md §1).
 
 use aldb_verify::spec::Hash;
 use rayon::prelude::*;
@@ -17,7 +19,6 @@ use rayon::prelude::*;
 use crate::account::{AccountRef, Update};
 use crate::config::{Config, LEAVES_PER_BUCKET};
 use crate::error::CoreError;
-use crate::huge::HugeVec;
 use crate::pleiades::{path_cmp, shard_index, Pleiades};
 use crate::shard::{Shard, ShardScratch};
 use crate::slab::Leaf;
@@ -45,12 +46,12 @@ struct Meta {
 /// empty otherwise. A tombstone's leaf has a zero value.
 #[derive(Default)]
 struct Stage {
-    leaves: HugeVec<Leaf>,
+    leaves: Vec<Leaf>,
     metas: Vec<Meta>,
 }
 
-/// The most entries a shard's array is sized for up front (64 MiB of address space); beyond
-/// that the array doubles as it fills.
+/// The most entries a shard's array is sized for up front (64 MiB); beyond that it grows as a
+/// vector does.
 const MAX_STAGE_RESERVE: usize = 1 << 20;
 
 /// Collects entries in any order, then builds the tree in one pass.
@@ -75,8 +76,8 @@ impl std::fmt::Debug for BulkBuilder {
 
 impl BulkBuilder {
     /// A builder for a tree with this layout. Each shard's entry array is sized for the leaves
-    /// the layout expects (see [`Config::for_leaves`]); that reserves address space, and memory
-    /// only as entries arrive.
+    /// the layout expects (see [`Config::for_leaves`]); the allocator reserves address space,
+    /// and pages are backed only as entries arrive.
     pub fn new(config: Config) -> Result<Self, CoreError> {
         let tree = Pleiades::new(config)?;
         let height = u32::from(config.bucket_bits - config.shard_bits);
@@ -87,7 +88,7 @@ impl BulkBuilder {
         // Shard sizes of uniform keys spread by about sqrt(expected): an eighth more covers it.
         let cap = expected + expected / 8 + 256;
         let stages = (0..1usize << config.shard_bits)
-            .map(|_| Stage { leaves: HugeVec::with_capacity(cap, expected), metas: Vec::new() })
+            .map(|_| Stage { leaves: Vec::with_capacity(cap), metas: Vec::new() })
             .collect();
         Ok(Self { tree, stages, pushed: 0, uniform: None, ranked: false, hashed: Vec::new() })
     }

@@ -47,7 +47,12 @@ impl<T> HugeArray<T> {
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc(layout) };
         let Some(ptr) = NonNull::new(raw.cast::<T>()) else { handle_alloc_error(layout) };
-        advise_huge(raw, layout.size());
+        #[cfg(target_os = "linux")]
+        // SAFETY: the range is exactly the allocation just made; the advice changes only how
+        // the kernel backs it, never its contents, and a refusal is harmless.
+        unsafe {
+            libc::madvise(raw.cast(), layout.size(), libc::MADV_HUGEPAGE);
+        }
         // SAFETY: raw is valid for layout.size() bytes of writes.
         unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
         Self { ptr, len, layout }
@@ -56,143 +61,6 @@ impl<T> HugeArray<T> {
     /// Bytes allocated.
     pub(crate) fn bytes(&self) -> usize {
         self.layout.size()
-    }
-}
-
-/// Asks the kernel to back `[start, start + len)` with huge pages; only whole 2 MiB pages inside
-/// the range can be, and a refusal (or another OS) is harmless.
-fn advise_huge(start: *mut u8, len: usize) {
-    #[cfg(target_os = "linux")]
-    if len >= HUGE_PAGE {
-        // SAFETY: callers pass a range inside one live allocation of theirs; the advice changes
-        // only how the kernel backs it, never its contents.
-        unsafe {
-            libc::madvise(start.cast(), len, libc::MADV_HUGEPAGE);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (start, len);
-}
-
-/// A growable array of plain values, allocated once at its expected size and advised onto huge
-/// pages before it is first written.
-///
-/// First touch of fresh memory is the dominant cost of filling gigabytes (the kernel zeroes
-/// every page it faults in), so a vector that doubles and copies touches about twice its final
-/// size and faults one 4 KiB page at a time. Reserving the expected size up front costs only
-/// address space until it is written; only the part the caller is sure to fill is advised, so a
-/// short fill does not fault in a whole 2 MiB page for a few bytes.
-pub(crate) struct HugeVec<T: Copy> {
-    ptr: NonNull<T>,
-    len: usize,
-    cap: usize,
-}
-
-// SAFETY: HugeVec owns its elements exactly like a Vec<T>, so it may cross threads whenever T may.
-unsafe impl<T: Copy + Send> Send for HugeVec<T> {}
-// SAFETY: shared access only hands out &T, as a Vec<T> would.
-unsafe impl<T: Copy + Sync> Sync for HugeVec<T> {}
-
-impl<T: Copy> Default for HugeVec<T> {
-    fn default() -> Self {
-        Self { ptr: NonNull::dangling(), len: 0, cap: 0 }
-    }
-}
-
-impl<T: Copy> HugeVec<T> {
-    /// Room for `cap` elements, the first `sure` of which (clamped to `cap`) are advised onto huge
-    /// pages.
-    pub(crate) fn with_capacity(cap: usize, sure: usize) -> Self {
-        let mut v = Self::default();
-        v.reserve_exact(cap, sure);
-        v
-    }
-
-    fn layout(cap: usize) -> Layout {
-        let size = size_of::<T>().saturating_mul(cap);
-        let align = if size >= HUGE_PAGE { HUGE_PAGE } else { align_of::<T>() };
-        match Layout::from_size_align(size, align.max(align_of::<T>())) {
-            Ok(l) => l,
-            // Only a size beyond isize::MAX gets here; no allocator could serve it either.
-            Err(_) => handle_alloc_error(Layout::new::<T>()),
-        }
-    }
-
-    /// Moves the elements into a new allocation of `cap >= len` elements.
-    fn reserve_exact(&mut self, cap: usize, sure: usize) {
-        debug_assert!(cap >= self.len);
-        if cap == 0 || size_of::<T>() == 0 {
-            return;
-        }
-        let layout = Self::layout(cap);
-        // SAFETY: cap > 0 and T is not zero-sized, so the layout has a non-zero size.
-        let raw = unsafe { alloc(layout) };
-        let Some(ptr) = NonNull::new(raw.cast::<T>()) else { handle_alloc_error(layout) };
-        let sure = sure.min(cap) * size_of::<T>();
-        advise_huge(raw, sure - sure % HUGE_PAGE);
-        // SAFETY: both ranges are valid for len elements and belong to different allocations.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), ptr.as_ptr(), self.len) };
-        self.free();
-        self.ptr = ptr;
-        self.cap = cap;
-    }
-
-    fn free(&mut self) {
-        if self.cap != 0 && size_of::<T>() != 0 {
-            // SAFETY: allocated in reserve_exact with this very layout; T is Copy, so nothing
-            // needs dropping.
-            unsafe { dealloc(self.ptr.as_ptr().cast(), Self::layout(self.cap)) };
-        }
-    }
-
-    #[cold]
-    fn grow(&mut self) {
-        let cap = self.cap.saturating_mul(2).max(64);
-        // The old contents are already resident, so their copy is the part sure to be filled.
-        self.reserve_exact(cap, self.len);
-    }
-
-    /// Appends one element.
-    #[inline]
-    pub(crate) fn push(&mut self, v: T) {
-        if self.len == self.cap {
-            self.grow();
-        }
-        // SAFETY: len < cap after the growth above, so the slot lies inside the allocation.
-        unsafe { self.ptr.as_ptr().add(self.len).write(v) };
-        self.len += 1;
-    }
-
-    /// Keeps the first `len` elements.
-    pub(crate) fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
-
-    /// Bytes of the elements held, rounded up to whole 4 KiB pages: what is resident, since the
-    /// reserved tail is never touched.
-    pub(crate) fn bytes(&self) -> usize {
-        (self.len * size_of::<T>()).next_multiple_of(4096)
-    }
-}
-
-impl<T: Copy> Drop for HugeVec<T> {
-    fn drop(&mut self) {
-        self.free();
-    }
-}
-
-impl<T: Copy> std::ops::Deref for HugeVec<T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        // SAFETY: ptr points to len initialised elements owned by self (or is dangling with len 0).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<T: Copy> std::ops::DerefMut for HugeVec<T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: as in deref, and &mut self makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -237,22 +105,5 @@ mod tests {
         let n = big.len();
         big[n - 1][63] = 1;
         assert_eq!(big.bytes(), HUGE_PAGE * 2);
-    }
-
-    #[test]
-    fn vec_grows_keeps_contents_and_truncates() {
-        let mut v = HugeVec::<u64>::with_capacity(3, 3);
-        for i in 0..1000u64 {
-            v.push(i);
-        }
-        assert_eq!(v.len(), 1000);
-        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
-        v.truncate(10);
-        assert_eq!(&v[..], &(0..10).collect::<Vec<u64>>()[..]);
-        assert_eq!(v.bytes(), 4096);
-        let mut big = HugeVec::<[u8; 64]>::with_capacity(HUGE_PAGE / 32, HUGE_PAGE / 64);
-        big.push([1; 64]);
-        assert_eq!(big.as_ptr() as usize % HUGE_PAGE, 0);
-        assert!(HugeVec::<u8>::default().is_empty());
     }
 }

@@ -10,7 +10,6 @@ use aldb_verify::spec::Hash;
 use crate::account::Update;
 use crate::bucket::{self, hash_buckets, BucketScratch};
 use crate::changes::ShardCapture;
-use crate::huge::HugeVec;
 use crate::levels::{LevelScratch, LevelTree};
 use crate::pleiades::{path_cmp, prefix64};
 use crate::prefetch::prefetch;
@@ -73,7 +72,7 @@ impl Shard {
     /// Fills the empty shard from a bulk build and hashes all of it: `base` holds the buckets'
     /// leaves one bucket after the other, each sorted by path with unique paths, and `lens[b]` is
     /// bucket `b`'s length. The leaves stay where they are: `base` becomes the slab's base.
-    pub(crate) fn adopt(&mut self, base: HugeVec<Leaf>, lens: &[u32], s: &mut ShardScratch) {
+    pub(crate) fn adopt(&mut self, base: Vec<Leaf>, lens: &[u32], s: &mut ShardScratch) {
         debug_assert!(self.len == 0 && lens.len() == self.buckets.len());
         debug_assert_eq!(lens.iter().map(|&l| l as usize).sum::<usize>(), base.len());
         self.slab.adopt(base);

@@ -14,8 +14,6 @@
 
 use aldb_verify::spec::Hash;
 
-use crate::huge::HugeVec;
-
 /// One leaf: its key path and account value hash, one cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
@@ -97,7 +95,7 @@ impl SizeClass {
 pub(crate) struct LeafSlab {
     classes: Vec<SizeClass>,
     /// Leaves adopted from a bulk build; chunks with [`BASE`] set point here.
-    base: HugeVec<Leaf>,
+    base: Vec<Leaf>,
 }
 
 impl LeafSlab {
@@ -107,7 +105,11 @@ impl LeafSlab {
 
     /// Takes `base` as the home of buckets made with [`LeafSlab::base_ref`]. The slab must be
     /// empty: chunks of an earlier base would dangle.
-    pub(crate) fn adopt(&mut self, base: HugeVec<Leaf>) {
+    ///
+    /// The array keeps the builder's spare capacity: shrinking it would copy every leaf into
+    /// fresh memory (the allocator moves over-aligned blocks), and the spare tail was never
+    /// written, so it holds address space but no memory.
+    pub(crate) fn adopt(&mut self, base: Vec<Leaf>) {
         debug_assert!(self.base.is_empty() && self.classes.iter().all(|c| c.next == 0));
         self.base = base;
     }
@@ -178,14 +180,14 @@ impl LeafSlab {
         }
     }
 
-    /// Heap bytes held, including unused parts of pages.
+    /// Heap bytes held, including unused parts of pages (of the base, only the written part).
     pub(crate) fn heap_bytes(&self) -> usize {
         self.classes
             .iter()
             .map(|c| c.pages.len() * c.chunks_per_page * c.width * size_of::<Leaf>() + c.free.capacity() * 4)
             .sum::<usize>()
             + self.classes.capacity() * size_of::<SizeClass>()
-            + self.base.bytes()
+            + (self.base.len() * size_of::<Leaf>()).next_multiple_of(4096)
     }
 }
 
@@ -234,10 +236,7 @@ mod tests {
 
     #[test]
     fn base_buckets_are_read_rewritten_and_recycled() {
-        let mut base = HugeVec::with_capacity(64, 0);
-        for l in leaves(3, 1).into_iter().chain(leaves(40, 2)).chain(leaves(2, 3)) {
-            base.push(l);
-        }
+        let base: Vec<Leaf> = leaves(3, 1).into_iter().chain(leaves(40, 2)).chain(leaves(2, 3)).collect();
         let mut s = LeafSlab::default();
         s.adopt(base);
         let a = s.base_ref(0, 3);
