@@ -116,11 +116,11 @@ impl LeafSlab {
 
     /// The bucket holding `base[start..start + len]` (`len >= 1`). Buckets longer than the
     /// exact-fit classes are copied into their class, so a base chunk's capacity is always its
-    /// length and a freed one fits its class exactly.
+    /// length and a freed one fits its class exactly; so are buckets past the offsets a chunk
+    /// number can hold (a shard of over 2^31 leaves).
     pub(crate) fn base_ref(&mut self, start: usize, len: u32) -> BucketRef {
         debug_assert!(len >= 1 && start + len as usize <= self.base.len());
-        if len <= EXACT_CLASSES {
-            debug_assert!(start < BASE as usize);
+        if len <= EXACT_CLASSES && start < BASE as usize {
             return BucketRef { chunk: BASE | start as u32, len };
         }
         let chunk = class_mut(&mut self.classes, len).alloc();
