@@ -87,13 +87,20 @@ impl Pleiades {
 
     /// Hashes accounts into updates on the worker threads, in SIMD batches.
     pub fn hash_accounts(&self, accounts: &[AccountRef<'_>]) -> Vec<Update> {
-        let mut out = vec![Update { path: [0; 32], value: None }; accounts.len()];
+        let mut out = Vec::new();
+        self.hash_accounts_to(accounts, &mut out);
+        out
+    }
+
+    /// Like [`Pleiades::hash_accounts`], into `out` (replaced), so a caller can reuse its memory.
+    pub(crate) fn hash_accounts_to(&self, accounts: &[AccountRef<'_>], out: &mut Vec<Update>) {
+        out.clear();
+        out.resize(accounts.len(), Update { path: [0; 32], value: None });
         self.pool.install(|| {
             out.par_chunks_mut(HASH_CHUNK)
                 .zip(accounts.par_chunks(HASH_CHUNK))
                 .for_each(|(o, a)| hash_accounts_into(a, o));
         });
-        out
     }
 
     /// Hashes and commits one slot's accounts; a later account with the same pubkey wins.
@@ -219,10 +226,18 @@ impl Pleiades {
         &self.pool
     }
 
-    /// Applies already sorted, unique, per-shard updates (a bulk build) to an empty tree.
-    pub(crate) fn load_sorted(&mut self, mut parts: Vec<Vec<Update>>) {
-        let slices = parts.iter_mut().map(Vec::as_mut_slice).collect();
-        let results = self.apply_parts(slices, false, false);
+    /// The worker pool and the shards, for a bulk build that fills each shard on a worker.
+    pub(crate) fn pool_and_shards(&mut self) -> (&rayon::ThreadPool, &mut [Shard]) {
+        (&self.pool, &mut self.shards)
+    }
+
+    /// After a bulk build filled the shards of an empty tree: folds their roots into the top.
+    pub(crate) fn finish_load(&mut self) {
+        debug_assert_eq!(self.len, 0);
+        let results = (self.shards.iter().enumerate())
+            .filter(|(_, s)| s.len() != 0)
+            .map(|(shard, s)| ShardResult { shard, delta: s.len() as isize, captured: false })
+            .collect();
         self.finish_commit(results, None);
     }
 

@@ -60,8 +60,35 @@ impl Shard {
         ((prefix << self.base_depth) >> (64 - height)) as usize
     }
 
+    /// Number of buckets.
+    pub(crate) fn width(&self) -> usize {
+        self.buckets.len()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Fills the empty shard from a bulk build and hashes all of it: `base` holds the buckets'
+    /// leaves one bucket after the other, each sorted by path with unique paths, and `lens[b]` is
+    /// bucket `b`'s length. The leaves stay where they are: `base` becomes the slab's base.
+    pub(crate) fn adopt(&mut self, base: Vec<Leaf>, lens: &[u32], s: &mut ShardScratch) {
+        debug_assert!(self.len == 0 && lens.len() == self.buckets.len());
+        debug_assert_eq!(lens.iter().map(|&l| l as usize).sum::<usize>(), base.len());
+        self.slab.adopt(base);
+        s.dirty.clear();
+        let mut start = 0usize;
+        for (b, &len) in lens.iter().enumerate() {
+            if len != 0 {
+                self.buckets[b] = self.slab.base_ref(start, len);
+                s.dirty.push(b as u32);
+                start += len as usize;
+            }
+        }
+        self.len = start;
+        if !s.dirty.is_empty() {
+            self.rehash(s, None);
+        }
     }
 
     pub(crate) fn root(&self) -> Hash {

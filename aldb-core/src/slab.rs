@@ -5,6 +5,12 @@
 //! buckets of the same length share fixed-size pages of their size class, and a bucket is a
 //! (class, chunk) reference. A bucket that grows or shrinks moves to the next class: a copy of a
 //! few cache lines.
+//!
+//! A bulk build instead lays a shard's leaves down bucket after bucket in one array (its sort
+//! buffer, see `bulk.rs`), which the slab adopts as its *base*: a bucket there is a chunk with
+//! [`BASE`] set, whose capacity is its length. When such a bucket moves to another class its
+//! chunk goes on the free list of its own exact-fit class, so later buckets of that length reuse
+//! it and the base is not left to rot as the tree changes.
 
 use aldb_verify::spec::Hash;
 
@@ -34,7 +40,9 @@ pub(crate) struct BucketRef {
 /// Leaves per page, so a partly used page wastes little.
 const PAGE_LEAVES: usize = 128;
 /// Bucket lengths up to this get an exact-fit class; longer ones round up to a power of two.
-const EXACT_CLASSES: u32 = 32;
+pub(crate) const EXACT_CLASSES: u32 = 32;
+/// Chunk flag: the rest of the chunk number is an offset into the slab's base array.
+const BASE: u32 = 1 << 31;
 
 /// Chunk capacity of the class that holds buckets of `len` leaves (`len >= 1`).
 fn class_of(len: u32) -> (usize, usize) {
@@ -72,6 +80,7 @@ impl SizeClass {
             return c;
         }
         let c = self.next;
+        debug_assert!(c < BASE, "class chunk numbers stay below the base flag");
         self.next += 1;
         let (page, _) = self.locate(c);
         if page == self.pages.len() {
@@ -85,24 +94,51 @@ impl SizeClass {
 #[derive(Default)]
 pub(crate) struct LeafSlab {
     classes: Vec<SizeClass>,
+    /// Leaves adopted from a bulk build; chunks with [`BASE`] set point here.
+    base: Vec<Leaf>,
 }
 
 impl LeafSlab {
     fn class(&mut self, len: u32) -> &mut SizeClass {
-        let (idx, width) = class_of(len);
-        while self.classes.len() <= idx {
-            let i = self.classes.len() as u32;
-            let w = if i < EXACT_CLASSES { i as usize + 1 } else { 64usize << (i - EXACT_CLASSES) };
-            self.classes.push(SizeClass::new(w));
+        class_mut(&mut self.classes, len)
+    }
+
+    /// Takes `base` as the home of buckets made with [`LeafSlab::base_ref`]. The slab must be
+    /// empty: chunks of an earlier base would dangle.
+    ///
+    /// The array keeps the builder's spare capacity: shrinking it would copy every leaf into
+    /// fresh memory (the allocator moves over-aligned blocks), and the spare tail was never
+    /// written, so it holds address space but no memory.
+    pub(crate) fn adopt(&mut self, base: Vec<Leaf>) {
+        debug_assert!(self.base.is_empty() && self.classes.iter().all(|c| c.next == 0));
+        self.base = base;
+    }
+
+    /// The bucket holding `base[start..start + len]` (`len >= 1`). Buckets longer than the
+    /// exact-fit classes are copied into their class, so a base chunk's capacity is always its
+    /// length and a freed one fits its class exactly; so are buckets past the offsets a chunk
+    /// number can hold (a shard of over 2^31 leaves).
+    pub(crate) fn base_ref(&mut self, start: usize, len: u32) -> BucketRef {
+        debug_assert!(len >= 1 && start + len as usize <= self.base.len());
+        if len <= EXACT_CLASSES && start < BASE as usize {
+            return BucketRef { chunk: BASE | start as u32, len };
         }
-        debug_assert_eq!(self.classes[idx].width, width);
-        &mut self.classes[idx]
+        let chunk = class_mut(&mut self.classes, len).alloc();
+        let src = &self.base[start..start + len as usize];
+        let c = class_mut(&mut self.classes, len);
+        let (page, off) = c.locate(chunk);
+        c.pages[page][off..off + src.len()].copy_from_slice(src);
+        BucketRef { chunk, len }
     }
 
     /// The leaves of a bucket, sorted by path.
     pub(crate) fn get(&self, b: BucketRef) -> &[Leaf] {
         if b.len == 0 {
             return &[];
+        }
+        if b.chunk & BASE != 0 {
+            let start = (b.chunk & !BASE) as usize;
+            return &self.base[start..start + b.len as usize];
         }
         let c = &self.classes[class_of(b.len).0];
         let (page, off) = c.locate(b.chunk);
@@ -127,9 +163,14 @@ impl LeafSlab {
             self.release(old);
             self.class(len).alloc()
         };
-        let c = self.class(len);
-        let (page, off) = c.locate(chunk);
-        c.pages[page][off..off + leaves.len()].copy_from_slice(leaves);
+        if chunk & BASE != 0 {
+            let start = (chunk & !BASE) as usize;
+            self.base[start..start + leaves.len()].copy_from_slice(leaves);
+        } else {
+            let c = self.class(len);
+            let (page, off) = c.locate(chunk);
+            c.pages[page][off..off + leaves.len()].copy_from_slice(leaves);
+        }
         BucketRef { chunk, len }
     }
 
@@ -139,14 +180,26 @@ impl LeafSlab {
         }
     }
 
-    /// Heap bytes held, including unused parts of pages.
+    /// Heap bytes held, including unused parts of pages (of the base, only the written part).
     pub(crate) fn heap_bytes(&self) -> usize {
         self.classes
             .iter()
             .map(|c| c.pages.len() * c.chunks_per_page * c.width * size_of::<Leaf>() + c.free.capacity() * 4)
             .sum::<usize>()
             + self.classes.capacity() * size_of::<SizeClass>()
+            + (self.base.len() * size_of::<Leaf>()).next_multiple_of(4096)
     }
+}
+
+fn class_mut(classes: &mut Vec<SizeClass>, len: u32) -> &mut SizeClass {
+    let (idx, width) = class_of(len);
+    while classes.len() <= idx {
+        let i = classes.len() as u32;
+        let w = if i < EXACT_CLASSES { i as usize + 1 } else { 64usize << (i - EXACT_CLASSES) };
+        classes.push(SizeClass::new(w));
+    }
+    debug_assert_eq!(classes[idx].width, width);
+    &mut classes[idx]
 }
 
 #[cfg(test)]
@@ -179,5 +232,29 @@ mod tests {
         for (r, n) in &refs[2..] {
             assert_eq!(s.get(*r), &leaves(*n, *n as u8)[..]);
         }
+    }
+
+    #[test]
+    fn base_buckets_are_read_rewritten_and_recycled() {
+        let base: Vec<Leaf> = leaves(3, 1).into_iter().chain(leaves(40, 2)).chain(leaves(2, 3)).collect();
+        let mut s = LeafSlab::default();
+        s.adopt(base);
+        let a = s.base_ref(0, 3);
+        let big = s.base_ref(3, 40);
+        let c = s.base_ref(43, 2);
+        assert_eq!(big.chunk & BASE, 0, "long buckets move to their class");
+        assert_eq!(s.get(a), &leaves(3, 1)[..]);
+        assert_eq!(s.get(big), &leaves(40, 2)[..]);
+        assert_eq!(s.get(c), &leaves(2, 3)[..]);
+        let a2 = s.store(a, &leaves(3, 7));
+        assert_eq!(a2, a, "same length rewrites in place");
+        assert_eq!(s.get(a2), &leaves(3, 7)[..]);
+        let c2 = s.store(c, &leaves(3, 8));
+        assert_eq!(c2.chunk & BASE, 0, "a grown bucket leaves the base");
+        let d = s.store(BucketRef::default(), &leaves(2, 9));
+        assert_eq!(d.chunk, c.chunk, "the freed base chunk serves the next bucket of its length");
+        assert_eq!(s.get(d), &leaves(2, 9)[..]);
+        assert_eq!(s.get(a2), &leaves(3, 7)[..]);
+        assert_eq!(s.get(c2), &leaves(3, 8)[..]);
     }
 }

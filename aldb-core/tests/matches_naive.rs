@@ -175,6 +175,51 @@ fn bulk_build_matches_naive_with_ranks_and_tombstones() {
     }
 }
 
+/// Bulk-builds the first slots of a history, then commits the rest: buckets laid down by the
+/// build must read, rewrite, grow, shrink and recycle like any other.
+fn bulk_then_commit(config: Config, seed: u64, with_deletes: bool) {
+    let hist = history(seed, 16, 400);
+    let (first, rest) = hist.split_at(8);
+    let mut naive = NaiveState::default();
+    let mut b = BulkBuilder::new(config).expect("config");
+    for slot in first {
+        // Without deletes every entry is live with one rank: the builder stores neither.
+        let entries: Vec<BulkEntry> = slot
+            .iter()
+            .filter(|u| with_deletes || u.value.is_some())
+            .map(|u| BulkEntry { path: u.path, value: u.value, rank: (3, 1) })
+            .collect();
+        for e in &entries {
+            naive.apply(e.path, e.value);
+        }
+        b.push(&entries);
+    }
+    let mut tree = b.finish();
+    assert_eq!(tree.root(), naive.root(), "bulk build, config {config:?}");
+    assert_eq!(tree.len(), naive.leaves.len());
+    for (i, slot) in rest.iter().enumerate() {
+        for u in slot {
+            naive.apply(u.path, u.value);
+        }
+        assert_eq!(tree.commit(slot.clone()), naive.root(), "slot {i} after the build, config {config:?}");
+        assert_eq!(tree.len(), naive.leaves.len());
+    }
+    let probes: Vec<[u8; 32]> = hist.iter().flatten().map(|u| u.path).step_by(7).collect();
+    check_proofs(&tree, &naive, &probes);
+}
+
+#[test]
+fn commits_after_a_bulk_build_match_naive() {
+    // (1, 3) puts hundreds of leaves in a bucket (longer than the exact-fit classes); the others
+    // a few.
+    for (shard_bits, bucket_bits) in [(0, 0), (1, 3), (2, 9), (4, 11)] {
+        for with_deletes in [false, true] {
+            bulk_then_commit(Config::new(2, shard_bits, bucket_bits).expect("valid"), 11, with_deletes);
+        }
+    }
+    bulk_then_commit(Config::for_leaves(2000, 3), 12, false);
+}
+
 proptest! {
     #![proptest_config(PtConfig {
         cases: 48,
