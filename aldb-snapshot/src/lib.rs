@@ -14,6 +14,7 @@
 mod batch;
 mod error;
 mod file_builder;
+mod path_index;
 pub mod format;
 mod reader;
 pub mod records;

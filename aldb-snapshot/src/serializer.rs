@@ -23,6 +23,7 @@ use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane};
 use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_LEAF_LEN, FLAG_FULL};
+use crate::path_index::{prefix_of, PathEntry, PathIndex};
 use crate::store::{Files, MappedFile};
 
 /// One leaf of a bucket as the writer keeps it in memory: enough to match the leaves of a
@@ -95,11 +96,8 @@ pub(crate) struct Serializer {
 /// Per-slot working memory of [`Serializer::write_body`], kept so its capacity is reused.
 #[derive(Default)]
 struct Scratch {
-    /// `(path prefix, path, newest batch index)` of the batch's accounts, sorted by path.
-    by_path: Vec<PathEntry>,
-    /// Room for [`radix_sort`].
-    sort_tmp: Vec<PathEntry>,
-    sort_counts: Vec<usize>,
+    /// The batch's accounts by path.
+    index: PathIndex,
     /// Records the refresh will read, for [`Files::will_need`].
     hint: Vec<Ref>,
     /// By batch index: the account record written for it (null: superseded or deleted).
@@ -127,43 +125,6 @@ fn prefetch<T>(p: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
-}
-
-/// `(first 8 path bytes, path, newest first)`: sorting these orders by path, newest first.
-type PathEntry = (u64, Hash, std::cmp::Reverse<u32>);
-
-/// Sorts by path in linear time: paths are uniformly random, so one counting pass on their top
-/// 16 bits leaves a handful of entries per bin, each sorted in place. At 400k entries a
-/// comparison sort spent most of its time missing the cache.
-fn radix_sort(v: &mut Vec<PathEntry>, tmp: &mut Vec<PathEntry>, counts: &mut Vec<usize>) {
-    const BITS: u32 = 16;
-    if v.len() < 1 << 12 {
-        v.sort_unstable();
-        return;
-    }
-    let bin = |e: &PathEntry| (e.0 >> (64 - BITS)) as usize;
-    counts.clear();
-    counts.resize((1 << BITS) + 1, 0);
-    for e in v.iter() {
-        counts[bin(e) + 1] += 1;
-    }
-    for k in 1..counts.len() {
-        counts[k] += counts[k - 1];
-    }
-    tmp.clear();
-    tmp.resize(v.len(), (0, [0; 32], std::cmp::Reverse(0)));
-    for e in v.iter() {
-        let at = &mut counts[bin(e)];
-        tmp[*at] = *e;
-        *at += 1;
-    }
-    // Bin k now ends at counts[k] and starts where bin k-1 ends.
-    let mut start = 0;
-    for &end in &counts[..1 << BITS] {
-        tmp[start..end].sort_unstable();
-        start = end;
-    }
-    std::mem::swap(v, tmp);
 }
 
 /// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
@@ -331,15 +292,11 @@ impl Serializer {
         // several) is written; `by_path` and `path_refs` then let changed buckets, visited in
         // path order, find each leaf's new record by a merge.
         let entries = input.accounts.entries();
-        let Ok(n) = u32::try_from(entries.len()) else {
+        if u32::try_from(entries.len()).is_err() {
             return Err(SnapshotError::Input("more than 2^32 accounts in one slot".into()));
-        };
-        s.by_path.clear();
-        // Sort keys carried inline, led by the path's first 8 bytes so nearly every comparison
-        // is one integer compare; newest first within a path.
-        s.by_path.extend(entries.iter().zip(0..n).map(|(e, i)| (prefix_of(&e.path), e.path, std::cmp::Reverse(i))));
-        radix_sort(&mut s.by_path, &mut s.sort_tmp, &mut s.sort_counts);
-        s.by_path.dedup_by(|later, kept| later.1 == kept.1);
+        }
+        s.index.build(entries);
+        let by_path: &[PathEntry] = s.index.sorted();
         s.refs.clear();
         s.refs.resize(entries.len(), Ref::NULL);
         let start = fb.len();
@@ -356,13 +313,13 @@ impl Serializer {
         if input.full {
             // A full state is written in path order: the refresh later copies a key range at a
             // time, and reads it back sequentially only if it lies together on disk.
-            for &(_, _, std::cmp::Reverse(i)) in &s.by_path {
+            for &(_, _, std::cmp::Reverse(i)) in by_path {
                 s.refs[i as usize] = write(fb, &entries[i as usize])?;
             }
         } else {
             // A slot is written in batch order, reading the batch sequentially (in path order
             // most of the time went to cache misses on it).
-            for &(_, _, std::cmp::Reverse(i)) in &s.by_path {
+            for &(_, _, std::cmp::Reverse(i)) in by_path {
                 s.refs[i as usize] = WRITE_ME;
             }
             for (e, r) in entries.iter().zip(s.refs.iter_mut()) {
@@ -373,7 +330,7 @@ impl Serializer {
         }
         // One gather (independent loads the CPU overlaps), so the bucket loop reads in order.
         s.path_refs.clear();
-        s.path_refs.extend(s.by_path.iter().map(|&(_, _, std::cmp::Reverse(i))| s.refs[i as usize]));
+        s.path_refs.extend(by_path.iter().map(|&(_, _, std::cmp::Reverse(i))| s.refs[i as usize]));
         let account_bytes = fb.len() - start;
         let mut refresh_bytes = 0u64;
 
@@ -429,10 +386,10 @@ impl Serializer {
                     }
                     for (path, _) in leaves {
                         let key = (prefix_of(path), path);
-                        while cursor < s.by_path.len() && (s.by_path[cursor].0, &s.by_path[cursor].1) < key {
+                        while cursor < by_path.len() && (by_path[cursor].0, &by_path[cursor].1) < key {
                             cursor += 1;
                         }
-                        let fresh = match s.by_path.get(cursor) {
+                        let fresh = match by_path.get(cursor) {
                             Some((_, p, _)) if p == path => Some(s.path_refs[cursor]).filter(|r| !r.is_null()),
                             _ => None,
                         };
@@ -584,11 +541,6 @@ fn push_leaf(buf: &mut Vec<u8>, leaves: &mut Vec<LeafView>, prefix: u64, acct: R
     leaves.push(LeafView { prefix, account: acct });
 }
 
-fn prefix_of(path: &Hash) -> u64 {
-    let mut p = [0u8; 8];
-    p.copy_from_slice(&path[..8]);
-    u64::from_be_bytes(p)
-}
 
 /// The fixed part of an account record.
 pub(crate) struct AccountHead([u8; ACCOUNT_HEAD_LEN]);
@@ -616,32 +568,3 @@ pub(crate) fn account_record_parts(
     AccountHead(h)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::{Rng, SeedableRng};
-
-    /// The radix sort orders exactly as a comparison sort, across the small-input cutoff, with
-    /// repeated paths (newest first) and paths sharing their first 8 bytes.
-    #[test]
-    fn radix_sort_matches_comparison_sort() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let (mut tmp, mut counts) = (Vec::new(), Vec::new());
-        for n in [0usize, 1, 100, 4095, 4096, 50_000] {
-            let mut v: Vec<PathEntry> = Vec::with_capacity(n);
-            for i in 0..n as u32 {
-                let mut path: Hash = rng.random();
-                if i % 7 == 3 && i > 0 {
-                    path = v[(i as usize) / 2].1; // an account updated twice in one batch
-                } else if i % 11 == 5 && i > 0 {
-                    path[..8].copy_from_slice(&v[(i as usize) / 3].1[..8]); // same 8-byte prefix
-                }
-                v.push((prefix_of(&path), path, std::cmp::Reverse(i)));
-            }
-            let mut want = v.clone();
-            want.sort_unstable();
-            radix_sort(&mut v, &mut tmp, &mut counts);
-            assert_eq!(v, want, "n = {n}");
-        }
-    }
-}
