@@ -30,18 +30,25 @@ const CHUNK: usize = 8 << 20;
 pub(crate) struct IoBuffer {
     raw: Vec<u8>,
     start: usize,
+    len: usize,
 }
 
 impl IoBuffer {
+    /// A staging buffer of one chunk.
     pub(crate) fn new() -> Self {
-        let raw = vec![0u8; CHUNK + BLOCK];
+        Self::with_len(CHUNK)
+    }
+
+    /// `len` block-aligned bytes.
+    fn with_len(len: usize) -> Self {
+        let raw = vec![0u8; len + BLOCK];
         // Offset of the first block-aligned byte; safe code, no aligned allocator needed.
         let start = (BLOCK - (raw.as_ptr() as usize % BLOCK)) % BLOCK;
-        Self { raw, start }
+        Self { raw, start, len }
     }
 
     fn bytes(&mut self) -> &mut [u8] {
-        &mut self.raw[self.start..self.start + CHUNK]
+        &mut self.raw[self.start..self.start + self.len]
     }
 }
 
@@ -127,8 +134,9 @@ impl Drop for IoLane {
 pub(crate) fn supports_direct(dir: &Path) -> bool {
     let probe = dir.join(".direct-probe.tmp");
     let ok = open_direct(&probe).is_ok_and(|f| {
-        let mut buf = IoBuffer::new();
-        f.write_all_at(&buf.bytes()[..BLOCK], 0).is_ok()
+        // One block is enough to learn the answer; a chunk-sized buffer would be faulted in for nothing.
+        let mut buf = IoBuffer::with_len(BLOCK);
+        f.write_all_at(buf.bytes(), 0).is_ok()
     });
     let _ = std::fs::remove_file(&probe);
     ok

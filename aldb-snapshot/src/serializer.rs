@@ -22,7 +22,7 @@ use aldb_verify::spec::{Hash, EMPTY_ROOT};
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane};
-use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_LEAF_LEN, FLAG_FULL};
+use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_FULL};
 use crate::path_index::{prefix_of, PathEntry, PathIndex};
 use crate::store::{Files, MappedFile};
 
@@ -278,10 +278,12 @@ impl Serializer {
         let refreshing = !input.full && self.started;
         let chunk = self.cursor as usize;
         let in_chunk = |b: usize| refreshing && (b >> (l - rbits)) == chunk;
+        // The chunk's buckets.
+        let (chunk_lo, chunk_hi) = (chunk << (l - rbits), (chunk + 1) << (l - rbits));
         if refreshing {
             // Its records are read back below; start the device on them now.
             s.hint.clear();
-            for b in chunk << (l - rbits)..(chunk + 1) << (l - rbits) {
+            for b in chunk_lo..chunk_hi {
                 s.hint.push(self.buckets[b]);
                 s.hint.extend(self.bucket_leaves[b].iter().map(|lv| lv.account));
             }
@@ -340,11 +342,8 @@ impl Serializer {
         s.buckets.extend(changes.buckets.iter().zip(0u32..).map(|(b, k)| (b.index, k)));
         s.buckets.sort_unstable();
         if refreshing {
-            let lo = chunk << (l - rbits);
-            let hi = (chunk + 1) << (l - rbits);
-            let changed_below = s.buckets.partition_point(|&(b, _)| b < lo as u64);
-            let mut k = changed_below;
-            for b in lo..hi {
+            let mut k = s.buckets.partition_point(|&(b, _)| b < chunk_lo as u64);
+            for b in chunk_lo..chunk_hi {
                 while k < s.buckets.len() && (s.buckets[k].0 as usize) < b {
                     k += 1;
                 }
@@ -370,7 +369,6 @@ impl Serializer {
                 return Err(SnapshotError::Input(format!("bucket index {b} out of range")));
             }
             let old = self.buckets[b];
-            s.leaf_buf.clear();
             s.new_leaves.clear();
             let change = (k != REFRESH).then(|| &changes.buckets[k as usize]);
             let (hash, mut kept) = match change {
@@ -411,7 +409,7 @@ impl Serializer {
                                 }
                             },
                         };
-                        push_leaf(&mut s.leaf_buf, &mut s.new_leaves, prefix_of(path), acct);
+                        s.new_leaves.push(LeafView { prefix: prefix_of(path), account: acct });
                     }
                     (c.hash, old_leaves)
                 }
@@ -420,7 +418,7 @@ impl Serializer {
                     let hash = self.files.hash(old)?;
                     for lv in self.bucket_leaves[b].iter() {
                         let acct = self.copy_account(fb, lv.account)?;
-                        push_leaf(&mut s.leaf_buf, &mut s.new_leaves, lv.prefix, acct);
+                        s.new_leaves.push(LeafView { prefix: lv.prefix, account: acct });
                     }
                     refresh_bytes += fb.len() - before;
                     (hash, std::mem::take(&mut self.bucket_leaves[b]))
@@ -434,7 +432,10 @@ impl Serializer {
                 kept = s.new_leaves.as_slice().into();
             }
             self.bucket_leaves[b] = kept;
-            let count = (s.leaf_buf.len() / BUCKET_LEAF_LEN) as u32;
+            // On disk a leaf is its account reference alone (the prefix stays in memory).
+            s.leaf_buf.clear();
+            s.leaf_buf.extend(s.new_leaves.iter().flat_map(|lv| lv.account.0.to_le_bytes()));
+            let count = s.new_leaves.len() as u32;
             let before = fb.len();
             let r = fb.record(&[&hash, &count.to_le_bytes(), &[0u8; 4], &s.leaf_buf])?;
             if change.is_none() {
@@ -536,10 +537,6 @@ impl Serializer {
 /// bytes, and the top record's hash when this slot rewrote it.
 type BodyStats = ((u32, u32, u32), u64, u64, Option<Hash>);
 
-fn push_leaf(buf: &mut Vec<u8>, leaves: &mut Vec<LeafView>, prefix: u64, acct: Ref) {
-    buf.extend_from_slice(&acct.0.to_le_bytes());
-    leaves.push(LeafView { prefix, account: acct });
-}
 
 
 /// The fixed part of an account record.
