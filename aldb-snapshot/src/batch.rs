@@ -3,6 +3,8 @@
 use aldb_core::AccountRef;
 use aldb_verify::spec::Hash;
 
+use crate::error::SnapshotError;
+
 /// One account of a batch; its data lives in the batch's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccountEntry {
@@ -52,6 +54,24 @@ impl AccountBatch {
         for (u, a) in updates.iter().zip(accounts) {
             self.push(u.path, a);
         }
+    }
+
+    /// Sets each entry's key path from the engine's updates of this batch's own accounts
+    /// (`updates[i]` from `self.get(i)`, as [`aldb_core::Pleiades::hash_accounts`] over
+    /// [`AccountBatch::refs`] returns them). A producer that gathers a slot's accounts straight
+    /// into a batch hashes from it and then hands it to the writer without copying any data.
+    pub fn set_paths(&mut self, updates: &[aldb_core::Update]) -> Result<(), SnapshotError> {
+        if updates.len() != self.entries.len() {
+            return Err(SnapshotError::Input(format!(
+                "{} updates for a batch of {} accounts",
+                updates.len(),
+                self.entries.len()
+            )));
+        }
+        for (e, u) in self.entries.iter_mut().zip(updates) {
+            e.path = u.path;
+        }
+        Ok(())
     }
 
     /// Appends an account whose key path is `path`.
@@ -110,5 +130,34 @@ impl AccountBatch {
     pub fn clear(&mut self) {
         self.entries.clear();
         self.data.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_set_after_hashing_match_a_batch_built_from_updates() {
+        let keys: Vec<[u8; 32]> = (0u8..5).map(|i| [i.wrapping_mul(37); 32]).collect();
+        let data: Vec<Vec<u8>> = (0..5).map(|i| vec![i as u8; i * 3]).collect();
+        let refs: Vec<AccountRef<'_>> = keys
+            .iter()
+            .zip(&data)
+            .map(|(k, d)| AccountRef { pubkey: k, lamports: 7, owner: k, executable: false, data: d })
+            .collect();
+        let mut updates = Vec::new();
+        aldb_core::hash_accounts(&refs, &mut updates);
+        let expected = AccountBatch::from_updates(&updates, &refs);
+
+        let mut gathered = AccountBatch::default();
+        for a in &refs {
+            gathered.push([0; 32], a);
+        }
+        let mut hashed = Vec::new();
+        aldb_core::hash_accounts(&gathered.refs(), &mut hashed);
+        assert!(gathered.set_paths(&hashed[..4]).is_err(), "a short update list is refused");
+        gathered.set_paths(&hashed).expect("same length");
+        assert_eq!(gathered, expected);
     }
 }

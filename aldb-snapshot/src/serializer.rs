@@ -278,14 +278,22 @@ impl Serializer {
         let refreshing = !input.full && self.started;
         let chunk = self.cursor as usize;
         let in_chunk = |b: usize| refreshing && (b >> (l - rbits)) == chunk;
+        // Only records from before the current cycle need carrying forward: one written since
+        // it began is already in a file the cycle's end keeps, and so is a record all of whose
+        // references are (a record never points at a newer one).
+        let cycle_start = self.cycle_start;
+        let stale = move |r: Ref| !r.is_null() && r.seq() < cycle_start;
         // The chunk's buckets.
         let (chunk_lo, chunk_hi) = (chunk << (l - rbits), (chunk + 1) << (l - rbits));
         if refreshing {
             // Its records are read back below; start the device on them now.
             s.hint.clear();
             for b in chunk_lo..chunk_hi {
-                s.hint.push(self.buckets[b]);
-                s.hint.extend(self.bucket_leaves[b].iter().map(|lv| lv.account));
+                let before = s.hint.len();
+                s.hint.extend(self.bucket_leaves[b].iter().map(|lv| lv.account).filter(|&r| stale(r)));
+                if s.hint.len() > before || stale(self.buckets[b]) {
+                    s.hint.push(self.buckets[b]);
+                }
             }
             self.files.will_need(&mut s.hint);
         }
@@ -348,7 +356,8 @@ impl Serializer {
                     k += 1;
                 }
                 let is_changed = k < s.buckets.len() && s.buckets[k].0 as usize == b;
-                if !is_changed && !self.buckets[b].is_null() {
+                let carry = stale(self.buckets[b]) || self.bucket_leaves[b].iter().any(|lv| stale(lv.account));
+                if !is_changed && carry {
                     s.buckets.push((b as u64, REFRESH));
                 }
             }
@@ -394,8 +403,9 @@ impl Serializer {
                         let acct = match fresh {
                             Some(r) => r,
                             None => match self.find_old_leaf(&old_leaves, path)? {
-                                // Inside the refresh chunk even untouched records are copied forward.
-                                Some(lv) if in_chunk(b) => {
+                                // Inside the refresh chunk untouched records from before the
+                                // cycle are copied forward.
+                                Some(lv) if in_chunk(b) && stale(lv.account) => {
                                     let before = fb.len();
                                     let r = self.copy_account(fb, lv.account)?;
                                     refresh_bytes += fb.len() - before;
@@ -417,7 +427,7 @@ impl Serializer {
                     let before = fb.len();
                     let hash = self.files.hash(old)?;
                     for lv in self.bucket_leaves[b].iter() {
-                        let acct = self.copy_account(fb, lv.account)?;
+                        let acct = if stale(lv.account) { self.copy_account(fb, lv.account)? } else { lv.account };
                         s.new_leaves.push(LeafView { prefix: lv.prefix, account: acct });
                     }
                     refresh_bytes += fb.len() - before;
@@ -478,9 +488,11 @@ impl Serializer {
             for (i, k) in real.chain((lo..hi).map(|i| (i, None))) {
                 let hash = match k {
                     Some(k) => changes.nodes[k as usize].hash,
-                    // A refresh entry: skip empty prefixes and nodes this slot already wrote.
+                    // A refresh entry: skip empty prefixes and nodes this slot already wrote, and
+                    // those from this cycle none of whose children this slot rewrote.
                     None => match self.nodes[d][i] {
                         r if r.is_null() || r.seq() == seq => continue,
+                        r if !stale(r) && (0..arity).all(|c| self.child(d + arity / 2, arity * i + c).seq() != seq) => continue,
                         r => self.files.hash(r)?,
                     },
                 };
