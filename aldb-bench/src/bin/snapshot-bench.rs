@@ -88,6 +88,36 @@ fn thread_cpu_ms() -> std::collections::BTreeMap<String, u64> {
     out
 }
 
+/// The accounts of `slots`, in order, each gathered into a batch whose key paths the engine
+/// fills in when it hashes them.
+fn generate(o: &Opts, slots: std::ops::RangeInclusive<u64>, window: &mut KeyWindow) -> Vec<AccountBatch> {
+    slots
+        .map(|slot| {
+            let ops = SlotOps::draw(o.seed, slot, o.slot_updates, window);
+            let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
+            let mut batch = AccountBatch::with_capacity(accounts.len(), accounts.len() * o.data_len);
+            for a in &accounts.refs() {
+                batch.push([0; 32], a);
+            }
+            batch
+        })
+        .collect()
+}
+
+/// Milliseconds each thread (by name, summed over a pool) has spent runnable but waiting for a
+/// core, from `/proc/self/task/*/schedstat`: what sharing two cores costs each side.
+fn thread_wait_ms() -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
+    for t in tasks.flatten() {
+        let (Ok(comm), Ok(sched)) = (std::fs::read_to_string(t.path().join("comm")), std::fs::read_to_string(t.path().join("schedstat"))) else { continue };
+        let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
+        let wait = sched.split(' ').nth(1).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        *out.entry(name).or_insert(0) += wait / 1_000_000;
+    }
+    out
+}
+
 fn cpu_delta(before: &std::collections::BTreeMap<String, u64>, name: &str) -> u64 {
     let after = thread_cpu_ms();
     after.get(name).copied().unwrap_or(0).saturating_sub(before.get(name).copied().unwrap_or(0))
@@ -151,24 +181,27 @@ fn main() -> anyhow::Result<()> {
     let mut cpu_on = thread_cpu_ms();
     // Wall ms of the hand-off's parts: hash, copy for the writer, commit with capture, submit.
     let mut hand_off = [0.0f64; 4];
+    let mut wait_on = thread_wait_ms();
     let phase = o.warmup + o.slots;
-    for slot in 1..=phase {
+    // Each phase's accounts are generated before its clock starts, so the timed slots run back
+    // to back and the writer gets no untimed pause to catch up in. They are gathered straight
+    // into the batches the writer takes, as a producer that owns a slot's accounts would.
+    let on_batches = generate(&o, 1..=phase, &mut window);
+    for (slot, mut batch) in (1..=phase).zip(on_batches) {
         if slot == o.warmup + 1 {
             writer.flush()?;
             base = counters(writer.stats());
             cpu_on = thread_cpu_ms();
+            wait_on = thread_wait_ms();
             hand_off = [0.0; 4];
             on_secs = 0.0;
             on_updates = 0;
         }
-        let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
-        let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
         let t = Instant::now();
-        let (mut changes, mut batch) = writer.spare_buffers();
-        let refs = accounts.refs();
-        let updates = tree.hash_accounts(&refs);
+        let (mut changes, _) = writer.spare_buffers();
+        let updates = tree.hash_accounts(&batch.refs());
         let t_hashed = Instant::now();
-        batch.fill_from_updates(&updates, &refs);
+        batch.set_paths(&updates)?;
         let t_copied = Instant::now();
         let root = tree.commit_capture(updates, &mut changes);
         let t_committed = Instant::now();
@@ -180,10 +213,15 @@ fn main() -> anyhow::Result<()> {
         on_updates += o.slot_updates as u64;
         println!("slot {slot:>3} (snapshots on):  {:8.2} ms to hand off", t.elapsed().as_secs_f64() * 1e3);
     }
+    let waited = thread_wait_ms();
+    // Thread names are cut to 15 bytes by the kernel: "aldb-snapshot" and "aldb-snapshot-i(o)".
+    let queued = |name: &str| waited.get(name).copied().unwrap_or(0).saturating_sub(wait_on.get(name).copied().unwrap_or(0));
+    let queued_ms = [queued("pleiades"), queued("aldb-snapshot") + queued("aldb-snapshot-i")];
     let t = Instant::now();
     writer.flush()?;
     on_secs += t.elapsed().as_secs_f64();
-    let on_cpu = ["pleiades", "aldb-snapshot", "aldb-snapshot-io"].map(|n| cpu_delta(&cpu_on, n));
+    // Thread names are cut to 15 bytes by the kernel: "aldb-snapshot-io" reads "aldb-snapshot-i".
+    let on_cpu = ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| cpu_delta(&cpu_on, n));
     let s = writer.stats().clone();
     let now = counters(&s);
     let [bytes, account_bytes, refresh, waits, wait_nanos, write_nanos]: [u64; 6] = std::array::from_fn(|i| now[i] - base[i]);
@@ -195,16 +233,15 @@ fn main() -> anyhow::Result<()> {
     let mut off_secs = 0.0;
     let mut off_updates = 0u64;
     let mut cpu_off = thread_cpu_ms();
-    for slot in phase + 1..=2 * phase {
+    let off_batches = generate(&o, phase + 1..=2 * phase, &mut window);
+    for (slot, batch) in (phase + 1..=2 * phase).zip(off_batches) {
         if slot == phase + o.warmup + 1 {
             off_secs = 0.0;
             off_updates = 0;
             cpu_off = thread_cpu_ms();
         }
-        let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
-        let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
         let t = Instant::now();
-        tree.commit_accounts(&accounts.refs());
+        tree.commit_accounts(&batch.refs());
         off_secs += t.elapsed().as_secs_f64();
         off_updates += o.slot_updates as u64;
         println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
@@ -227,8 +264,13 @@ fn main() -> anyhow::Result<()> {
     let per_slot = |ms: u64| ms as f64 / o.slots as f64;
     let h = hand_off.map(|ms| ms / o.slots as f64);
     println!(
-        "hand-off ms per slot (snapshots on): hash {:.1}, copy for writer {:.1}, commit+capture {:.1}, submit {:.1}",
+        "hand-off ms per slot (snapshots on): hash {:.1}, key paths into the batch {:.1}, commit+capture {:.1}, submit {:.1}",
         h[0], h[1], h[2], h[3]
+    );
+    println!(
+        "run-queue wait ms per slot (snapshots on): engine {:.1}, writer {:.1}",
+        per_slot(queued_ms[0]),
+        per_slot(queued_ms[1])
     );
     let cpu_ratio = off_pool_cpu as f64 / on_cpu.iter().sum::<u64>().max(1) as f64;
     println!(
@@ -261,6 +303,8 @@ fn main() -> anyhow::Result<()> {
         "writer_cpu_ms_per_slot": per_slot(on_cpu[1] + on_cpu[2]),
         "cpu_ratio": (cpu_ratio * 1000.0).round() / 1000.0,
         "writer_wait_ms": wait_ms.round(),
+        "engine_runq_wait_ms_per_slot": per_slot(queued_ms[0]),
+        "writer_runq_wait_ms_per_slot": per_slot(queued_ms[1]),
         "writer_write_ms": write_ms.round(),
         "full_snapshot_bytes": full_bytes,
     });
