@@ -46,3 +46,4 @@ pub use changes::{BucketChange, ChangeSet, NodeChange};
 pub use config::{Config, LEAVES_PER_BUCKET, MAX_BUCKET_BITS, MAX_SHARD_BITS};
 pub use error::CoreError;
 pub use pleiades::Pleiades;
+pub use prefetch::prefetch;

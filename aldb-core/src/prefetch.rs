@@ -6,7 +6,7 @@
 
 /// Hints the CPU to bring the cache line holding `p` into L1. Never faults, even on a bad address.
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
+pub fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetch is a hint that never dereferences architecturally; SSE is baseline on x86_64.
     unsafe {

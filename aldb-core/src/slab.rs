@@ -123,11 +123,10 @@ impl LeafSlab {
         if len <= EXACT_CLASSES && start < BASE as usize {
             return BucketRef { chunk: BASE | start as u32, len };
         }
-        let chunk = class_mut(&mut self.classes, len).alloc();
-        let src = &self.base[start..start + len as usize];
         let c = class_mut(&mut self.classes, len);
+        let chunk = c.alloc();
         let (page, off) = c.locate(chunk);
-        c.pages[page][off..off + src.len()].copy_from_slice(src);
+        c.pages[page][off..off + len as usize].copy_from_slice(&self.base[start..start + len as usize]);
         BucketRef { chunk, len }
     }
 

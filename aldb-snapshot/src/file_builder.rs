@@ -3,10 +3,10 @@
 //! Files are written once, sequentially, and read later through mappings, so the writer
 //! bypasses the page cache when the filesystem allows it (`O_DIRECT`): copying every byte into
 //! freshly allocated cache pages cost more than the disk itself (measured 0.3 GB/s buffered and
-//! synced against 1.6 GB/s direct on the same disk, BENCHMARKS.md §2). The bytes go through one
-//! block-aligned buffer that is reused for every file, so steady state allocates nothing. Full
-//! chunks go to a helper thread ([`IoLane`]), so serializing the next chunk overlaps the device
-//! writing the last one.
+//! synced against 1.6 GB/s direct on the same disk, BENCHMARKS.md §2). The bytes go through two
+//! block-aligned buffers that are reused for every file, so steady state allocates nothing: a
+//! full chunk goes to a helper thread ([`IoLane`]) while the serializer fills the other buffer,
+//! so serializing the next chunk overlaps the device writing the last one.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;

@@ -6,17 +6,18 @@
 //! can be walked from its own root.
 //!
 //! Old files must eventually be deleted, yet an untouched bucket would keep pointing at the file
-//! it was last written in forever. So each slot also rewrites ("refreshes") one chunk of the key
-//! space, cycling through all chunks in `2^refresh_bits` slots: once a cycle completes, every
-//! record reachable from the newest root was written during that cycle, and everything older than
-//! the cycle's first file is garbage as soon as no kept slot needs it. The cost is bounded extra
-//! writing (the tree and accounts divided by the cycle length per slot), in exchange for never
-//! reading or rewriting a whole base on the hot path.
+//! it was last written in forever. So each slot also visits ("refreshes") one chunk of the key
+//! space, cycling through all chunks in `2^refresh_bits` slots, and copies forward the records
+//! under it that predate the current cycle: once a cycle completes, every record reachable from
+//! the newest root was written during that cycle, and everything older than the cycle's first
+//! file is garbage as soon as no kept slot needs it. The cost is bounded extra writing (at most
+//! the tree and accounts divided by the cycle length per slot, and only what stayed untouched for
+//! a whole cycle), in exchange for never reading or rewriting a whole base on the hot path.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aldb_core::ChangeSet;
+use aldb_core::{prefetch, ChangeSet};
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
 use crate::batch::AccountBatch;
@@ -114,18 +115,6 @@ struct Scratch {
 
 /// How far ahead the bucket loop prefetches old leaves.
 const PREFETCH_BUCKETS: usize = 8;
-
-/// Hints the CPU to bring the cache line holding `p` into L1. Never faults, even on a bad address.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint that never dereferences architecturally; SSE is baseline on x86_64.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
 /// and files are far smaller than 2^35 bytes).

@@ -13,6 +13,7 @@ use aldb_verify::spec::Hash;
 use memmap2::Mmap;
 
 use crate::error::SnapshotError;
+use crate::path_index::prefix_of;
 use crate::format::{
     body_digest, checksum, hash_at, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC,
     FOOTER_LEN, HEADER_LEN, node_len,
@@ -155,9 +156,7 @@ impl Files {
     pub(crate) fn leaf(&self, r: Ref, bucket: u64, bucket_bits: u8) -> Result<(Hash, Hash, AccountView<'_>), SnapshotError> {
         let a = self.account(r)?;
         let path = aldb_verify::spec::key_path(&a.pubkey);
-        let mut p = [0u8; 8];
-        p.copy_from_slice(&path[..8]);
-        let top = if bucket_bits == 0 { 0 } else { u64::from_be_bytes(p) >> (64 - u32::from(bucket_bits)) };
+        let top = if bucket_bits == 0 { 0 } else { prefix_of(&path) >> (64 - u32::from(bucket_bits)) };
         if top != bucket {
             let f = self.file(r)?;
             return Err(SnapshotError::corrupt(&f.path, "account record does not belong to its bucket"));

@@ -68,24 +68,37 @@ fn parse() -> anyhow::Result<Opts> {
     Ok(o)
 }
 
-/// CPU time used so far by this process's threads, in milliseconds, summed by thread name
-/// (`/proc/self/task/*/stat`, whose times are in USER_HZ = 100 ticks per second on Linux).
-/// Read over a whole phase it tells what each part costs in CPU whatever else runs on the machine,
-/// which wall-clock rates on a shared 2-core host cannot.
-fn thread_cpu_ms() -> std::collections::BTreeMap<String, u64> {
-    let mut out = std::collections::BTreeMap::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
-    for t in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
-        // "pid (comm) state ppid ...": comm may hold spaces, so split at the last ')'.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
-        let name = stat[open + 1..close].trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // utime and stime are fields 14 and 15 of the line, 12 and 13 after "state".
-        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-        *out.entry(name).or_insert(0) += (ticks(11) + ticks(12)) * 10;
+/// What this process's threads have used so far, summed by thread name (a pool's numbered
+/// threads together): `(CPU, time runnable but waiting for a core)` in nanoseconds, from
+/// `/proc/self/task/*/schedstat`. Read over a whole phase it tells what each part costs in CPU,
+/// and what sharing the cores costs it, whatever else runs on the machine, which wall-clock rates
+/// on a shared 2-core host cannot. The kernel cuts names to 15 bytes: the writer's I/O thread
+/// `aldb-snapshot-io` reads `aldb-snapshot-i`.
+#[derive(Default)]
+struct ThreadTimes(std::collections::BTreeMap<String, (u64, u64)>);
+
+impl ThreadTimes {
+    fn now() -> Self {
+        let mut out = Self::default();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
+        for t in tasks.flatten() {
+            let (Ok(comm), Ok(sched)) = (std::fs::read_to_string(t.path().join("comm")), std::fs::read_to_string(t.path().join("schedstat"))) else { continue };
+            let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
+            let mut fields = sched.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+            let (cpu, wait) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
+            let e = out.0.entry(name).or_insert((0, 0));
+            e.0 += cpu;
+            e.1 += wait;
+        }
+        out
     }
-    out
+
+    /// `(CPU, run-queue wait)` in milliseconds of the threads named `name` since `earlier`.
+    fn since(&self, earlier: &Self, name: &str) -> (u64, u64) {
+        let get = |t: &Self| t.0.get(name).copied().unwrap_or((0, 0));
+        let ((cpu, wait), (cpu0, wait0)) = (get(self), get(earlier));
+        (cpu.saturating_sub(cpu0) / 1_000_000, wait.saturating_sub(wait0) / 1_000_000)
+    }
 }
 
 /// The accounts of `slots`, in order, each gathered into a batch whose key paths the engine
@@ -102,25 +115,6 @@ fn generate(o: &Opts, slots: std::ops::RangeInclusive<u64>, window: &mut KeyWind
             batch
         })
         .collect()
-}
-
-/// Milliseconds each thread (by name, summed over a pool) has spent runnable but waiting for a
-/// core, from `/proc/self/task/*/schedstat`: what sharing two cores costs each side.
-fn thread_wait_ms() -> std::collections::BTreeMap<String, u64> {
-    let mut out = std::collections::BTreeMap::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
-    for t in tasks.flatten() {
-        let (Ok(comm), Ok(sched)) = (std::fs::read_to_string(t.path().join("comm")), std::fs::read_to_string(t.path().join("schedstat"))) else { continue };
-        let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
-        let wait = sched.split(' ').nth(1).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-        *out.entry(name).or_insert(0) += wait / 1_000_000;
-    }
-    out
-}
-
-fn cpu_delta(before: &std::collections::BTreeMap<String, u64>, name: &str) -> u64 {
-    let after = thread_cpu_ms();
-    after.get(name).copied().unwrap_or(0).saturating_sub(before.get(name).copied().unwrap_or(0))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -178,10 +172,9 @@ fn main() -> anyhow::Result<()> {
             .map(|c| c.load(Ordering::Relaxed))
     };
     let mut base = [full_bytes, full_account_bytes, 0, 0, 0, 0];
-    let mut cpu_on = thread_cpu_ms();
+    let mut times_on = ThreadTimes::now();
     // Wall ms of the hand-off's parts: hash, key paths into the batch, commit with capture, submit.
     let mut hand_off = [0.0f64; 4];
-    let mut wait_on = thread_wait_ms();
     let phase = o.warmup + o.slots;
     // Each phase's accounts are generated before its clock starts, so the timed slots run back
     // to back and the writer gets no untimed pause to catch up in. They are gathered straight
@@ -192,8 +185,7 @@ fn main() -> anyhow::Result<()> {
         if slot == o.warmup + 1 {
             writer.flush()?;
             base = counters(writer.stats());
-            cpu_on = thread_cpu_ms();
-            wait_on = thread_wait_ms();
+            times_on = ThreadTimes::now();
             hand_off = [0.0; 4];
             on_secs = 0.0;
             on_updates = 0;
@@ -217,16 +209,14 @@ fn main() -> anyhow::Result<()> {
         on_updates += o.slot_updates as u64;
         println!("slot {slot:>3} (snapshots on):  {:8.2} ms to hand off", t.elapsed().as_secs_f64() * 1e3);
     }
-    let waited = thread_wait_ms();
-    // Thread names are cut to 15 bytes by the kernel: "aldb-snapshot" and "aldb-snapshot-i(o)".
-    let queued = |name: &str| waited.get(name).copied().unwrap_or(0).saturating_sub(wait_on.get(name).copied().unwrap_or(0));
-    let queued_ms = [queued("pleiades"), queued("aldb-snapshot") + queued("aldb-snapshot-i")];
     let t = Instant::now();
     writer.flush()?;
     on_secs += t.elapsed().as_secs_f64();
     drop(spares);
-    // Thread names are cut to 15 bytes by the kernel: "aldb-snapshot-io" reads "aldb-snapshot-i".
-    let on_cpu = ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| cpu_delta(&cpu_on, n));
+    let times = ThreadTimes::now();
+    let [engine_on, writer_main, writer_io] = ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| times.since(&times_on, n));
+    let on_cpu = [engine_on.0, writer_main.0, writer_io.0];
+    let queued_ms = [engine_on.1, writer_main.1 + writer_io.1];
     let s = writer.stats().clone();
     let now = counters(&s);
     let [bytes, account_bytes, refresh, waits, wait_nanos, write_nanos]: [u64; 6] = std::array::from_fn(|i| now[i] - base[i]);
@@ -237,13 +227,13 @@ fn main() -> anyhow::Result<()> {
     // Phase 2: the same workload, snapshots off.
     let mut off_secs = 0.0;
     let mut off_updates = 0u64;
-    let mut cpu_off = thread_cpu_ms();
+    let mut times_off = ThreadTimes::now();
     let off_batches = generate(&o, phase + 1..=2 * phase, &mut window);
     for (slot, batch) in (phase + 1..=2 * phase).zip(off_batches) {
         if slot == phase + o.warmup + 1 {
             off_secs = 0.0;
             off_updates = 0;
-            cpu_off = thread_cpu_ms();
+            times_off = ThreadTimes::now();
         }
         let t = Instant::now();
         tree.commit_accounts(&batch.refs());
@@ -251,7 +241,7 @@ fn main() -> anyhow::Result<()> {
         off_updates += o.slot_updates as u64;
         println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
     }
-    let off_pool_cpu = cpu_delta(&cpu_off, "pleiades");
+    let off_pool_cpu = ThreadTimes::now().since(&times_off, "pleiades").0;
     let on_rate = on_updates as f64 / on_secs;
     let off_rate = off_updates as f64 / off_secs;
     let per = |b: u64| b as f64 / on_updates as f64;
