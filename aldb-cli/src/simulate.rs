@@ -200,14 +200,14 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     });
     let wc = WriterConfig { every: a.every, keep_slots: a.keep, refresh_slots: a.refresh_slots, ..WriterConfig::new(&a.dir) };
     let writer = SnapshotWriter::start(wc, Some(on_publish))?;
-    let mut changes = ChangeSet::default();
+    let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
 
     // The first snapshot of a run is full.
     let mut full = true;
     if start == 1 {
         tree.capture_all(&mut changes);
         record(0, tree.root())?;
-        let input = SlotInput { slot: 0, parent: None, root: tree.root(), changes: std::mem::take(&mut changes), accounts: mirror.batch(), full };
+        let input = SlotInput { slot: 0, parent: None, root: tree.root(), changes: std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), accounts: mirror.batch(), full };
         writer.submit(input)?;
         full = false;
     }
@@ -222,9 +222,9 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         record(slot, root)?;
         let (changes_now, accounts_now) = if full {
             tree.capture_all(&mut changes);
-            (std::mem::take(&mut changes), mirror.batch())
+            (std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), mirror.batch())
         } else {
-            (std::mem::take(&mut changes), batch)
+            (std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), batch)
         };
         writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes: changes_now, accounts: accounts_now, full })?;
         full = false;

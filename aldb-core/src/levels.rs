@@ -12,6 +12,7 @@
 
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
+use crate::changes::{CaptureOptions, NodeSink};
 use crate::huge::HugeArray;
 use crate::multihash::{hash_blocks, DOMAINS};
 use crate::prefetch::prefetch;
@@ -83,9 +84,14 @@ impl LevelTree {
 
     /// Recomputes every ancestor of the bottom slots in `dirty` (sorted, unique), level by level
     /// so each level's branches are hashed together in SIMD batches.
-    /// When `capture` is given, every recomputed node is appended to it as `(r, j, hash)`: level
-    /// `r` below the top (0 is the top node), position `j` within that level.
-    pub(crate) fn rehash(&mut self, dirty: &[u32], s: &mut LevelScratch, mut capture: Option<&mut Vec<(u8, u32, Hash)>>) {
+    /// When `capture` is given, every recomputed node at a level its options keep is appended to
+    /// it as `(r, j, hash)`: level `r` below the top (0 is the top node), position `j` within it.
+    pub(crate) fn rehash(
+        &mut self,
+        dirty: &[u32],
+        s: &mut LevelScratch,
+        mut capture: Option<NodeSink<'_>>,
+    ) {
         let d = &*DOMAINS;
         s.next.clear();
         s.next.extend_from_slice(dirty);
@@ -120,15 +126,16 @@ impl LevelTree {
             for (k, &i) in s.jobs.iter().enumerate() {
                 self.set(i as usize, s.out[k]);
             }
-            if let Some(c) = capture.as_deref_mut() {
+            if let Some((c, _)) = capture.as_mut().filter(|(_, o)| o.keeps_level(self.base_depth + r)) {
                 c.extend(s.next.iter().map(|&j| (r, j, self.get(level_base + j as usize))));
             }
         }
     }
 
-    /// Every non-empty node above the bottom, as `(r, j, hash)` like [`LevelTree::rehash`]'s capture.
-    pub(crate) fn for_each_node(&self, mut f: impl FnMut(u8, u32, &Hash)) {
-        for r in 0..self.height {
+    /// Every non-empty node above the bottom at a level `options` keeps, as `(r, j, hash)` like
+    /// [`LevelTree::rehash`]'s capture.
+    pub(crate) fn for_each_node(&self, options: CaptureOptions, mut f: impl FnMut(u8, u32, &Hash)) {
+        for r in (0..self.height).filter(|&r| options.keeps_level(self.base_depth + r)) {
             let base = 1usize << r;
             for j in 0..base {
                 let h = self.get(base + j);

@@ -42,7 +42,7 @@ pub mod sorted;
 pub use account::{hash_accounts, AccountRef, Update};
 pub use aldb_verify::{spec::Hash, Claim, Proof, EMPTY_ROOT};
 pub use bulk::{BulkBuilder, BulkEntry};
-pub use changes::{BucketChange, ChangeSet, NodeChange};
+pub use changes::{BucketChange, CaptureOptions, ChangeSet, NodeChange};
 pub use config::{Config, LEAVES_PER_BUCKET, MAX_BUCKET_BITS, MAX_SHARD_BITS};
 pub use error::CoreError;
 pub use pleiades::Pleiades;

@@ -5,7 +5,7 @@ use aldb_verify::{Proof, Sibling, Terminal};
 use rayon::prelude::*;
 
 use crate::account::{hash_accounts_into, AccountRef, Update};
-use crate::changes::{ChangeSet, NodeChange, ShardCapture};
+use crate::changes::{CaptureSink, ChangeSet};
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::levels::{LevelScratch, LevelTree};
@@ -27,9 +27,6 @@ pub struct Pleiades {
     top_scratch: LevelScratch,
     /// The partitioned updates of the last commit, kept to reuse the allocation.
     scratch: Vec<Update>,
-    /// Per shard, what the last capturing commit recorded; kept so a slot's megabytes of change
-    /// lists reuse their allocations instead of being faulted in anew every commit.
-    captures: Vec<ShardCapture>,
     len: usize,
 }
 
@@ -56,7 +53,6 @@ impl Pleiades {
             top: LevelTree::new(0, config.shard_bits),
             top_scratch: LevelScratch::default(),
             scratch: Vec::new(),
-            captures: Vec::new(),
             len: 0,
         })
     }
@@ -118,32 +114,29 @@ impl Pleiades {
     }
 
     /// Like [`Pleiades::commit`], and also records every prefix and bucket it rewrote in
-    /// `changes` (cleared first), for the snapshot writer.
+    /// `changes` (cleared first, its options and allocations kept), for the snapshot writer.
     pub fn commit_capture(&mut self, updates: Vec<Update>, changes: &mut ChangeSet) -> Hash {
-        changes.clear();
-        changes.bucket_bits = self.config.bucket_bits;
+        changes.reset(self.config.bucket_bits, self.config.shard_bits, self.shards.len());
         self.commit_inner(updates, Some(changes))
     }
 
     /// Records the whole tree in `changes` (cleared first): what a full snapshot holds.
     pub fn capture_all(&self, changes: &mut ChangeSet) {
-        changes.clear();
-        changes.bucket_bits = self.config.bucket_bits;
-        let shard_bits = self.config.shard_bits;
-        let parts: Vec<ShardCapture> = self.pool.install(|| {
+        changes.reset(self.config.bucket_bits, self.config.shard_bits, self.shards.len());
+        let options = changes.options();
+        self.pool.install(|| {
             self.shards
                 .par_iter()
-                .map(|shard| {
-                    let mut c = ShardCapture::default();
-                    shard.capture_all(&mut c);
-                    c
-                })
-                .collect()
+                .zip(changes.parts_mut().par_iter_mut())
+                .for_each(|(shard, part)| shard.capture_all(CaptureSink { part, options }));
         });
-        for (i, c) in parts.iter().enumerate() {
-            c.append_to(i as u64, shard_bits, changes);
+        for (i, shard) in self.shards.iter().enumerate() {
+            if shard.len() != 0 {
+                changes.mark_changed(i as u32);
+            }
         }
-        self.top.for_each_node(|r, j, h| changes.nodes.push(NodeChange { level: r, index: u64::from(j), hash: *h }));
+        let top = changes.top_mut();
+        self.top.for_each_node(options, |r, j, h| top.push((r, j, *h)));
     }
 
     fn commit_inner(&mut self, updates: Vec<Update>, changes: Option<&mut ChangeSet>) -> Hash {
@@ -155,7 +148,8 @@ impl Pleiades {
         });
         drop(updates);
         let slices = split_by_offsets(&mut parts, &offsets);
-        let results = self.apply_parts(slices, true, changes.is_some());
+        let mut changes = changes;
+        let results = self.apply_parts(slices, true, changes.as_deref_mut());
         self.scratch = parts;
         self.finish_commit(results, changes);
         self.root()
@@ -171,15 +165,12 @@ impl Pleiades {
         }
         match changes {
             Some(out) => {
-                let shard_bits = self.config.shard_bits;
+                // Results come in shard order, as `ChangeSet::buckets` needs.
                 for r in results.iter().filter(|r| r.captured) {
-                    if let Some(c) = self.captures.get(r.shard) {
-                        c.append_to(r.shard as u64, shard_bits, out);
-                    }
+                    out.mark_changed(r.shard as u32);
                 }
-                let mut top = Vec::new();
-                self.top.rehash(&dirty, &mut self.top_scratch, Some(&mut top));
-                out.nodes.extend(top.into_iter().map(|(r, j, hash)| NodeChange { level: r, index: u64::from(j), hash }));
+                let options = out.options();
+                self.top.rehash(&dirty, &mut self.top_scratch, Some((out.top_mut(), options)));
             }
             None => self.top.rehash(&dirty, &mut self.top_scratch, None),
         }
@@ -244,13 +235,14 @@ impl Pleiades {
     /// Applies each shard's updates on the workers, one worker per shard and no lock. `sort`
     /// orders a shard's updates by path keeping the last of each path; without it they must
     /// already be sorted and unique.
-    fn apply_parts(&mut self, parts: Vec<&mut [Update]>, sort: bool, capture: bool) -> Vec<ShardResult> {
+    fn apply_parts(&mut self, parts: Vec<&mut [Update]>, sort: bool, capture: Option<&mut ChangeSet>) -> Vec<ShardResult> {
         let shards = &mut self.shards;
-        let slots: Vec<Option<&mut ShardCapture>> = if capture {
-            self.captures.resize_with(shards.len(), ShardCapture::default);
-            self.captures.iter_mut().map(Some).collect()
-        } else {
-            (0..shards.len()).map(|_| None).collect()
+        let slots: Vec<Option<CaptureSink<'_>>> = match capture {
+            Some(c) => {
+                let options = c.options();
+                c.parts_mut().iter_mut().map(|part| Some(CaptureSink { part, options })).collect()
+            }
+            None => (0..shards.len()).map(|_| None).collect(),
         };
         self.pool.install(|| {
             shards
@@ -273,7 +265,7 @@ impl Pleiades {
 struct ShardResult {
     shard: usize,
     delta: isize,
-    /// Whether `Pleiades::captures[shard]` holds this commit's changes of the shard.
+    /// Whether the change set's part for the shard holds this commit's changes of it.
     captured: bool,
 }
 
@@ -282,11 +274,11 @@ fn apply_to_shard(
     shard: &mut Shard,
     ops: &[Update],
     scratch: &mut ShardScratch,
-    mut capture: Option<&mut ShardCapture>,
+    mut capture: Option<CaptureSink<'_>>,
 ) -> Option<ShardResult> {
     let before = shard.len() as isize;
-    if let Some(c) = capture.as_deref_mut() {
-        c.clear();
+    if let Some(c) = capture.as_mut() {
+        c.part.clear();
     }
     let captured = capture.is_some();
     let changed = shard.commit(ops, scratch, capture);

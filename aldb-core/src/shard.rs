@@ -9,7 +9,7 @@ use aldb_verify::spec::Hash;
 
 use crate::account::Update;
 use crate::bucket::{self, hash_buckets, BucketScratch};
-use crate::changes::ShardCapture;
+use crate::changes::{CaptureOptions, CaptureSink, ShardCapture};
 use crate::levels::{LevelScratch, LevelTree};
 use crate::pleiades::{path_cmp, prefix64};
 use crate::prefetch::prefetch;
@@ -97,7 +97,7 @@ impl Shard {
 
     /// Applies updates sorted by path with unique paths, then rehashes what changed.
     /// Returns whether the shard's root may have changed. With `capture`, records what changed.
-    pub(crate) fn commit(&mut self, ops: &[Update], s: &mut ShardScratch, capture: Option<&mut ShardCapture>) -> bool {
+    pub(crate) fn commit(&mut self, ops: &[Update], s: &mut ShardScratch, capture: Option<CaptureSink<'_>>) -> bool {
         s.dirty.clear();
         let n = ops.len();
         let mut i = 0;
@@ -132,7 +132,7 @@ impl Shard {
         true
     }
 
-    fn rehash(&mut self, s: &mut ShardScratch, capture: Option<&mut ShardCapture>) {
+    fn rehash(&mut self, s: &mut ShardScratch, capture: Option<CaptureSink<'_>>) {
         let refs: Vec<&[Leaf]> = s.dirty.iter().map(|&b| self.slab.get(self.buckets[b as usize])).collect();
         hash_buckets(&refs, &mut s.hashes, &mut s.bucket);
         drop(refs);
@@ -143,28 +143,33 @@ impl Shard {
             self.levels.set_bottom(b as usize, *h);
         }
         match capture {
-            Some(c) => {
+            Some(CaptureSink { part, options }) => {
                 for (&b, h) in s.dirty.iter().zip(&s.hashes) {
-                    self.capture_bucket(b, *h, c);
+                    self.capture_bucket(b, *h, part, options);
                 }
-                self.levels.rehash(&s.dirty, &mut s.level, Some(&mut c.nodes));
+                self.levels.rehash(&s.dirty, &mut s.level, Some((&mut part.nodes, options)));
             }
             None => self.levels.rehash(&s.dirty, &mut s.level, None),
         }
     }
 
-    fn capture_bucket(&self, b: u32, hash: Hash, c: &mut ShardCapture) {
+    fn capture_bucket(&self, b: u32, hash: Hash, c: &mut ShardCapture, options: CaptureOptions) {
         let leaves = self.slab.get(self.buckets[b as usize]);
-        c.buckets.push((b, hash, c.leaves.len() as u32, leaves.len() as u32));
-        c.leaves.extend(leaves.iter().map(|l| (l.path, l.value)));
+        c.buckets.push((b, hash, c.paths.len() as u32, leaves.len() as u32));
+        c.paths.extend(leaves.iter().map(|l| l.path));
+        if options.leaf_values {
+            c.values.extend(leaves.iter().map(|l| l.value));
+        }
     }
 
     /// Records the whole shard (every non-empty prefix and bucket) as changed.
-    pub(crate) fn capture_all(&self, c: &mut ShardCapture) {
-        self.levels.for_each_node(|r, j, h| c.nodes.push((r, j, *h)));
+    pub(crate) fn capture_all(&self, sink: CaptureSink<'_>) {
+        let CaptureSink { part: c, options } = sink;
+        c.clear();
+        self.levels.for_each_node(options, |r, j, h| c.nodes.push((r, j, *h)));
         for (b, r) in self.buckets.iter().enumerate() {
             if r.len != 0 {
-                self.capture_bucket(b as u32, self.levels.bottom(b), c);
+                self.capture_bucket(b as u32, self.levels.bottom(b), c, options);
             }
         }
     }

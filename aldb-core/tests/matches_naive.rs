@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use aldb_core::{BulkBuilder, BulkEntry, Claim, Config, Pleiades, Update};
+use aldb_core::{BulkBuilder, BulkEntry, CaptureOptions, Claim, Config, Pleiades, Update};
 use aldb_naive::NaiveState;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm};
@@ -254,8 +254,8 @@ proptest! {
     }
 }
 
-/// A bucket as a change set describes it: its hash and its `(path, value)` leaves.
-type BucketModel = ([u8; 32], Vec<([u8; 32], [u8; 32])>);
+/// A bucket as a change set describes it: its hash, its leaf paths and (when recorded) values.
+type BucketModel = ([u8; 32], Vec<[u8; 32]>, Vec<[u8; 32]>);
 
 /// The prefix array a change set describes, as maps, for comparing incremental and full captures.
 #[derive(Default, PartialEq, Debug)]
@@ -266,39 +266,68 @@ struct ArrayModel {
 
 impl ArrayModel {
     fn apply(&mut self, c: &aldb_core::ChangeSet) {
-        for n in &c.nodes {
+        for n in c.nodes() {
             if n.hash == [0; 32] {
                 self.nodes.remove(&(n.level, n.index));
             } else {
                 self.nodes.insert((n.level, n.index), n.hash);
             }
         }
-        for b in &c.buckets {
-            if b.len == 0 {
+        let mut last = None;
+        for b in c.buckets() {
+            assert!(last < Some(b.index), "buckets in ascending order");
+            last = Some(b.index);
+            if b.paths.is_empty() {
                 self.buckets.remove(&b.index);
             } else {
-                self.buckets.insert(b.index, (b.hash, c.leaves_of(b).to_vec()));
+                self.buckets.insert(b.index, (b.hash, b.paths.to_vec(), b.values.to_vec()));
             }
+        }
+    }
+
+    /// What a capture with `options` would keep of this model.
+    fn filtered(&self, options: CaptureOptions) -> Self {
+        Self {
+            nodes: self.nodes.iter().filter(|((level, _), _)| options.keeps_level(*level)).map(|(k, v)| (*k, *v)).collect(),
+            buckets: (self.buckets.iter())
+                .map(|(k, (h, p, v))| (*k, (*h, p.clone(), if options.leaf_values { v.clone() } else { Vec::new() })))
+                .collect(),
         }
     }
 }
 
 #[test]
 fn change_sets_rebuild_the_full_capture() {
+    // A second tree with the same history records only even levels and no leaf values, into one
+    // reused change set: its captures must be exactly the filtered full ones.
+    let trimmed = CaptureOptions::ALL.with_level_step(2).without_leaf_values();
     for (shard_bits, bucket_bits) in [(0, 0), (2, 2), (3, 7), (4, 12)] {
         let config = Config::new(2, shard_bits, bucket_bits).expect("valid");
         let mut tree = Pleiades::new(config).expect("config");
+        let mut twin = Pleiades::new(config).expect("config");
         let mut model = ArrayModel::default();
+        let mut twin_model = ArrayModel::default();
         let mut changes = aldb_core::ChangeSet::default();
+        let mut twin_changes = aldb_core::ChangeSet::new(trimmed);
         for slot in history(31, 10, 250) {
-            let root = tree.commit_capture(slot, &mut changes);
-            assert_eq!(changes.bucket_bits, bucket_bits);
+            let root = tree.commit_capture(slot.clone(), &mut changes);
+            assert_eq!(twin.commit_capture(slot, &mut twin_changes), root);
+            assert_eq!(changes.bucket_bits(), bucket_bits);
             model.apply(&changes);
+            twin_model.apply(&twin_changes);
             let mut full = aldb_core::ChangeSet::default();
             tree.capture_all(&mut full);
             let mut expect = ArrayModel::default();
             expect.apply(&full);
             assert_eq!(model, expect, "layout ({shard_bits}, {bucket_bits})");
+            assert_eq!(twin_model, expect.filtered(trimmed), "trimmed, layout ({shard_bits}, {bucket_bits})");
+            let mut twin_full = aldb_core::ChangeSet::new(trimmed);
+            twin.capture_all(&mut twin_full);
+            let mut twin_expect = ArrayModel::default();
+            twin_expect.apply(&twin_full);
+            assert_eq!(twin_expect, expect.filtered(trimmed));
+            assert_eq!(twin_full.node_count(), twin_expect.nodes.len());
+            assert_eq!(twin_full.bucket_count(), twin_expect.buckets.len());
             // The top of the array is the root (or, with no levels above the buckets, bucket 0).
             let top = if bucket_bits == 0 {
                 model.buckets.get(&0).map(|b| b.0)
@@ -308,4 +337,19 @@ fn change_sets_rebuild_the_full_capture() {
             assert_eq!(top.unwrap_or([0; 32]), root);
         }
     }
+}
+
+/// A change set filled by hand reads back in the coordinates it was given.
+#[test]
+fn a_change_set_filled_by_hand_reads_back() {
+    let mut c = aldb_core::ChangeSet::by_hand(12, CaptureOptions::ALL.with_level_step(2));
+    c.push_node(4, 9, [1; 32]);
+    c.push_node(5, 9, [2; 32]);
+    c.push_bucket(3, [3; 32], &[[4; 32], [5; 32]], &[[6; 32], [7; 32]]);
+    c.push_bucket(4095, [8; 32], &[], &[]);
+    let nodes: Vec<_> = c.nodes().map(|n| (n.level, n.index, n.hash)).collect();
+    assert_eq!(nodes, vec![(4, 9, [1; 32])]);
+    let buckets: Vec<_> = c.buckets().map(|b| (b.index, b.hash, b.paths.to_vec(), b.values.to_vec())).collect();
+    assert_eq!(buckets, vec![(3, [3; 32], vec![[4; 32], [5; 32]], vec![[6; 32], [7; 32]]), (4095, [8; 32], vec![], vec![])]);
+    assert_eq!((c.node_count(), c.bucket_count(), c.bucket_bits()), (1, 2, 12));
 }

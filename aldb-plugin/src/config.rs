@@ -391,7 +391,7 @@ impl Config {
         let engine = aldb_core::Config::for_leaves(self.expected_accounts, self.threads);
         let mut c = geyser_adapter::AdapterConfig::new(self.commitment.to_adapter(), engine);
         c.max_pending_slots = self.max_pending_slots;
-        c.capture_changes = true;
+        c.capture_changes = Some(aldb_snapshot::CAPTURE_OPTIONS);
         c
     }
 
@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(a.commitment, geyser_adapter::Commitment::Finalized);
         assert_eq!(a.engine.threads, 3);
         assert_eq!(a.max_pending_slots, 9);
-        assert!(a.capture_changes);
+        assert_eq!(a.capture_changes, Some(aldb_snapshot::CAPTURE_OPTIONS));
         a.validate().unwrap();
         let w = c.writer_config();
         assert_eq!((w.every, w.keep_slots, w.refresh_slots, w.queue_bound), (2, 5, 7, 8));

@@ -456,7 +456,7 @@ fn the_genesis_change_set_is_the_whole_tree() {
     // everything `capture_all` would give; this pins the assumption down.
     use geyser_adapter::{AccountUpdate, Adapter, AdapterConfig, Commitment, KeepAccounts, SlotEvent, SlotStatus as S};
     let mut config = AdapterConfig::new(Commitment::Confirmed, aldb_core::Config::for_leaves(64, 1));
-    config.capture_changes = true;
+    config.capture_changes = Some(aldb_core::CaptureOptions::ALL);
     let adapter = Adapter::with_retain(config, KeepAccounts).unwrap();
     let mut g = Gen::new(3);
     for i in 0..200u64 {
@@ -481,13 +481,12 @@ fn the_genesis_change_set_is_the_whole_tree() {
     let mut all = aldb_core::ChangeSet::default();
     adapter.with_tree(|t| t.capture_all(&mut all));
     let norm = |c: &mut aldb_core::ChangeSet| {
-        c.nodes.retain(|n| n.hash != [0; 32]);
-        c.nodes.sort_by_key(|n| (n.level, n.index));
-        type Bucket = (u64, [u8; 32], Vec<([u8; 32], [u8; 32])>);
-        let mut buckets: Vec<Bucket> =
-            c.buckets.iter().filter(|b| b.len > 0).map(|b| (b.index, b.hash, c.leaves_of(b).to_vec())).collect();
-        buckets.sort_by_key(|b| b.0);
-        (c.bucket_bits, c.nodes.clone(), buckets)
+        let mut nodes: Vec<_> = c.nodes().filter(|n| n.hash != [0; 32]).collect();
+        nodes.sort_by_key(|n| (n.level, n.index));
+        type Bucket = (u64, [u8; 32], Vec<[u8; 32]>, Vec<[u8; 32]>);
+        let buckets: Vec<Bucket> =
+            c.buckets().filter(|b| !b.paths.is_empty()).map(|b| (b.index, b.hash, b.paths.to_vec(), b.values.to_vec())).collect();
+        (c.bucket_bits(), nodes, buckets)
     };
     assert_eq!(norm(&mut got), norm(&mut all));
     assert_eq!(c.records.len(), 200);

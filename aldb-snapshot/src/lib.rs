@@ -26,5 +26,5 @@ pub use batch::{AccountBatch, AccountEntry};
 pub use format::FORMAT_VERSION;
 pub use error::{QueryError, SnapshotError};
 pub use reader::{Account, AccountProof, Hyades, SlotInfo};
-pub use serializer::{Published, SlotInput};
+pub use serializer::{Published, SlotInput, CAPTURE_OPTIONS};
 pub use writer::{SnapshotWriter, WriterConfig, WriterStats};

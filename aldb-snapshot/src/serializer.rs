@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aldb_core::{prefetch, ChangeSet};
+use aldb_core::{prefetch, CaptureOptions, ChangeSet};
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
 use crate::batch::AccountBatch;
@@ -26,6 +26,11 @@ use crate::file_builder::{FileBuilder, IoLane};
 use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_FULL};
 use crate::path_index::{prefix_of, PathEntry, PathIndex};
 use crate::store::{Files, MappedFile};
+
+/// What the writer reads of a change set: the even levels it stores (readers recompute the odd
+/// ones) and the buckets' leaf paths. A commit captured with these options records about half
+/// the bytes of a full capture; any capture that includes them is accepted.
+pub const CAPTURE_OPTIONS: CaptureOptions = CaptureOptions::ALL.with_level_step(2).without_leaf_values();
 
 /// One leaf of a bucket as the writer keeps it in memory: enough to match the leaves of a
 /// changed bucket to their records without reading anything back.
@@ -105,22 +110,23 @@ struct Scratch {
     refs: Vec<Ref>,
     /// By position in `by_path`: the account record written (null when deleted).
     path_refs: Vec<Ref>,
-    /// `(bucket index, position in the change set or REFRESH)`, in the order written.
-    buckets: Vec<(u64, u32)>,
+    /// The refresh chunk's buckets this slot changed, then those it only carries forward.
+    chunk_changed: Vec<u64>,
+    refresh: Vec<u64>,
     leaf_buf: Vec<u8>,
     new_leaves: Vec<LeafView>,
-    /// Per level: `(prefix, position in the change set)` of its changed nodes.
-    by_level: Vec<Vec<(u32, u32)>>,
+    /// Per level: `(prefix, hash)` of its changed nodes.
+    by_level: Vec<Vec<(u32, Hash)>>,
 }
 
-/// How far ahead the bucket loop prefetches old leaves.
+/// How far ahead the bucket loop prefetches a bucket's old leaves; it fetches the bucket's
+/// entries in the writer's tables (which say where those leaves are) twice as far ahead, so the
+/// leaves' address is in cache when it is needed.
 const PREFETCH_BUCKETS: usize = 8;
 
 /// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
 /// and files are far smaller than 2^35 bytes).
 const WRITE_ME: Ref = Ref(u64::MAX);
-/// Marks a bucket rewritten only by the refresh cycle.
-const REFRESH: u32 = u32::MAX;
 
 impl Serializer {
     /// A serializer for `dir`, continuing the sequence after `last_seq`. Cycles through the key
@@ -162,14 +168,21 @@ impl Serializer {
     }
 
     pub(crate) fn write(&mut self, input: &SlotInput) -> Result<Published, SnapshotError> {
+        let bucket_bits = input.changes.bucket_bits();
+        if input.changes.options().level_step > CAPTURE_OPTIONS.level_step {
+            return Err(SnapshotError::Input(format!(
+                "the change set leaves out levels the snapshot stores (level step {})",
+                input.changes.options().level_step
+            )));
+        }
         if input.full {
-            self.reset(input.changes.bucket_bits);
+            self.reset(bucket_bits);
         } else if !self.started {
             return Err(SnapshotError::Input("the first snapshot after a start must be full".into()));
-        } else if input.changes.bucket_bits != self.bucket_bits {
+        } else if bucket_bits != self.bucket_bits {
             return Err(SnapshotError::Input(format!(
-                "bucket_bits changed from {} to {} without a full snapshot",
-                self.bucket_bits, input.changes.bucket_bits
+                "bucket_bits changed from {} to {bucket_bits} without a full snapshot",
+                self.bucket_bits
             )));
         }
         let seq = self.next_seq;
@@ -335,19 +348,20 @@ impl Serializer {
 
         // Buckets in index order: the changed ones, then the refresh chunk's untouched ones.
         let changes = &input.changes;
-        s.buckets.clear();
-        s.buckets.extend(changes.buckets.iter().zip(0u32..).map(|(b, k)| (b.index, k)));
-        s.buckets.sort_unstable();
+        s.chunk_changed.clear();
+        s.refresh.clear();
         if refreshing {
-            let mut k = s.buckets.partition_point(|&(b, _)| b < chunk_lo as u64);
+            let (lo, hi) = (chunk_lo as u64, chunk_hi as u64);
+            s.chunk_changed.extend(changes.buckets().map(|c| c.index).skip_while(|&b| b < lo).take_while(|&b| b < hi));
+            let mut k = 0;
             for b in chunk_lo..chunk_hi {
-                while k < s.buckets.len() && (s.buckets[k].0 as usize) < b {
+                while k < s.chunk_changed.len() && (s.chunk_changed[k] as usize) < b {
                     k += 1;
                 }
-                let is_changed = k < s.buckets.len() && s.buckets[k].0 as usize == b;
+                let is_changed = k < s.chunk_changed.len() && s.chunk_changed[k] as usize == b;
                 let carry = stale(self.buckets[b]) || self.bucket_leaves[b].iter().any(|lv| stale(lv.account));
                 if !is_changed && carry {
-                    s.buckets.push((b as u64, REFRESH));
+                    s.refresh.push(b as u64);
                 }
             }
         }
@@ -355,32 +369,43 @@ impl Serializer {
         let mut top_hash: Option<Hash> = None;
         let mut bucket_count = 0u32;
         let mut cursor = 0usize;
-        for bi in 0..s.buckets.len() {
-            // The buckets' old leaves and the account records they will look up are scattered
-            // in memory: ask for them a few buckets ahead so the misses overlap.
-            if let Some(leaves) = s.buckets.get(bi + PREFETCH_BUCKETS).and_then(|&(b, _)| self.bucket_leaves.get(b as usize)) {
+        let mut previous: Option<u64> = None;
+        // The buckets' table entries and old leaves are scattered in memory: ask for them a few
+        // buckets ahead so the misses overlap.
+        let order = || changes.buckets().map(|c| c.index).chain(s.refresh.iter().copied());
+        let (mut near, mut far) = (order().skip(PREFETCH_BUCKETS), order().skip(2 * PREFETCH_BUCKETS));
+        let visits = changes.buckets().map(|c| (c.index, Some(c))).chain(s.refresh.iter().map(|&b| (b, None)));
+        for (b, change) in visits {
+            if let Some(a) = far.next().filter(|&a| (a as usize) < self.bucket_leaves.len()) {
+                prefetch(&self.bucket_leaves[a as usize]);
+                prefetch(&self.buckets[a as usize]);
+            }
+            if let Some(leaves) = near.next().and_then(|a| self.bucket_leaves.get(a as usize)) {
                 prefetch(leaves.as_ptr());
             }
-            let (b, k) = s.buckets[bi];
+            if change.is_some() {
+                if previous.is_some_and(|p| p >= b) {
+                    return Err(SnapshotError::Input(format!("changed buckets out of order at bucket {b}")));
+                }
+                previous = Some(b);
+            }
             let b = b as usize;
             if b >= self.buckets.len() {
                 return Err(SnapshotError::Input(format!("bucket index {b} out of range")));
             }
             let old = self.buckets[b];
             s.new_leaves.clear();
-            let change = (k != REFRESH).then(|| &changes.buckets[k as usize]);
             let (hash, mut kept) = match change {
                 Some(c) => {
-                    let leaves = changes.leaves_of(c);
                     let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
-                    if leaves.is_empty() {
+                    if c.paths.is_empty() {
                         self.buckets[b] = Ref::NULL;
                         if l == 0 {
                             top_hash = Some(EMPTY_ROOT);
                         }
                         continue;
                     }
-                    for (path, _) in leaves {
+                    for path in c.paths {
                         let key = (prefix_of(path), path);
                         while cursor < by_path.len() && (by_path[cursor].0, &by_path[cursor].1) < key {
                             cursor += 1;
@@ -454,13 +479,13 @@ impl Serializer {
         for list in &mut s.by_level {
             list.clear();
         }
-        for (n, k) in changes.nodes.iter().zip(0u32..) {
+        for n in changes.nodes() {
             let d = usize::from(n.level);
             if d >= l || n.index >= (1u64 << d) {
                 return Err(SnapshotError::Input(format!("node ({}, {}) out of range", n.level, n.index)));
             }
             if d % 2 == 0 {
-                s.by_level[d].push((n.index as u32, k));
+                s.by_level[d].push((n.index as u32, n.hash));
             }
         }
         let mut node_count = 0u32;
@@ -473,10 +498,10 @@ impl Serializer {
             } else {
                 (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
             };
-            let real = s.by_level[d].iter().map(|&(i, k)| (i as usize, Some(k)));
+            let real = s.by_level[d].iter().map(|&(i, h)| (i as usize, Some(h)));
             for (i, k) in real.chain((lo..hi).map(|i| (i, None))) {
                 let hash = match k {
-                    Some(k) => changes.nodes[k as usize].hash,
+                    Some(h) => h,
                     // A refresh entry: skip empty prefixes and nodes this slot already wrote, and
                     // those from this cycle none of whose children this slot rewrote.
                     None => match self.nodes[d][i] {
@@ -565,4 +590,5 @@ pub(crate) fn account_record_parts(
     h[76..80].copy_from_slice(&(data_len as u32).to_le_bytes());
     AccountHead(h)
 }
+
 

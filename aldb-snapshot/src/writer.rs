@@ -14,7 +14,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use aldb_core::{BucketChange, ChangeSet, NodeChange};
+use aldb_core::{CaptureOptions, ChangeSet};
+
+use crate::serializer::CAPTURE_OPTIONS;
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
@@ -196,7 +198,8 @@ impl SnapshotWriter {
     /// back (with its capacity), fresh ones otherwise. Reusing them keeps a slot's megabytes of
     /// change set and account data from being faulted in anew every slot.
     pub fn spare_buffers(&self) -> (ChangeSet, AccountBatch) {
-        self.spare.lock().ok().and_then(|rx| rx.try_recv().ok()).unwrap_or_default()
+        let spare = self.spare.lock().ok().and_then(|rx| rx.try_recv().ok());
+        spare.unwrap_or_else(|| (ChangeSet::new(CAPTURE_OPTIONS), AccountBatch::default()))
     }
 
     /// Queues one slot. Waits if the queue is full (see the module docs for why).
@@ -274,8 +277,10 @@ struct Pending {
     parent: Option<u64>,
     root: Hash,
     bucket_bits: u8,
+    options: CaptureOptions,
     nodes: HashMap<(u8, u64), Hash>,
-    buckets: HashMap<u64, (Hash, Vec<(Hash, Hash)>)>,
+    /// By bucket index (ordered, as a change set lists its buckets): hash and leaf paths.
+    buckets: BTreeMap<u64, (Hash, Vec<Hash>)>,
     accounts: Vec<AccountBatch>,
 }
 
@@ -291,23 +296,25 @@ impl Pending {
         self.slot = input.slot;
         self.parent = input.parent;
         self.root = input.root;
-        self.bucket_bits = input.changes.bucket_bits;
-        for n in &input.changes.nodes {
+        self.bucket_bits = input.changes.bucket_bits();
+        self.options = input.changes.options();
+        for n in input.changes.nodes() {
             self.nodes.insert((n.level, n.index), n.hash);
         }
-        for b in &input.changes.buckets {
-            self.buckets.insert(b.index, (b.hash, input.changes.leaves_of(b).to_vec()));
+        for b in input.changes.buckets() {
+            self.buckets.insert(b.index, (b.hash, b.paths.to_vec()));
         }
         self.accounts.push(input.accounts);
     }
 
     fn take(&mut self) -> SlotInput {
-        let mut changes = ChangeSet { bucket_bits: self.bucket_bits, ..ChangeSet::default() };
-        changes.nodes = self.nodes.drain().map(|((level, index), hash)| NodeChange { level, index, hash }).collect();
-        for (index, (hash, leaves)) in self.buckets.drain() {
-            let start = changes.leaves.len() as u32;
-            changes.leaves.extend_from_slice(&leaves);
-            changes.buckets.push(BucketChange { index, hash, start, len: leaves.len() as u32 });
+        // The serializer only reads leaf paths, so merged leaf values are not kept.
+        let mut changes = ChangeSet::by_hand(self.bucket_bits, self.options.without_leaf_values());
+        for ((level, index), hash) in self.nodes.drain() {
+            changes.push_node(level, index, hash);
+        }
+        for (index, (hash, paths)) in std::mem::take(&mut self.buckets) {
+            changes.push_bucket(index, hash, &paths, &[]);
         }
         let mut accounts = AccountBatch::default();
         for batch in self.accounts.drain(..) {

@@ -53,7 +53,7 @@ impl Run {
             .collect();
         let updates = self.tree.hash_accounts(&refs);
         let batch = AccountBatch::from_updates(&updates, &refs);
-        let mut changes = ChangeSet::default();
+        let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
         let root = self.tree.commit_capture(updates, &mut changes);
         let mut accounts = batch;
         if full {

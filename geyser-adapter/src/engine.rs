@@ -1,6 +1,6 @@
 //! Applies decided jobs to the Pleiades tree, in order, off the callback path.
 
-use aldb_core::{BulkBuilder, BulkEntry, ChangeSet, Hash, Pleiades, Update};
+use aldb_core::{BulkBuilder, BulkEntry, CaptureOptions, ChangeSet, Hash, Pleiades, Update};
 use aldb_verify::record::BlockInfo;
 
 use crate::control::Job;
@@ -51,11 +51,11 @@ pub struct Committed<Rec = ()> {
 pub(crate) struct Engine {
     tree: Pleiades,
     config: aldb_core::Config,
-    capture: bool,
+    capture: Option<CaptureOptions>,
 }
 
 impl Engine {
-    pub(crate) fn new(config: aldb_core::Config, capture: bool) -> Result<Self, aldb_core::CoreError> {
+    pub(crate) fn new(config: aldb_core::Config, capture: Option<CaptureOptions>) -> Result<Self, aldb_core::CoreError> {
         Ok(Self { tree: Pleiades::new(config)?, config, capture })
     }
 
@@ -76,11 +76,12 @@ impl Engine {
                         records.push(b.record);
                     }
                 }
-                let (root, changes) = if self.capture {
-                    let mut c = ChangeSet::default();
-                    (self.tree.commit_capture(updates, &mut c), Some(c))
-                } else {
-                    (self.tree.commit(updates), None)
+                let (root, changes) = match self.capture {
+                    Some(options) => {
+                        let mut c = ChangeSet::new(options);
+                        (self.tree.commit_capture(updates, &mut c), Some(c))
+                    }
+                    None => (self.tree.commit(updates), None),
                 };
                 Committed { slot, parent, root, kind, updates: n, records, changes, block, parent_bank_hash }
             }
@@ -118,8 +119,8 @@ impl Engine {
                 self.tree.commit(updates);
             }
         }
-        let changes = self.capture.then(|| {
-            let mut c = ChangeSet::default();
+        let changes = self.capture.map(|options| {
+            let mut c = ChangeSet::new(options);
             self.tree.capture_all(&mut c);
             c
         });

@@ -115,9 +115,10 @@ pub struct AdapterConfig {
     /// At most this many slots are tracked above the committed base. Past it, the lowest are
     /// dropped and counted: see `docs/ADAPTER.md`, "Bounded memory".
     pub max_pending_slots: usize,
-    /// Whether each [`Committed`](crate::Committed) carries the tree entries its commit
-    /// rewrote, for the snapshot writer. Off by default: capturing costs memory per commit.
-    pub capture_changes: bool,
+    /// When set, each [`Committed`](crate::Committed) carries the tree entries its commit
+    /// rewrote, recorded with these options, for the snapshot writer. Off by default:
+    /// capturing costs memory per commit.
+    pub capture_changes: Option<aldb_core::CaptureOptions>,
 }
 
 impl AdapterConfig {
@@ -128,7 +129,7 @@ impl AdapterConfig {
             engine,
             stripes: DEFAULT_STRIPES,
             max_pending_slots: DEFAULT_MAX_PENDING_SLOTS,
-            capture_changes: false,
+            capture_changes: None,
         }
     }
 

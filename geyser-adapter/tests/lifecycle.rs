@@ -477,14 +477,15 @@ fn run_helper_matches_single_threaded_delivery() {
 fn captured_changes_cover_each_commit() {
     let (accts, model, s0) = snapshot(21, 300);
     let mut c = config(Commitment::Confirmed);
-    c.capture_changes = true;
+    c.capture_changes = Some(aldb_core::CaptureOptions::ALL);
     let a = Adapter::with_retain(c, KeepUpdates).expect("adapter");
     deliver_threads(&a, &accts, 2);
     a.end_of_startup().expect("end of startup");
     let base = a.commit_ready();
     let changes = base[0].changes.as_ref().expect("captured");
     // A startup commit captures the whole tree.
-    let leaves: BTreeMap<[u8; 32], [u8; 32]> = changes.leaves.iter().copied().collect();
+    let leaves: BTreeMap<[u8; 32], [u8; 32]> =
+        changes.buckets().flat_map(|b| b.paths.iter().copied().zip(b.values.iter().copied())).collect();
     assert_eq!(leaves, model.leaves);
 
     let writes = [acct(s0 + 1, 1, 5, 1), acct(s0 + 1, 2, 0, 2), acct(s0 + 1, 3, 9, 3)];
@@ -493,7 +494,8 @@ fn captured_changes_cover_each_commit() {
     feed(&a, vec![status(s0 + 1, Some(s0), Processed), status(s0 + 1, None, Confirmed)]);
     let c = a.commit_ready();
     let changes = c[0].changes.as_ref().expect("captured");
-    let leaves: BTreeMap<[u8; 32], [u8; 32]> = changes.leaves.iter().copied().collect();
+    let leaves: BTreeMap<[u8; 32], [u8; 32]> =
+        changes.buckets().flat_map(|b| b.paths.iter().copied().zip(b.values.iter().copied())).collect();
     // Every written account's bucket was rewritten: present ones with their new value, the
     // deleted one gone.
     for u in &c[0].records {
