@@ -30,6 +30,15 @@ pub enum SnapshotError {
         /// The file's sequence number.
         seq: u32,
     },
+    /// A snapshot file would outgrow what references can address ([`crate::format::MAX_RECORD_OFFSET`]).
+    /// Nothing is published; the writer stops rather than write references that wrap.
+    #[error("snapshot file #{seq} would exceed {max} bytes, the most references can address")]
+    FileTooLarge {
+        /// The file's sequence number.
+        seq: u32,
+        /// The limit in bytes.
+        max: u64,
+    },
     /// The writer was given inconsistent input.
     #[error("invalid writer input: {0}")]
     Input(String),

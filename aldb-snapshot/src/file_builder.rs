@@ -17,7 +17,7 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::error::SnapshotError;
-use crate::format::{checksum, Header, Ref, END_MAGIC, FOOTER_LEN, HEADER_LEN};
+use crate::format::{checksum, Header, Ref, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAX_RECORD_OFFSET};
 
 /// Alignment of direct writes: offsets, lengths and buffer addresses. 4 KiB covers every
 /// logical block size Linux filesystems use on common devices.
@@ -282,6 +282,10 @@ impl<'a> FileBuilder<'a> {
     /// Appends one record made of `parts`, 8-byte aligned, and returns its reference.
     pub(crate) fn record(&mut self, parts: &[&[u8]]) -> Result<Ref, SnapshotError> {
         let at = self.len();
+        // A reference past the limit would wrap into the sequence bits and point elsewhere.
+        let Some(r) = Ref::checked(self.seq, at) else {
+            return Err(SnapshotError::FileTooLarge { seq: self.seq, max: MAX_RECORD_OFFSET });
+        };
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let padded = total.div_ceil(8) * 8;
         if padded <= CHUNK - self.filled {
@@ -304,7 +308,7 @@ impl<'a> FileBuilder<'a> {
             }
             self.stage(&ZEROS[..padded - total])?;
         }
-        Ok(Ref::new(self.seq, at))
+        Ok(r)
     }
 
     /// Bytes written so far, header included.
@@ -395,6 +399,27 @@ mod tests {
             nodes: 0,
             buckets: 0,
         }
+    }
+
+    /// A record that would start past the last offset a reference can hold is refused with a
+    /// clear error instead of getting a reference that wraps into the sequence bits.
+    #[test]
+    fn records_past_the_addressable_size_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lane = IoLane::start().unwrap();
+        let mut fb = FileBuilder::create(&dir.path().join(".big.tmp"), 3, &mut lane, false).unwrap();
+        // Pretend the file already holds almost 32 GiB (nothing below is written to disk: the
+        // records stay in the staging buffer).
+        fb.flushed = MAX_RECORD_OFFSET - fb.filled as u64 - 8;
+        let last_but_one = fb.record(&[&[1u8; 8]]).unwrap();
+        assert_eq!((last_but_one.seq(), last_but_one.offset()), (3, MAX_RECORD_OFFSET - 8));
+        let last = fb.record(&[&[2u8; 8]]).unwrap();
+        assert_eq!((last.seq(), last.offset()), (3, MAX_RECORD_OFFSET));
+        let err = fb.record(&[&[3u8; 8]]).unwrap_err();
+        assert!(matches!(err, SnapshotError::FileTooLarge { seq: 3, max: MAX_RECORD_OFFSET }), "{err}");
+        fb.abandon();
+        assert_eq!(Ref::checked(1, MAX_RECORD_OFFSET + 8), None);
+        assert_eq!(Ref::checked(1, 12), None);
     }
 
     /// Writes records of many sizes (one larger than a chunk) through both I/O modes, for files

@@ -48,9 +48,18 @@ pub const ACCOUNT_HEAD_LEN: usize = 80;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ref(pub u64);
 
+/// The largest byte offset a reference can hold: files are at most 32 GiB.
+pub const MAX_RECORD_OFFSET: u64 = (u32::MAX as u64) << 3;
+
 impl Ref {
     /// The null reference.
     pub const NULL: Ref = Ref(0);
+
+    /// A reference to byte `offset` of file `seq`, if a reference can hold it: `offset` a
+    /// multiple of 8 and at most [`MAX_RECORD_OFFSET`].
+    pub fn checked(seq: u32, offset: u64) -> Option<Ref> {
+        (offset.is_multiple_of(8) && offset <= MAX_RECORD_OFFSET).then(|| Ref::new(seq, offset))
+    }
 
     /// A reference to byte `offset` (a multiple of 8) of file `seq`.
     pub fn new(seq: u32, offset: u64) -> Ref {
