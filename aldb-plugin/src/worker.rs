@@ -94,6 +94,11 @@ fn run(
                     r.record(&c, counters);
                 }
                 sink.submit(c);
+                // The writer hands back the change sets it has written; the next commits capture
+                // into them rather than into fresh allocations.
+                if let Some((changes, _)) = sink.writer.take_spare() {
+                    adapter.recycle_changes(changes);
+                }
             }
         }));
         if let Err(payload) = step {

@@ -198,8 +198,12 @@ impl SnapshotWriter {
     /// back (with its capacity), fresh ones otherwise. Reusing them keeps a slot's megabytes of
     /// change set and account data from being faulted in anew every slot.
     pub fn spare_buffers(&self) -> (ChangeSet, AccountBatch) {
-        let spare = self.spare.lock().ok().and_then(|rx| rx.try_recv().ok());
-        spare.unwrap_or_else(|| (ChangeSet::new(CAPTURE_OPTIONS), AccountBatch::default()))
+        self.take_spare().unwrap_or_else(|| (ChangeSet::new(CAPTURE_OPTIONS), AccountBatch::default()))
+    }
+
+    /// The emptied buffers of a slot already written, if one is back; never allocates.
+    pub fn take_spare(&self) -> Option<(ChangeSet, AccountBatch)> {
+        self.spare.lock().ok().and_then(|rx| rx.try_recv().ok())
     }
 
     /// Queues one slot. Waits if the queue is full (see the module docs for why).

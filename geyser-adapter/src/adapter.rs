@@ -221,6 +221,14 @@ impl<R: Retain> Adapter<R> {
         self.counters.snapshot()
     }
 
+    /// Hands back a change set from an earlier [`Committed`] that its consumer is done with, so a
+    /// later commit captures into its allocations instead of new ones. Ignored when change capture
+    /// is off or the set was made with other options. Takes the engine lock: call it from the
+    /// thread that calls [`commit_ready`](Self::commit_ready).
+    pub fn recycle_changes(&self, changes: aldb_core::ChangeSet) {
+        lock(&self.engine).recycle(changes);
+    }
+
     /// Runs `f` on the engine's tree (at the last applied commit), holding the engine lock.
     pub fn with_tree<T>(&self, f: impl FnOnce(&Pleiades) -> T) -> T {
         f(lock(&self.engine).tree())

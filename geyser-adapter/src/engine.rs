@@ -52,11 +52,29 @@ pub(crate) struct Engine {
     tree: Pleiades,
     config: aldb_core::Config,
     capture: Option<CaptureOptions>,
+    /// Change sets a consumer is done with, refilled by later commits (see
+    /// [`Adapter::recycle_changes`](crate::Adapter::recycle_changes)).
+    spares: Vec<ChangeSet>,
 }
+
+/// Spare change sets kept at most: enough for a writer's queue to hand them round.
+const MAX_SPARES: usize = 8;
 
 impl Engine {
     pub(crate) fn new(config: aldb_core::Config, capture: Option<CaptureOptions>) -> Result<Self, aldb_core::CoreError> {
-        Ok(Self { tree: Pleiades::new(config)?, config, capture })
+        Ok(Self { tree: Pleiades::new(config)?, config, capture, spares: Vec::new() })
+    }
+
+    /// Keeps a used change set to capture into again, if it records what this engine captures.
+    pub(crate) fn recycle(&mut self, changes: ChangeSet) {
+        if Some(changes.options()) == self.capture && self.spares.len() < MAX_SPARES {
+            self.spares.push(changes);
+        }
+    }
+
+    /// A change set to capture into: a recycled one (its allocations reused) or a new one.
+    fn change_set(&mut self, options: CaptureOptions) -> ChangeSet {
+        self.spares.pop().unwrap_or_else(|| ChangeSet::new(options))
     }
 
     pub(crate) fn tree(&self) -> &Pleiades {
@@ -78,7 +96,7 @@ impl Engine {
                 }
                 let (root, changes) = match self.capture {
                     Some(options) => {
-                        let mut c = ChangeSet::new(options);
+                        let mut c = self.change_set(options);
                         (self.tree.commit_capture(updates, &mut c), Some(c))
                     }
                     None => (self.tree.commit(updates), None),
@@ -120,7 +138,7 @@ impl Engine {
             }
         }
         let changes = self.capture.map(|options| {
-            let mut c = ChangeSet::new(options);
+            let mut c = self.change_set(options);
             self.tree.capture_all(&mut c);
             c
         });

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use aldb_naive::NaiveState;
 use common::{Acct, Ev, Knobs, acct, adapter, check, generate, run, slot_hashes, startup, status};
+use aldb_core::CaptureOptions;
 use geyser_adapter::{
     AccountRecord, Adapter, AdapterConfig, CommitKind, Commitment, Committed, IgnoreReason, Irregularity, KeepAccounts,
     KeepUpdates, SlotStatus::*,
@@ -503,4 +504,51 @@ fn captured_changes_cover_each_commit() {
     }
     assert_eq!(c[0].records.len(), 3);
     assert_eq!(c[0].root, a.with_tree(|t| t.root()));
+}
+
+#[test]
+fn recycled_change_sets_capture_exactly_what_fresh_ones_do() {
+    // Two adapters see the same slots; one is handed back every change set it produced, so its
+    // later commits capture into sets still holding earlier slots' entries. The captures must
+    // be identical, with the trimmed options the snapshot writer uses and with everything.
+    for options in [CaptureOptions::ALL, CaptureOptions::ALL.with_level_step(2).without_leaf_values()] {
+        let (accts, _, s0) = snapshot(23, 300);
+        let mut c = config(Commitment::Confirmed);
+        c.capture_changes = Some(options);
+        let fresh = Adapter::with_retain(c, KeepUpdates).expect("adapter");
+        let recycling = Adapter::with_retain(c, KeepUpdates).expect("adapter");
+        for a in [&fresh, &recycling] {
+            deliver_threads(a, &accts, 2);
+            a.end_of_startup().expect("end of startup");
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut compared = 0;
+        for slot in s0..s0 + 40 {
+            if slot > s0 {
+                // A handful of writes per slot over 256 keys, a third of them deletions.
+                let writes: Vec<Ev> = (0..rng.random_range(1..12u64))
+                    .map(|w| Ev::Account(acct(slot, rng.random_range(0..=255u8), rng.random_range(0..3u64) * 7, w + 1)))
+                    .collect();
+                let statuses = vec![status(slot, Some(slot - 1), CreatedBank)];
+                let done = vec![status(slot, Some(slot - 1), Processed), status(slot, None, Confirmed)];
+                for a in [&fresh, &recycling] {
+                    feed(a, statuses.clone());
+                    feed(a, writes.clone());
+                    feed(a, done.clone());
+                }
+            }
+            let (f, r) = (fresh.commit_ready(), recycling.commit_ready());
+            assert_eq!(f.len(), r.len());
+            for (f, r) in f.into_iter().zip(r) {
+                assert_eq!((f.slot, f.root), (r.slot, r.root));
+                let (fc, rc) = (f.changes.expect("captured"), r.changes.expect("captured"));
+                assert_eq!(fc.options(), options);
+                assert_eq!(fc, rc, "slot {}", f.slot);
+                assert!(fc.bucket_count() > 0);
+                compared += 1;
+                recycling.recycle_changes(rc);
+            }
+        }
+        assert!(compared >= 30, "{compared} commits compared");
+    }
 }
