@@ -12,7 +12,7 @@ pub const MAGIC: [u8; 8] = *b"ALDBSNAP";
 /// Last bytes of every snapshot file, after the checksum.
 pub const END_MAGIC: [u8; 8] = *b"SNAPEND\0";
 /// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Header size in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Footer size: the 128-bit checksum, 8 reserved zero bytes, then [`END_MAGIC`].
@@ -21,18 +21,37 @@ pub const FOOTER_LEN: usize = 32;
 pub const FLAG_FULL: u32 = 1;
 
 /// Size of a prefix node record with `arity` child references: its hash, then the references.
-/// Nodes are stored at even levels only; a node refers to its four grandchildren (arity 4), or
-/// to its two buckets when the bucket level is just below it (arity 2). The odd level between is
-/// recomputed from the grandchildren when a proof needs it: a third fewer bytes per changed path
-/// than storing every level, for one extra hash per two levels of a proof.
+/// Nodes are stored at even levels only; a node refers to its four grandchildren (arity 4). The
+/// odd level between is recomputed from the grandchildren when a proof needs it: a third fewer
+/// bytes per changed path than storing every level, for one extra hash per two levels of a
+/// proof. When the bucket level is odd, the even level just above it is not stored either: the
+/// node three levels above the buckets refers to its eight great-grandchild buckets (arity 8).
+/// That deepest stored level is where nearly every update rewrites a node of its own, so one
+/// 96-byte record there replaces a 64-byte and a 48-byte one.
 pub const fn node_len(arity: usize) -> usize {
     32 + 8 * arity
 }
 
-/// The number of child references of a node record at level `d` of a layout whose buckets are
-/// at level `bucket_bits` (`d` even and below `bucket_bits`).
+/// The most child references a node record has.
+pub const MAX_ARITY: usize = 8;
+
+/// Whether prefix nodes at level `d` have records, in a layout whose buckets are at level
+/// `bucket_bits`: even levels above the buckets, except the one just above an odd bucket level
+/// (the top level 0 always is, when there is a level above the buckets).
+pub const fn node_stored(d: usize, bucket_bits: usize) -> bool {
+    d < bucket_bits && d % 2 == 0 && (d == 0 || d + 1 != bucket_bits)
+}
+
+/// The number of child references of a stored node record at level `d` of a layout whose
+/// buckets are at level `bucket_bits`: its children are `log2(arity)` levels below.
 pub const fn node_arity(d: usize, bucket_bits: usize) -> usize {
-    if d + 2 <= bucket_bits { 4 } else { 2 }
+    if d + 1 == bucket_bits {
+        2
+    } else if d + 3 == bucket_bits {
+        8
+    } else {
+        4
+    }
 }
 /// Size of a bucket record's fixed part: hash, leaf count, padding.
 pub const BUCKET_HEAD_LEN: usize = 40;
@@ -247,7 +266,7 @@ mod tests {
         };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         // Any other version, the previous one included, is refused rather than misread.
-        for other in [0u8, 1, 3] {
+        for other in [0u8, 1, 2, 4] {
             let mut bad = h.encode();
             bad[8] = other;
             assert!(Header::decode(&bad).is_err());

@@ -249,23 +249,31 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     let mut d = 0;
     // The prefix the walk has taken: at the bottom, the bucket's index.
     let mut bucket = 0u64;
+    // `tiers[j]` holds the hashes of the 2^j prefixes `j` levels below the current node.
+    let mut tiers: [Vec<Hash>; 4] = Default::default();
     while d < bucket_bits {
         let arity = node_arity(d, bucket_bits);
+        let k = arity.trailing_zeros() as usize;
         let n = files.node(r, arity)?;
-        if arity == 2 {
-            let side = step(d, files.hash(n.refs[0])?, files.hash(n.refs[1])?)?;
-            r = n.refs[side];
-            bucket = (bucket << 1) | side as u64;
-            d += 1;
-            continue;
+        // The levels between are not stored: their nodes are recomputed from the children.
+        tiers[k].clear();
+        for c in &n.refs[..arity] {
+            tiers[k].push(files.hash(*c)?);
         }
-        // The level between is not stored: its two nodes are recomputed from the grandchildren.
-        let g = [files.hash(n.refs[0])?, files.hash(n.refs[1])?, files.hash(n.refs[2])?, files.hash(n.refs[3])?];
-        let side = step(d, combine(d + 1, &g[0], &g[1]), combine(d + 1, &g[2], &g[3]))?;
-        let inner = step(d + 1, g[2 * side], g[2 * side + 1])?;
-        r = n.refs[2 * side + inner];
-        bucket = (bucket << 2) | (2 * side + inner) as u64;
-        d += 2;
+        for j in (1..k).rev() {
+            let (upper, lower) = tiers.split_at_mut(j + 1);
+            upper[j].clear();
+            upper[j].extend(lower[0].chunks_exact(2).map(|p| combine(d + j, &p[0], &p[1])));
+        }
+        let mut at = 0usize;
+        for j in 0..k {
+            let below = &tiers[j + 1];
+            let side = step(d + j, below[2 * at], below[2 * at + 1])?;
+            at = 2 * at + side;
+        }
+        r = n.refs[at];
+        bucket = (bucket << k) | at as u64;
+        d += k;
     }
     let mut leaves: Vec<Ref> = Vec::new();
     files.bucket(r, &mut leaves)?;

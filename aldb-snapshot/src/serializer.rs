@@ -23,7 +23,7 @@ use aldb_verify::spec::{Hash, EMPTY_ROOT};
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane};
-use crate::format::{file_name, node_arity, node_len, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_FULL};
+use crate::format::{file_name, node_arity, node_len, node_stored, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_FULL, MAX_ARITY};
 use crate::path_index::{prefix_of, PathEntry, PathIndex};
 use crate::store::{Files, MappedFile};
 
@@ -155,8 +155,9 @@ impl Serializer {
 
     fn reset(&mut self, bucket_bits: u8) {
         self.bucket_bits = bucket_bits;
-        // Odd levels are never stored (see `node_len`), so they get no table.
-        self.nodes = (0..bucket_bits).map(|d| if d % 2 == 0 { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
+        // Levels without records (see `node_len`) get no table.
+        let l = usize::from(bucket_bits);
+        self.nodes = (0..l).map(|d| if node_stored(d, l) { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
         self.buckets = vec![Ref::NULL; 1usize << bucket_bits];
         self.bucket_leaves = (0..1usize << bucket_bits).map(|_| Box::default()).collect();
         self.files = Files::default();
@@ -484,13 +485,14 @@ impl Serializer {
             if d >= l || n.index >= (1u64 << d) {
                 return Err(SnapshotError::Input(format!("node ({}, {}) out of range", n.level, n.index)));
             }
-            if d % 2 == 0 {
+            if node_stored(d, l) {
                 s.by_level[d].push((n.index as u32, n.hash));
             }
         }
         let mut node_count = 0u32;
-        for d in (0..l).rev().filter(|d| d % 2 == 0) {
+        for d in (0..l).rev().filter(|&d| node_stored(d, l)) {
             let arity = node_arity(d, l);
+            let below = d + arity.trailing_zeros() as usize;
             let (lo, hi) = if !refreshing {
                 (0, 0)
             } else if d >= rbits {
@@ -506,7 +508,7 @@ impl Serializer {
                     // those from this cycle none of whose children this slot rewrote.
                     None => match self.nodes[d][i] {
                         r if r.is_null() || r.seq() == seq => continue,
-                        r if !stale(r) && (0..arity).all(|c| self.child(d + arity / 2, arity * i + c).seq() != seq) => continue,
+                        r if !stale(r) && (0..arity).all(|c| self.child(below, arity * i + c).seq() != seq) => continue,
                         r => self.files.hash(r)?,
                     },
                 };
@@ -517,8 +519,7 @@ impl Serializer {
                     self.nodes[d][i] = Ref::NULL;
                     continue;
                 }
-                let below = d + arity / 2;
-                let mut record = [0u8; node_len(4)];
+                let mut record = [0u8; node_len(MAX_ARITY)];
                 record[..32].copy_from_slice(&hash);
                 for c in 0..arity {
                     let child = self.child(below, arity * i + c);

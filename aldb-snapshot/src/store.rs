@@ -16,7 +16,7 @@ use crate::error::SnapshotError;
 use crate::path_index::prefix_of;
 use crate::format::{
     body_digest, checksum, hash_at, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC,
-    FOOTER_LEN, HEADER_LEN, node_len,
+    FOOTER_LEN, HEADER_LEN, MAX_ARITY, node_len,
 };
 
 /// One published snapshot file, mapped read-only.
@@ -65,7 +65,7 @@ impl MappedFile {
 /// A prefix node record's child references (the first `arity` of `refs`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeView {
-    pub(crate) refs: [Ref; 4],
+    pub(crate) refs: [Ref; MAX_ARITY],
 }
 
 /// An account record, borrowed from its file.
@@ -144,7 +144,7 @@ impl Files {
 
     pub(crate) fn node(&self, r: Ref, arity: usize) -> Result<NodeView, SnapshotError> {
         let b = self.file(r)?.record(r.offset(), node_len(arity))?;
-        let mut refs = [Ref::NULL; 4];
+        let mut refs = [Ref::NULL; MAX_ARITY];
         for (i, slot) in refs.iter_mut().take(arity).enumerate() {
             *slot = Ref(u64_at(b, 32 + 8 * i));
         }

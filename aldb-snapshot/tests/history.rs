@@ -144,8 +144,9 @@ fn run_history(seed: u64, config: Config, wc: impl Fn(&std::path::Path) -> Write
 
 #[test]
 fn every_slot_is_provable_without_pruning() {
-    // Odd and even bucket levels: node records end with two bucket references or four.
-    for (shard_bits, bucket_bits) in [(0, 0), (1, 1), (1, 2), (2, 4), (2, 5), (4, 9)] {
+    // Odd and even bucket levels: node records end with two bucket references (a single level
+    // above the buckets), four, or eight (an odd bucket level below the top).
+    for (shard_bits, bucket_bits) in [(0, 0), (1, 1), (1, 2), (1, 3), (2, 4), (2, 5), (3, 7), (4, 9)] {
         let config = Config::new(2, shard_bits, bucket_bits).unwrap();
         run_history(1, config, |d| WriterConfig { keep_slots: 1000, refresh_slots: 4, ..WriterConfig::new(d) }, 24, 60);
     }
