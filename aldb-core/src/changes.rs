@@ -22,11 +22,14 @@ pub struct CaptureOptions {
     pub level_step: u8,
     /// Whether each leaf's value hash is recorded beside its path.
     pub leaf_values: bool,
+    /// The levels just above the buckets left out, except the top (level 0), which is always
+    /// recorded: a writer whose deepest records skip over them does not read them.
+    pub skip_above_buckets: u8,
 }
 
 impl CaptureOptions {
     /// Everything: every level, leaf values included.
-    pub const ALL: Self = Self { level_step: 1, leaf_values: true };
+    pub const ALL: Self = Self { level_step: 1, leaf_values: true, skip_above_buckets: 0 };
 
     /// Only prefixes at levels that are multiples of `step`.
     pub const fn with_level_step(self, step: u8) -> Self {
@@ -38,9 +41,20 @@ impl CaptureOptions {
         Self { leaf_values: false, ..self }
     }
 
-    /// Whether prefixes at `level` are recorded.
-    pub fn keeps_level(&self, level: u8) -> bool {
-        self.level_step <= 1 || level.is_multiple_of(self.level_step)
+    /// Without the `n` levels just above the buckets (the top is kept all the same).
+    pub const fn without_levels_above_buckets(self, n: u8) -> Self {
+        Self { skip_above_buckets: n, ..self }
+    }
+
+    /// Whether prefixes at `level` are recorded in a layout whose buckets are at `bucket_bits`.
+    pub fn keeps_level(&self, level: u8, bucket_bits: u8) -> bool {
+        let on_step = self.level_step <= 1 || level.is_multiple_of(self.level_step);
+        on_step && (level == 0 || u32::from(level) + u32::from(self.skip_above_buckets) < u32::from(bucket_bits))
+    }
+
+    /// The recorded levels of a layout, bit `d` for level `d` (levels are below 32).
+    pub(crate) fn level_mask(&self, bucket_bits: u8) -> u32 {
+        (0..bucket_bits.min(32)).filter(|&d| self.keeps_level(d, bucket_bits)).fold(0, |m, d| m | 1 << d)
     }
 }
 
@@ -186,7 +200,8 @@ impl ChangeSet {
     /// Adds a changed prefix to a set made by [`ChangeSet::by_hand`]. Levels the options leave
     /// out are dropped.
     pub fn push_node(&mut self, level: u8, index: u64, hash: Hash) {
-        if let (true, Some(part), Ok(j)) = (self.options.keeps_level(level), self.parts.first_mut(), u32::try_from(index)) {
+        let keep = self.options.keeps_level(level, self.bucket_bits);
+        if let (true, Some(part), Ok(j)) = (keep, self.parts.first_mut(), u32::try_from(index)) {
             part.nodes.push((level, j, hash));
         }
     }
@@ -240,11 +255,13 @@ impl ShardCapture {
 }
 
 /// Where a level tree's rehash records the nodes it recomputed, `(r, j, hash)`, and which
-/// levels to record.
-pub(crate) type NodeSink<'a> = (&'a mut Vec<(u8, u32, Hash)>, CaptureOptions);
+/// levels to record ([`CaptureOptions::level_mask`]).
+pub(crate) type NodeSink<'a> = (&'a mut Vec<(u8, u32, Hash)>, u32);
 
 /// Where one shard's commit records its changes.
 pub(crate) struct CaptureSink<'a> {
     pub(crate) part: &'a mut ShardCapture,
     pub(crate) options: CaptureOptions,
+    /// The levels to record ([`CaptureOptions::level_mask`]), bit `d` for global level `d`.
+    pub(crate) levels: u32,
 }

@@ -12,7 +12,7 @@
 
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
-use crate::changes::{CaptureOptions, NodeSink};
+use crate::changes::NodeSink;
 use crate::huge::HugeArray;
 use crate::multihash::{hash_blocks, DOMAINS};
 use crate::prefetch::prefetch;
@@ -126,16 +126,16 @@ impl LevelTree {
             for (k, &i) in s.jobs.iter().enumerate() {
                 self.set(i as usize, s.out[k]);
             }
-            if let Some((c, _)) = capture.as_mut().filter(|(_, o)| o.keeps_level(self.base_depth + r)) {
+            if let Some((c, _)) = capture.as_mut().filter(|(_, mask)| mask >> (self.base_depth + r) & 1 == 1) {
                 c.extend(s.next.iter().map(|&j| (r, j, self.get(level_base + j as usize))));
             }
         }
     }
 
-    /// Every non-empty node above the bottom at a level `options` keeps, as `(r, j, hash)` like
-    /// [`LevelTree::rehash`]'s capture.
-    pub(crate) fn for_each_node(&self, options: CaptureOptions, mut f: impl FnMut(u8, u32, &Hash)) {
-        for r in (0..self.height).filter(|&r| options.keeps_level(self.base_depth + r)) {
+    /// Every non-empty node above the bottom at a level in `levels` (bit `d` for global level
+    /// `d`), as `(r, j, hash)` like [`LevelTree::rehash`]'s capture.
+    pub(crate) fn for_each_node(&self, levels: u32, mut f: impl FnMut(u8, u32, &Hash)) {
+        for r in (0..self.height).filter(|&r| levels >> (self.base_depth + r) & 1 == 1) {
             let base = 1usize << r;
             for j in 0..base {
                 let h = self.get(base + j);

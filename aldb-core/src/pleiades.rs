@@ -124,11 +124,12 @@ impl Pleiades {
     pub fn capture_all(&self, changes: &mut ChangeSet) {
         changes.reset(self.config.bucket_bits, self.config.shard_bits, self.shards.len());
         let options = changes.options();
+        let levels = options.level_mask(self.config.bucket_bits);
         self.pool.install(|| {
             self.shards
                 .par_iter()
                 .zip(changes.parts_mut().par_iter_mut())
-                .for_each(|(shard, part)| shard.capture_all(CaptureSink { part, options }));
+                .for_each(|(shard, part)| shard.capture_all(CaptureSink { part, options, levels }));
         });
         for (i, shard) in self.shards.iter().enumerate() {
             if shard.len() != 0 {
@@ -136,7 +137,7 @@ impl Pleiades {
             }
         }
         let top = changes.top_mut();
-        self.top.for_each_node(options, |r, j, h| top.push((r, j, *h)));
+        self.top.for_each_node(levels, |r, j, h| top.push((r, j, *h)));
     }
 
     fn commit_inner(&mut self, updates: Vec<Update>, changes: Option<&mut ChangeSet>) -> Hash {
@@ -169,8 +170,8 @@ impl Pleiades {
                 for r in results.iter().filter(|r| r.captured) {
                     out.mark_changed(r.shard as u32);
                 }
-                let options = out.options();
-                self.top.rehash(&dirty, &mut self.top_scratch, Some((out.top_mut(), options)));
+                let levels = out.options().level_mask(self.config.bucket_bits);
+                self.top.rehash(&dirty, &mut self.top_scratch, Some((out.top_mut(), levels)));
             }
             None => self.top.rehash(&dirty, &mut self.top_scratch, None),
         }
@@ -240,7 +241,8 @@ impl Pleiades {
         let slots: Vec<Option<CaptureSink<'_>>> = match capture {
             Some(c) => {
                 let options = c.options();
-                c.parts_mut().iter_mut().map(|part| Some(CaptureSink { part, options })).collect()
+                let levels = options.level_mask(c.bucket_bits());
+                c.parts_mut().iter_mut().map(|part| Some(CaptureSink { part, options, levels })).collect()
             }
             None => (0..shards.len()).map(|_| None).collect(),
         };

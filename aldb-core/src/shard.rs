@@ -143,11 +143,11 @@ impl Shard {
             self.levels.set_bottom(b as usize, *h);
         }
         match capture {
-            Some(CaptureSink { part, options }) => {
+            Some(CaptureSink { part, options, levels }) => {
                 for (&b, h) in s.dirty.iter().zip(&s.hashes) {
                     self.capture_bucket(b, *h, part, options);
                 }
-                self.levels.rehash(&s.dirty, &mut s.level, Some((&mut part.nodes, options)));
+                self.levels.rehash(&s.dirty, &mut s.level, Some((&mut part.nodes, levels)));
             }
             None => self.levels.rehash(&s.dirty, &mut s.level, None),
         }
@@ -164,9 +164,9 @@ impl Shard {
 
     /// Records the whole shard (every non-empty prefix and bucket) as changed.
     pub(crate) fn capture_all(&self, sink: CaptureSink<'_>) {
-        let CaptureSink { part: c, options } = sink;
+        let CaptureSink { part: c, options, levels } = sink;
         c.clear();
-        self.levels.for_each_node(options, |r, j, h| c.nodes.push((r, j, *h)));
+        self.levels.for_each_node(levels, |r, j, h| c.nodes.push((r, j, *h)));
         for (b, r) in self.buckets.iter().enumerate() {
             if r.len != 0 {
                 self.capture_bucket(b as u32, self.levels.bottom(b), c, options);

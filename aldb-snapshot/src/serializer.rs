@@ -27,10 +27,12 @@ use crate::format::{file_name, node_arity, node_len, node_stored, Header, Ref, A
 use crate::path_index::{prefix_of, PathEntry, PathIndex};
 use crate::store::{Files, MappedFile};
 
-/// What the writer reads of a change set: the even levels it stores (readers recompute the odd
-/// ones) and the buckets' leaf paths. A commit captured with these options records about half
-/// the bytes of a full capture; any capture that includes them is accepted.
-pub const CAPTURE_OPTIONS: CaptureOptions = CaptureOptions::ALL.with_level_step(2).without_leaf_values();
+/// What the writer reads of a change set: the levels it stores (even levels, without the one
+/// just above the buckets: see [`crate::format::node_stored`]) and the buckets' leaf paths. A
+/// commit captured with these options records well under half the bytes of a full capture; any
+/// capture that includes them is accepted.
+pub const CAPTURE_OPTIONS: CaptureOptions =
+    CaptureOptions::ALL.with_level_step(2).without_leaf_values().without_levels_above_buckets(1);
 
 /// One leaf of a bucket as the writer keeps it in memory: enough to match the leaves of a
 /// changed bucket to their records without reading anything back.
@@ -170,11 +172,10 @@ impl Serializer {
 
     pub(crate) fn write(&mut self, input: &SlotInput) -> Result<Published, SnapshotError> {
         let bucket_bits = input.changes.bucket_bits();
-        if input.changes.options().level_step > CAPTURE_OPTIONS.level_step {
-            return Err(SnapshotError::Input(format!(
-                "the change set leaves out levels the snapshot stores (level step {})",
-                input.changes.options().level_step
-            )));
+        let options = input.changes.options();
+        let l = usize::from(bucket_bits);
+        if let Some(d) = (0..l).find(|&d| node_stored(d, l) && !options.keeps_level(d as u8, bucket_bits)) {
+            return Err(SnapshotError::Input(format!("the change set leaves out level {d}, which the snapshot stores")));
         }
         if input.full {
             self.reset(bucket_bits);

@@ -114,3 +114,23 @@ fn resealed_garbage_never_panics_and_never_verifies_falsely() {
         std::fs::write(&fs[i], &pristine[i]).unwrap();
     }
 }
+
+#[test]
+fn a_change_set_missing_stored_levels_is_refused() {
+    // Captured with every fourth level only, a change set lacks levels the files store: the
+    // writer refuses it with a clear error instead of writing records that point at stale nodes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut tree = Pleiades::new(Config::new(2, 2, 6).unwrap()).unwrap();
+    let writer = SnapshotWriter::start(WriterConfig::new(dir.path()), None).unwrap();
+    let (key, owner, data) = ([5u8; 32], [3u8; 32], [1u8; 10]);
+    let refs = [AccountRef { pubkey: &key, lamports: 9, owner: &owner, executable: false, data: &data }];
+    let updates = tree.hash_accounts(&refs);
+    let batch = AccountBatch::from_updates(&updates, &refs);
+    let root = tree.commit(updates);
+    let mut changes = ChangeSet::new(aldb_core::CaptureOptions::ALL.with_level_step(4));
+    tree.capture_all(&mut changes);
+    writer.submit(SlotInput { slot: 0, parent: None, root, changes, accounts: batch, full: true }).unwrap();
+    let err = writer.flush().unwrap_err().to_string();
+    assert!(err.contains("leaves out level 2"), "{err}");
+    assert!(files(dir.path()).is_empty(), "nothing published");
+}
