@@ -39,7 +39,7 @@ pub const MAX_ARITY: usize = 8;
 /// `bucket_bits`: even levels above the buckets, except the one just above an odd bucket level
 /// (the top level 0 always is, when there is a level above the buckets).
 pub const fn node_stored(d: usize, bucket_bits: usize) -> bool {
-    d < bucket_bits && d % 2 == 0 && (d == 0 || d + 1 != bucket_bits)
+    d < bucket_bits && d.is_multiple_of(2) && (d == 0 || d + 1 != bucket_bits)
 }
 
 /// The number of child references of a stored node record at level `d` of a layout whose
