@@ -101,6 +101,9 @@ pub struct ChangeSet {
     changed: Vec<u32>,
     /// Nodes above the shards, `(level, index, hash)` in global coordinates.
     top: Vec<(u8, u32, Hash)>,
+    /// Made by [`ChangeSet::by_hand`] (one part in global coordinates) and not since refilled by
+    /// a commit.
+    by_hand: bool,
 }
 
 impl ChangeSet {
@@ -114,7 +117,7 @@ impl ChangeSet {
     pub fn by_hand(bucket_bits: u8, options: CaptureOptions) -> Self {
         let mut c = Self::new(options);
         c.reset(bucket_bits, 0, 1);
-        c.changed.push(0);
+        c.by_hand = true;
         c
     }
 
@@ -130,6 +133,11 @@ impl ChangeSet {
 
     /// Empties the set, keeping its allocations and options.
     pub fn clear(&mut self) {
+        for &s in &self.changed {
+            if let Some(part) = self.parts.get_mut(s as usize) {
+                part.clear();
+            }
+        }
         self.changed.clear();
         self.top.clear();
     }
@@ -137,9 +145,21 @@ impl ChangeSet {
     /// Prepares for a capture of a tree with this layout, keeping allocations.
     pub(crate) fn reset(&mut self, bucket_bits: u8, shard_bits: u8, shards: usize) {
         self.clear();
+        self.by_hand = false;
         self.bucket_bits = bucket_bits;
         self.shard_bits = shard_bits;
         self.parts.resize_with(shards, ShardCapture::default);
+    }
+
+    /// The part a set made by hand is filled into, marked as holding changes.
+    fn hand_part(&mut self) -> Option<&mut ShardCapture> {
+        if !self.by_hand {
+            return None;
+        }
+        if self.changed.is_empty() {
+            self.changed.push(0);
+        }
+        self.parts.first_mut()
     }
 
     /// The per-shard parts, for the workers to fill.
@@ -197,20 +217,23 @@ impl ChangeSet {
         self.captured().map(|(_, c)| c.buckets.len()).sum()
     }
 
-    /// Adds a changed prefix to a set made by [`ChangeSet::by_hand`]. Levels the options leave
-    /// out are dropped.
+    /// Adds a changed prefix to a set made by [`ChangeSet::by_hand`] (ignored on a set a commit
+    /// filled). Levels the options leave out are dropped.
     pub fn push_node(&mut self, level: u8, index: u64, hash: Hash) {
-        let keep = self.options.keeps_level(level, self.bucket_bits);
-        if let (true, Some(part), Ok(j)) = (keep, self.parts.first_mut(), u32::try_from(index)) {
+        if !self.options.keeps_level(level, self.bucket_bits) {
+            return;
+        }
+        if let (Some(part), Ok(j)) = (self.hand_part(), u32::try_from(index)) {
             part.nodes.push((level, j, hash));
         }
     }
 
-    /// Adds a changed bucket to a set made by [`ChangeSet::by_hand`]; `values` is ignored unless
-    /// the options record leaf values, and must then be as long as `paths`.
+    /// Adds a changed bucket to a set made by [`ChangeSet::by_hand`] (ignored on a set a commit
+    /// filled); `values` is ignored unless the options record leaf values, and must then be as
+    /// long as `paths`.
     pub fn push_bucket(&mut self, index: u64, hash: Hash, paths: &[Hash], values: &[Hash]) {
         let keep_values = self.options.leaf_values;
-        if let (Some(part), Ok(j)) = (self.parts.first_mut(), u32::try_from(index)) {
+        if let (Some(part), Ok(j)) = (self.hand_part(), u32::try_from(index)) {
             part.buckets.push((j, hash, part.paths.len() as u32, paths.len() as u32));
             part.paths.extend_from_slice(paths);
             if keep_values {

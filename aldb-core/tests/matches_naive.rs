@@ -355,4 +355,17 @@ fn a_change_set_filled_by_hand_reads_back() {
     let buckets: Vec<_> = c.buckets().map(|b| (b.index, b.hash, b.paths.to_vec(), b.values.to_vec())).collect();
     assert_eq!(buckets, vec![(3, [3; 32], vec![[4; 32], [5; 32]], vec![[6; 32], [7; 32]]), (4095, [8; 32], vec![], vec![])]);
     assert_eq!((c.node_count(), c.bucket_count(), c.bucket_bits()), (1, 2, 12));
+    // Cleared, it is empty and can be filled again.
+    c.clear();
+    assert_eq!((c.node_count(), c.bucket_count()), (0, 0));
+    c.push_bucket(7, [9; 32], &[[1; 32]], &[[2; 32]]);
+    assert_eq!(c.buckets().map(|b| b.index).collect::<Vec<_>>(), vec![7]);
+    // A set a commit filled ignores hand-made entries (its parts are in shard coordinates).
+    let mut tree = Pleiades::new(Config::new(1, 2, 6).expect("valid")).expect("config");
+    let mut filled = aldb_core::ChangeSet::default();
+    tree.commit_capture(history(3, 1, 20).remove(0), &mut filled);
+    let before = (filled.node_count(), filled.bucket_count());
+    filled.push_node(4, 1, [1; 32]);
+    filled.push_bucket(5, [1; 32], &[[1; 32]], &[[1; 32]]);
+    assert_eq!((filled.node_count(), filled.bucket_count()), before);
 }

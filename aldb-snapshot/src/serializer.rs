@@ -127,7 +127,7 @@ struct Scratch {
 const PREFETCH_BUCKETS: usize = 8;
 
 /// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
-/// and files are far smaller than 2^35 bytes).
+/// and never beyond `MAX_RECORD_OFFSET`, which is below 2^35).
 const WRITE_ME: Ref = Ref(u64::MAX);
 
 impl Serializer {
