@@ -14,7 +14,7 @@ use aldb_verify::spec::{bit, branch_hash, key_path, Hash, EMPTY_ROOT};
 use aldb_verify::{Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, SnapshotError};
-use crate::format::{node_arity, parse_file_name, Ref};
+use crate::format::{node_arity, parse_file_name, Ref, MAX_ARITY};
 use crate::store::{Files, MappedFile};
 
 /// A published slot.
@@ -249,21 +249,20 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     let mut d = 0;
     // The prefix the walk has taken: at the bottom, the bucket's index.
     let mut bucket = 0u64;
-    // `tiers[j]` holds the hashes of the 2^j prefixes `j` levels below the current node.
-    let mut tiers: [Vec<Hash>; 4] = Default::default();
+    // `tiers[j][..2^j]` holds the hashes of the prefixes `j` levels below the current node.
+    let mut tiers = [[EMPTY_ROOT; MAX_ARITY]; 4];
     while d < bucket_bits {
         let arity = node_arity(d, bucket_bits);
         let k = arity.trailing_zeros() as usize;
         let n = files.node(r, arity)?;
         // The levels between are not stored: their nodes are recomputed from the children.
-        tiers[k].clear();
-        for c in &n.refs[..arity] {
-            tiers[k].push(files.hash(*c)?);
+        for (h, c) in tiers[k].iter_mut().zip(&n.refs[..arity]) {
+            *h = files.hash(*c)?;
         }
         for j in (1..k).rev() {
-            let (upper, lower) = tiers.split_at_mut(j + 1);
-            upper[j].clear();
-            upper[j].extend(lower[0].chunks_exact(2).map(|p| combine(d + j, &p[0], &p[1])));
+            for i in 0..1usize << j {
+                tiers[j][i] = combine(d + j, &tiers[j + 1][2 * i], &tiers[j + 1][2 * i + 1]);
+            }
         }
         let mut at = 0usize;
         for j in 0..k {
