@@ -15,15 +15,13 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use aldb_core::{CaptureOptions, ChangeSet};
-
-use crate::serializer::CAPTURE_OPTIONS;
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
 use crate::format::{parse_file_name, Header, HEADER_LEN};
-use crate::serializer::{Published, Serializer, SlotInput};
+use crate::serializer::{Published, Serializer, SlotInput, CAPTURE_OPTIONS};
 
 /// Writer settings.
 #[derive(Clone, Debug)]
