@@ -229,8 +229,9 @@ impl ChangeSet {
     }
 
     /// Adds a changed bucket to a set made by [`ChangeSet::by_hand`] (ignored on a set a commit
-    /// filled); `values` is ignored unless the options record leaf values, and must then be as
-    /// long as `paths`.
+    /// filled). Buckets must be added in ascending index order, as a commit lists them (the
+    /// snapshot writer refuses others); `values` is ignored unless the options record leaf
+    /// values, and must then be as long as `paths`.
     pub fn push_bucket(&mut self, index: u64, hash: Hash, paths: &[Hash], values: &[Hash]) {
         let keep_values = self.options.leaf_values;
         if let (Some(part), Ok(j)) = (self.hand_part(), u32::try_from(index)) {
