@@ -212,6 +212,22 @@ impl ChangeSet {
         })
     }
 
+    /// Heap bytes the set holds, used or not: what keeping it for reuse costs.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let parts: usize = (self.parts.iter())
+            .map(|p| {
+                p.nodes.capacity() * size_of::<(u8, u32, Hash)>()
+                    + p.buckets.capacity() * size_of::<(u32, Hash, u32, u32)>()
+                    + (p.paths.capacity() + p.values.capacity()) * size_of::<Hash>()
+            })
+            .sum();
+        parts
+            + self.parts.capacity() * size_of::<ShardCapture>()
+            + self.changed.capacity() * size_of::<u32>()
+            + self.top.capacity() * size_of::<(u8, u32, Hash)>()
+    }
+
     /// Number of changed buckets.
     pub fn bucket_count(&self) -> usize {
         self.captured().map(|(_, c)| c.buckets.len()).sum()

@@ -59,6 +59,10 @@ pub(crate) struct Engine {
 
 /// Spare change sets kept at most: enough for a writer's queue to hand them round.
 const MAX_SPARES: usize = 8;
+/// A spare change set holding more than this is dropped, not kept: the startup state's capture
+/// of the whole tree would otherwise stay allocated for the rest of the run. A slot's capture at
+/// validator rates is a small fraction of it.
+const MAX_SPARE_BYTES: usize = 64 << 20;
 
 impl Engine {
     pub(crate) fn new(config: aldb_core::Config, capture: Option<CaptureOptions>) -> Result<Self, aldb_core::CoreError> {
@@ -67,7 +71,12 @@ impl Engine {
 
     /// Keeps a used change set to capture into again, if it records what this engine captures.
     pub(crate) fn recycle(&mut self, changes: ChangeSet) {
-        if Some(changes.options()) == self.capture && self.spares.len() < MAX_SPARES {
+        self.recycle_within(changes, MAX_SPARE_BYTES);
+    }
+
+    fn recycle_within(&mut self, changes: ChangeSet, max_bytes: usize) {
+        let fits = changes.heap_bytes() <= max_bytes;
+        if fits && Some(changes.options()) == self.capture && self.spares.len() < MAX_SPARES {
             self.spares.push(changes);
         }
     }
@@ -186,6 +195,35 @@ fn take<Rec>(records: Vec<Vec<Rec>>, chosen: &[(usize, usize)]) -> Vec<Rec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spares are kept only when they record what the engine captures, up to a count and a size:
+    /// a set grown by a whole-tree capture is dropped rather than held.
+    #[test]
+    fn only_fitting_change_sets_are_kept() {
+        let options = CaptureOptions::ALL.with_level_step(2);
+        let mut engine = Engine::new(aldb_core::Config::for_leaves(4096, 1), Some(options)).unwrap();
+        let updates: Vec<Update> = (0..4096u32)
+            .map(|i| {
+                let mut path = [0u8; 32];
+                path[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+                Update { path, value: Some([1; 32]) }
+            })
+            .collect();
+        engine.tree.commit(updates);
+        let mut whole = ChangeSet::new(options);
+        engine.tree.capture_all(&mut whole);
+        // Clones hold exactly what they use, so every clone below weighs the same.
+        let bytes = whole.clone().heap_bytes();
+        assert!(bytes > 4096 * 32, "a whole-tree capture holds every path: {bytes} bytes");
+        engine.recycle_within(whole.clone(), bytes - 1);
+        assert!(engine.spares.is_empty(), "too large");
+        engine.recycle_within(ChangeSet::new(CaptureOptions::ALL), usize::MAX);
+        assert!(engine.spares.is_empty(), "other options");
+        for _ in 0..MAX_SPARES + 2 {
+            engine.recycle_within(whole.clone(), bytes);
+        }
+        assert_eq!(engine.spares.len(), MAX_SPARES);
+    }
 
     fn e(key: u8, rank: (u64, u64), value: Option<u8>) -> BulkEntry {
         BulkEntry { path: [key; 32], value: value.map(|v| [v; 32]), rank }
