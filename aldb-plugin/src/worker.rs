@@ -75,7 +75,7 @@ fn run(
 ) -> Result<(), String> {
     counters.worker_running.store(true, Ordering::Relaxed);
     counters.records_enabled.store(records.as_ref().is_some_and(Records::enabled), Ordering::Relaxed);
-    let mut sink = Sink { writer, counters, started: false, failed: false };
+    let mut sink = Sink { writer, counters, started: false, failed: false, spare: None };
     loop {
         // Read before the last round, so commits decided before `stop` was set are still written.
         let stopping = stop.load(Ordering::Acquire);
@@ -94,10 +94,11 @@ fn run(
                     r.record(&c, counters);
                 }
                 sink.submit(c);
-                // The writer hands back the change sets it has written; the next commits capture
-                // into them rather than into fresh allocations.
-                if let Some((changes, _)) = sink.writer.take_spare() {
+                // The writer hands back the change sets and account batches it has written; the
+                // next commits fill them rather than fresh allocations.
+                if let Some((changes, accounts)) = sink.writer.take_spare() {
                     adapter.recycle_changes(changes);
+                    sink.keep_spare(accounts);
                 }
             }
         }));
@@ -127,7 +128,13 @@ struct Sink<'a> {
     started: bool,
     /// Whether the writer reported an error (it then refuses everything).
     failed: bool,
+    /// A batch the writer is done with, for the next slot's accounts.
+    spare: Option<AccountBatch>,
 }
+
+/// A spare batch holding more than this is dropped, not kept: the startup state's batch of every
+/// account would otherwise stay allocated for the rest of the run.
+const MAX_SPARE_BATCH_BYTES: usize = 64 << 20;
 
 impl Sink<'_> {
     fn submit(&mut self, c: Committed<AccountRecord>) {
@@ -169,8 +176,16 @@ impl Sink<'_> {
             self.skip();
             return;
         };
-        let input =
-            SlotInput { slot: c.slot, parent: c.parent, root: c.root, changes, accounts: batch(c.records, full), full };
+        // The base state is far larger than a slot: it gets a batch of its own size.
+        let spare = if full { None } else { self.spare.take() };
+        let input = SlotInput {
+            slot: c.slot,
+            parent: c.parent,
+            root: c.root,
+            changes,
+            accounts: batch(c.records, full, spare),
+            full,
+        };
         let t = Instant::now();
         let result = self.writer.submit(input);
         self.counters.submit_latency.observe(t.elapsed());
@@ -189,6 +204,12 @@ impl Sink<'_> {
         }
     }
 
+    fn keep_spare(&mut self, b: AccountBatch) {
+        if b.heap_bytes() <= MAX_SPARE_BATCH_BYTES {
+            self.spare = Some(b);
+        }
+    }
+
     fn skip(&self) {
         self.counters.snapshot_skipped.fetch_add(1, Ordering::Relaxed);
     }
@@ -200,12 +221,20 @@ impl Sink<'_> {
     }
 }
 
-/// The records as the writer's account batch, data copied once into one buffer. Each record is
-/// freed as it is copied, so a large startup state is not held twice. A full snapshot holds live
-/// accounts only; a delta keeps deletions too (the writer writes no record for them).
-fn batch(records: Vec<AccountRecord>, full: bool) -> AccountBatch {
+/// The records as the writer's account batch, data copied once into one buffer (`spare`'s, when
+/// given, emptied first). Each record is freed as it is copied, so a large startup state is not
+/// held twice. A full snapshot holds live accounts only; a delta keeps deletions too (the writer
+/// writes no record for them).
+fn batch(records: Vec<AccountRecord>, full: bool, spare: Option<AccountBatch>) -> AccountBatch {
     let data: usize = records.iter().map(|r| r.data.len()).sum();
-    let mut b = AccountBatch::with_capacity(records.len(), data);
+    let mut b = match spare {
+        Some(mut b) => {
+            b.clear();
+            b.reserve(records.len(), data);
+            b
+        }
+        None => AccountBatch::with_capacity(records.len(), data),
+    };
     for r in records {
         if full && r.lamports == 0 {
             continue;
@@ -224,4 +253,35 @@ fn batch(records: Vec<AccountRecord>, full: bool) -> AccountBatch {
 
 fn hex(h: &[u8; 32]) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(i: u8, lamports: u64, data_len: usize) -> AccountRecord {
+        AccountRecord {
+            slot: 5,
+            pubkey: [i; 32],
+            lamports,
+            owner: [7; 32],
+            executable: i.is_multiple_of(2),
+            data: vec![i; data_len],
+            write_version: u64::from(i),
+            hashed: aldb_core::Update { path: [i.wrapping_add(1); 32], value: (lamports > 0).then_some([i; 32]) },
+        }
+    }
+
+    /// A batch refilled from a spare that still holds an earlier slot is the same as a new one,
+    /// and a full batch leaves deleted accounts out.
+    #[test]
+    fn batches_from_spares_equal_fresh_ones() {
+        let slot = |base: u8| (0..40u8).map(|i| record(base + i, u64::from(i % 5), usize::from(i) * 3)).collect::<Vec<_>>();
+        let dirty = batch(slot(100), false, None);
+        let fresh = batch(slot(0), false, None);
+        let reused = batch(slot(0), false, Some(dirty));
+        assert_eq!(reused, fresh);
+        assert_eq!(fresh.len(), 40);
+        assert_eq!(batch(slot(0), true, None).len(), 32, "the 8 with zero lamports are left out");
+    }
 }

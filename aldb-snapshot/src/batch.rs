@@ -126,6 +126,17 @@ impl AccountBatch {
         (0..self.len()).filter_map(|i| self.get(i)).collect()
     }
 
+    /// Makes room for `accounts` more accounts and `data_bytes` more data.
+    pub fn reserve(&mut self, accounts: usize, data_bytes: usize) {
+        self.entries.reserve(accounts);
+        self.data.reserve(data_bytes);
+    }
+
+    /// Heap bytes the batch holds, used or not: what keeping it for reuse costs.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<AccountEntry>() + self.data.capacity()
+    }
+
     /// Empties the batch, keeping its allocations.
     pub fn clear(&mut self) {
         self.entries.clear();
