@@ -1,5 +1,11 @@
-//! Snapshot cost: the AlDBaran workload through Pleiades with the snapshot writer on, then the
-//! same workload with it off, in one run. Prints readable lines, then one JSON line.
+//! Snapshot cost: the AlDBaran workload through Pleiades with the snapshot writer off, then on,
+//! then off again, in one run. Prints readable lines, then one JSON line.
+//!
+//! Two identical trees are built: one runs the snapshots-off phases, the other the snapshots-on
+//! phase. The first off phase commits exactly the slots the on phase then commits; the second
+//! commits the slots that follow. The off rate is taken over both, so a host that drifts during
+//! the run (this one moves by tens of percent) weighs on both sides of the ratio alike, and the
+//! two off rates are printed so the drift is visible.
 //!
 //! Timed with snapshots on: hashing, copying the slot's accounts for the writer, the commit with
 //! change capture, the hand-off (including any wait on a full queue), and the final flush, so the
@@ -101,6 +107,40 @@ impl ThreadTimes {
     }
 }
 
+/// What a snapshots-off phase measured over its timed slots.
+struct OffPhase {
+    secs: f64,
+    updates: u64,
+    /// CPU of the engine's pool.
+    cpu_ms: u64,
+}
+
+impl OffPhase {
+    fn rate(&self) -> f64 {
+        self.updates as f64 / self.secs
+    }
+}
+
+/// Commits `batches` (slots from `first_slot` on) with snapshots off; the first `o.warmup` are
+/// not timed.
+fn off_phase(o: &Opts, tree: &mut aldb_core::Pleiades, batches: &[AccountBatch], first_slot: u64) -> OffPhase {
+    let mut m = OffPhase { secs: 0.0, updates: 0, cpu_ms: 0 };
+    let mut times = ThreadTimes::now();
+    for (slot, batch) in (first_slot..).zip(batches) {
+        if slot == first_slot + o.warmup {
+            m = OffPhase { secs: 0.0, updates: 0, cpu_ms: 0 };
+            times = ThreadTimes::now();
+        }
+        let t = Instant::now();
+        tree.commit_accounts(&batch.refs());
+        m.secs += t.elapsed().as_secs_f64();
+        m.updates += o.slot_updates as u64;
+        println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
+    m.cpu_ms = ThreadTimes::now().since(&times, "pleiades").0;
+    m
+}
+
 /// The accounts of `slots`, in order, each gathered into a batch whose key paths the engine
 /// fills in when it hashes them.
 fn generate(o: &Opts, slots: std::ops::RangeInclusive<u64>, window: &mut KeyWindow) -> Vec<AccountBatch> {
@@ -134,8 +174,9 @@ fn main() -> anyhow::Result<()> {
         o.leaves_log2, o.slot_updates, o.slots, o.warmup, o.threads, o.data_len, o.seed, o.refresh_slots
     );
 
-    // Prefill and the full first snapshot: untimed.
+    // Prefill of both trees and the full first snapshot: untimed.
     let mut builder = BulkBuilder::new(config)?;
+    let mut off_builder = BulkBuilder::new(config)?;
     let mut full_accounts = AccountBatch::with_capacity(n as usize, n as usize * o.data_len);
     let mut first = 0;
     while first < n {
@@ -143,12 +184,19 @@ fn main() -> anyhow::Result<()> {
         let chunk = SlotAccounts::prefill(o.seed, first, count, o.data_len);
         let refs = chunk.refs();
         builder.push_accounts(&refs, (0, 0));
+        off_builder.push_accounts(&refs, (0, 0));
         for r in &refs {
             full_accounts.push(aldb_verify::spec::key_path(r.pubkey), r);
         }
         first += count as u64;
     }
     let mut tree = builder.finish();
+    let mut off_tree = off_builder.finish();
+    let phase = o.warmup + o.slots;
+    let mut window = KeyWindow::prefilled(n);
+    let on_batches = generate(&o, 1..=phase, &mut window);
+    // Phase 1: snapshots off, on the twin tree, over the very slots phase 2 commits.
+    let off_before = off_phase(&o, &mut off_tree, &on_batches, 1);
     let writer = SnapshotWriter::start(
         WriterConfig { refresh_slots: o.refresh_slots, keep_slots: 4 * o.slots, ..WriterConfig::new(&dir) },
         None,
@@ -162,8 +210,7 @@ fn main() -> anyhow::Result<()> {
     let full_account_bytes = writer.stats().account_bytes.load(Ordering::Relaxed);
     println!("full snapshot: {} bytes in {:.2} s (untimed)", full_bytes, t.elapsed().as_secs_f64());
 
-    let mut window = KeyWindow::prefilled(n);
-    // Phase 1: snapshots on. The warm-up slots (the writer's first deltas fault in its working
+    // Phase 2: snapshots on. The warm-up slots (the writer's first deltas fault in its working
     // memory) are written and flushed before the clock starts, so the figure is steady state.
     let mut on_secs = 0.0;
     let mut on_updates = 0u64;
@@ -175,11 +222,9 @@ fn main() -> anyhow::Result<()> {
     let mut times_on = ThreadTimes::now();
     // Wall ms of the hand-off's parts: hash, key paths into the batch, commit with capture, submit.
     let mut hand_off = [0.0f64; 4];
-    let phase = o.warmup + o.slots;
     // Each phase's accounts are generated before its clock starts, so the timed slots run back
     // to back and the writer gets no untimed pause to catch up in. They are gathered straight
     // into the batches the writer takes, as a producer that owns a slot's accounts would.
-    let on_batches = generate(&o, 1..=phase, &mut window);
     let mut spares = Vec::with_capacity(on_batches.len());
     for (slot, mut batch) in (1..=phase).zip(on_batches) {
         if slot == o.warmup + 1 {
@@ -224,26 +269,16 @@ fn main() -> anyhow::Result<()> {
     let write_ms = write_nanos as f64 / 1e6;
     writer.shutdown()?;
 
-    // Phase 2: the same workload, snapshots off.
-    let mut off_secs = 0.0;
-    let mut off_updates = 0u64;
-    let mut times_off = ThreadTimes::now();
-    let off_batches = generate(&o, phase + 1..=2 * phase, &mut window);
-    for (slot, batch) in (phase + 1..=2 * phase).zip(off_batches) {
-        if slot == phase + o.warmup + 1 {
-            off_secs = 0.0;
-            off_updates = 0;
-            times_off = ThreadTimes::now();
-        }
-        let t = Instant::now();
-        tree.commit_accounts(&batch.refs());
-        off_secs += t.elapsed().as_secs_f64();
-        off_updates += o.slot_updates as u64;
-        println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
-    }
-    let off_pool_cpu = ThreadTimes::now().since(&times_off, "pleiades").0;
+    // Phase 3: snapshots off again, on the twin tree, over the slots that follow.
+    let after_batches = generate(&o, phase + 1..=2 * phase, &mut window);
+    let off_after = off_phase(&o, &mut off_tree, &after_batches, phase + 1);
+    drop(after_batches);
+    // Two off phases of `o.slots` timed slots each: CPU per phase, to compare with the one on phase.
+    let off_pool_cpu = (off_before.cpu_ms + off_after.cpu_ms) / 2;
     let on_rate = on_updates as f64 / on_secs;
-    let off_rate = off_updates as f64 / off_secs;
+    let off_rate = (off_before.updates + off_after.updates) as f64 / (off_before.secs + off_after.secs);
+    let (rate_before, rate_after) = (off_before.rate(), off_after.rate());
+    println!("updates/s snapshots off before: {rate_before:.0}, after: {rate_after:.0}");
     let per = |b: u64| b as f64 / on_updates as f64;
     println!();
     println!("updates/s snapshots off: {off_rate:.0}");
@@ -286,6 +321,8 @@ fn main() -> anyhow::Result<()> {
         "seed": o.seed,
         "refresh_slots": o.refresh_slots,
         "updates_per_sec_snapshots_off": off_rate.round(),
+        "updates_per_sec_snapshots_off_before": rate_before.round(),
+        "updates_per_sec_snapshots_off_after": rate_after.round(),
         "updates_per_sec_snapshots_on": on_rate.round(),
         "snapshot_ratio": ((on_rate / off_rate) * 1000.0).round() / 1000.0,
         "snapshot_bytes_per_update": (per(bytes) * 10.0).round() / 10.0,
