@@ -565,8 +565,6 @@ impl Serializer {
 /// bytes, and the top record's hash when this slot rewrote it.
 type BodyStats = ((u32, u32, u32), u64, u64, Option<Hash>);
 
-
-
 /// The fixed part of an account record.
 pub(crate) struct AccountHead([u8; ACCOUNT_HEAD_LEN]);
 
@@ -592,5 +590,3 @@ pub(crate) fn account_record_parts(
     h[76..80].copy_from_slice(&(data_len as u32).to_le_bytes());
     AccountHead(h)
 }
-
-

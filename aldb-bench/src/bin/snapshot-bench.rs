@@ -201,10 +201,11 @@ fn main() -> anyhow::Result<()> {
         WriterConfig { refresh_slots: o.refresh_slots, keep_slots: 4 * o.slots, ..WriterConfig::new(&dir) },
         None,
     )?;
+    // Later slots capture into the change sets the writer hands back.
     let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
     tree.capture_all(&mut changes);
     let t = Instant::now();
-    writer.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes: std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), accounts: full_accounts, full: true })?;
+    writer.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes, accounts: full_accounts, full: true })?;
     writer.flush()?;
     let full_bytes = writer.stats().bytes.load(Ordering::Relaxed);
     let full_account_bytes = writer.stats().account_bytes.load(Ordering::Relaxed);
