@@ -38,8 +38,10 @@ struct Opts {
     /// Accounts updated per later slot.
     #[arg(long, default_value_t = 4096)]
     updates: usize,
-    /// Concurrent clients, each with one keep-alive connection and one request in flight.
-    #[arg(long, default_value_t = 64)]
+    /// Concurrent clients, each with one keep-alive connection and one request in flight. 16
+    /// already saturate the server on two cores; more add no proofs/s, only time requests wait
+    /// in the client's own queue (BENCHMARKS.md §3 has the sweep).
+    #[arg(long, default_value_t = 16)]
     clients: usize,
     /// Measured seconds per execution mode and round.
     #[arg(long, default_value_t = 5.0)]
