@@ -54,10 +54,10 @@ impl MappedFile {
         }
         let mut stored = [0u8; 16];
         stored.copy_from_slice(&map[end..end + 16]);
-        if verify && checksum(&map[..HEADER_LEN], body_digest(&map[HEADER_LEN..end])) != u128::from_le_bytes(stored) {
-            return Err(SnapshotError::corrupt(path, "checksum mismatch"));
-        }
         if verify {
+            if checksum(&map[..HEADER_LEN], body_digest(&map[HEADER_LEN..end])) != u128::from_le_bytes(stored) {
+                return Err(SnapshotError::corrupt(path, "checksum mismatch"));
+            }
             let _ = map.advise(Advice::Random);
         }
         Ok(Self { header, path: path.to_path_buf(), map })
