@@ -463,50 +463,6 @@ mod tests {
         }
     }
 
-    /// The `VmFlags` of every mapping of `path` in this process, from `/proc/self/smaps`.
-    #[cfg(target_os = "linux")]
-    fn mapping_flags(path: &Path) -> Vec<Vec<String>> {
-        let path = std::fs::canonicalize(path).unwrap();
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut out = Vec::new();
-        let mut in_mapping = false;
-        for line in smaps.lines() {
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                if in_mapping {
-                    out.push(flags.split_whitespace().map(String::from).collect());
-                }
-                in_mapping = false;
-            } else if line.split_whitespace().next().is_some_and(|a| a.contains('-') && !a.ends_with(':')) {
-                in_mapping = line.ends_with(path.to_str().unwrap());
-            }
-        }
-        out
-    }
-
-    /// Snapshot mappings are read at random (`rr`): a page fault must not pull the device's whole
-    /// read-ahead window, megabytes on some disks, to read one record. A verified mapping gets
-    /// there after its checksum pass.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn mappings_are_read_at_random() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut lane = IoLane::start().unwrap();
-        let dest = dir.path().join("1.snap");
-        let mut fb = FileBuilder::create(&dir.path().join(".1.tmp"), 1, &mut lane, false).unwrap();
-        for i in 0..10_000u32 {
-            fb.record(&[&[i as u8; 64]]).unwrap();
-        }
-        fb.publish(header(1), &dest).unwrap();
-        assert!(mapping_flags(&dest).is_empty());
-        for verify in [false, true] {
-            let f = MappedFile::open(&dest, verify).unwrap();
-            let flags = mapping_flags(&dest);
-            assert_eq!(flags.len(), 1, "one mapping of the file (verify: {verify})");
-            assert!(flags[0].iter().any(|f| f == "rr"), "not read at random (verify: {verify}): {flags:?}");
-            drop(f);
-        }
-    }
-
     /// A builder dropped half-way leaves no file behind and its buffers serve the next file.
     #[test]
     fn abandoned_file_leaves_nothing() {
