@@ -25,6 +25,9 @@ const BLOCK: usize = 4096;
 /// Bytes gathered before one write: large enough that a write costs one device round trip per
 /// few milliseconds of serializing.
 const CHUNK: usize = 8 << 20;
+/// The huge page size on x86-64 and aarch64 (with 4 KiB base pages). Direct I/O pins the
+/// staging buffer's pages for every write: four huge pages per chunk instead of 2,048 small ones.
+const HUGE_PAGE: usize = 2 << 20;
 
 /// A block-aligned staging buffer, allocated once per writer and reused for every file.
 pub(crate) struct IoBuffer {
@@ -39,11 +42,22 @@ impl IoBuffer {
         Self::with_len(CHUNK)
     }
 
-    /// `len` block-aligned bytes.
+    /// `len` block-aligned bytes; a buffer of whole huge pages starts on one, advised to be
+    /// backed by them.
     fn with_len(len: usize) -> Self {
-        let raw = vec![0u8; len + BLOCK];
-        // Offset of the first block-aligned byte; safe code, no aligned allocator needed.
-        let start = (BLOCK - (raw.as_ptr() as usize % BLOCK)) % BLOCK;
+        let align = if len >= HUGE_PAGE && len.is_multiple_of(HUGE_PAGE) { HUGE_PAGE } else { BLOCK };
+        // Zeroed by the allocator with fresh pages, so nothing is touched before the advice.
+        let raw = vec![0u8; len + align];
+        // Offset of the first aligned byte; safe code, no aligned allocator needed.
+        let start = (align - (raw.as_ptr() as usize % align)) % align;
+        #[cfg(target_os = "linux")]
+        if align == HUGE_PAGE {
+            // SAFETY: the range lies inside `raw`'s allocation; the advice changes only how the
+            // kernel backs it, never its contents, and a refusal is harmless.
+            unsafe {
+                libc::madvise(raw.as_ptr().add(start).cast_mut().cast(), len, libc::MADV_HUGEPAGE);
+            }
+        }
         Self { raw, start, len }
     }
 
