@@ -394,11 +394,12 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), SnapshotError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::MappedFile;
 
-    fn header(seq: u32) -> Header {
+    /// A header for test files: the fields that matter to a file's layout, others arbitrary.
+    pub(crate) fn header(seq: u32) -> Header {
         Header {
             flags: 0,
             seq,

@@ -206,6 +206,7 @@ impl Files {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::file_builder::tests::header;
     use crate::file_builder::{FileBuilder, IoLane};
 
     /// The `VmFlags` of every mapping of `path` in this process, from `/proc/self/smaps`.
@@ -238,24 +239,10 @@ mod tests {
         let mut lane = IoLane::start().unwrap();
         let dest = dir.path().join("1.snap");
         let mut fb = FileBuilder::create(&dir.path().join(".1.tmp"), 1, &mut lane, false).unwrap();
-        let header = Header {
-            flags: 0,
-            seq: 1,
-            bucket_bits: 4,
-            slot: 7,
-            parent: None,
-            root: [9; 32],
-            root_ref: Ref::NULL,
-            oldest_seq: 1,
-            body_len: 0,
-            accounts: 0,
-            nodes: 0,
-            buckets: 0,
-        };
         for i in 0..10_000u32 {
             fb.record(&[&[i as u8; 64]]).unwrap();
         }
-        fb.publish(header, &dest).unwrap();
+        fb.publish(header(1), &dest).unwrap();
         assert!(mapping_flags(&dest).is_empty());
         for verify in [false, true] {
             let f = MappedFile::open(&dest, verify).unwrap();
