@@ -12,6 +12,9 @@ mod producer;
 mod signer;
 
 pub use error::RecordsError;
-pub use log::{LoggedRecord, RecordLogReader, RecordLogWriter, RECORDS_DIR, SEGMENT_RECORDS};
+pub use log::{
+    parse_segment, Damage, LoggedRecord, RecordLogReader, RecordLogWriter, SegmentScan, HEADER_LEN, RECORDS_DIR,
+    SEGMENT_RECORDS,
+};
 pub use producer::{RecordInput, RecordProducer};
 pub use signer::Signer;
