@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+mod conn;
 mod encode;
 mod error;
 pub mod fixture;
@@ -28,4 +29,7 @@ pub use error::ServeError;
 pub use metrics::Metrics;
 pub use records::RecordFeed;
 pub use rpc::{codes, Limits, Method, Rpc, RpcError};
-pub use server::{Config, Execution, Service, AUTO_INLINE_MAX_BYTES, SLOW_SUBSCRIBER_CLOSE};
+pub use server::{
+    Config, Execution, Service, AUTO_INLINE_MAX_BYTES, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, NOT_READING_CLOSE, SLOW_SUBSCRIBER_CLOSE,
+};

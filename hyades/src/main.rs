@@ -39,6 +39,38 @@ struct Cli {
     /// Root records kept in memory and served.
     #[arg(long, default_value_t = hyades::records::DEFAULT_RECORD_KEEP)]
     record_keep: usize,
+    /// Most open connections (HTTP and WebSocket); more are answered 503 and closed.
+    #[arg(long, default_value_t = hyades::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Seconds for a request head (then its body) to arrive; slower connections are closed.
+    #[arg(long, default_value_t = hyades::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    header_timeout: f64,
+    /// Seconds an HTTP keep-alive connection may wait for its next request.
+    #[arg(long, default_value_t = hyades::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    idle_timeout: f64,
+    /// Seconds a write may make no progress before the connection is closed (WebSocket: code 4009).
+    #[arg(long, default_value_t = hyades::DEFAULT_WRITE_TIMEOUT.as_secs_f64())]
+    write_timeout: f64,
+    /// Largest answer in bytes (a batch is one answer); larger ones get error -32020.
+    #[arg(long, default_value_t = hyades::rpc::DEFAULT_MAX_RESPONSE_BYTES)]
+    max_response_bytes: usize,
+    /// Reply bytes a WebSocket connection may have queued before its requests wait.
+    #[arg(long, default_value_t = hyades::DEFAULT_WS_QUEUE_BYTES)]
+    ws_queue_bytes: usize,
+    /// Seconds a WebSocket connection without subscriptions may stay silent (pings count).
+    #[arg(long, default_value_t = hyades::DEFAULT_WS_IDLE_TIMEOUT.as_secs_f64())]
+    ws_idle_timeout: f64,
+    /// Most requests running on the blocking pool at once (0: four per core).
+    #[arg(long, default_value_t = 0)]
+    max_blocking: usize,
+}
+
+/// A positive, finite number of seconds.
+fn seconds(name: &str, v: f64) -> Result<Duration> {
+    if !v.is_finite() || v <= 0.0 || v > 1e9 {
+        bail!("--{name} must be a positive number of seconds, got {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
 }
 
 fn main() -> Result<()> {
@@ -53,6 +85,13 @@ fn main() -> Result<()> {
     if cli.record_buffer == 0 || cli.record_keep == 0 {
         bail!("--record-buffer and --record-keep must be at least 1");
     }
+    if cli.max_connections == 0 || cli.max_response_bytes == 0 || cli.ws_queue_bytes == 0 {
+        bail!("--max-connections, --max-response-bytes and --ws-queue-bytes must be at least 1");
+    }
+    let header_timeout = seconds("header-timeout", cli.header_timeout)?;
+    let idle_timeout = seconds("idle-timeout", cli.idle_timeout)?;
+    let write_timeout = seconds("write-timeout", cli.write_timeout)?;
+    let ws_idle_timeout = seconds("ws-idle-timeout", cli.ws_idle_timeout)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if let Some(t) = cli.threads {
@@ -68,6 +107,14 @@ fn main() -> Result<()> {
             record_poll_interval: Duration::from_millis(cli.record_poll_ms),
             record_buffer: cli.record_buffer,
             record_keep: cli.record_keep,
+            limits: hyades::Limits { max_response_bytes: cli.max_response_bytes, ..hyades::Limits::default() },
+            max_connections: cli.max_connections,
+            header_timeout,
+            idle_timeout,
+            write_timeout,
+            ws_queue_bytes: cli.ws_queue_bytes,
+            ws_idle_timeout,
+            max_blocking: cli.max_blocking,
             ..Config::new(&cli.dir)
         };
         let service = Service::start(config).await?;

@@ -44,6 +44,26 @@ pub struct Metrics {
     pub newest_record_slot: IntGauge,
     /// Oldest kept root record slot (0 when none).
     pub oldest_record_slot: IntGauge,
+    /// Open connections on the RPC listener (HTTP and WebSocket).
+    pub connections: IntGauge,
+    /// Reply bytes queued for WebSocket sockets and not yet taken by them, all connections.
+    pub ws_queued_bytes: IntGauge,
+    /// Requests running (or waiting to run) on the blocking pool.
+    pub blocking_requests: IntGauge,
+    /// `hyades_limit_hits_total{limit="connections"}`: connections refused, the listener full.
+    pub limit_connections: IntCounter,
+    /// `{limit="header_timeout"}`: connections closed, a request head (or body) not received in time.
+    pub limit_header_timeout: IntCounter,
+    /// `{limit="idle_timeout"}`: keep-alive HTTP connections closed for idleness.
+    pub limit_idle_timeout: IntCounter,
+    /// `{limit="write_timeout"}`: HTTP connections closed, an answer not taken in time.
+    pub limit_write_timeout: IntCounter,
+    /// `{limit="response_bytes"}`: answers refused as larger than the response cap.
+    pub limit_response_bytes: IntCounter,
+    /// `{limit="ws_write_timeout"}`: WebSocket connections closed for not reading their replies.
+    pub limit_ws_write_timeout: IntCounter,
+    /// `{limit="ws_idle_timeout"}`: idle WebSocket connections (no subscription) closed.
+    pub limit_ws_idle_timeout: IntCounter,
 }
 
 /// Why metrics could not be set up (a duplicate or malformed metric; a programming error).
@@ -83,10 +103,39 @@ impl Metrics {
         let record_subscribers = IntGauge::new("hyades_record_subscriptions", "Open recordSubscribe subscriptions")?;
         let newest_record_slot = IntGauge::new("hyades_newest_record_slot", "Newest root record slot (0 when none)")?;
         let oldest_record_slot = IntGauge::new("hyades_oldest_record_slot", "Oldest kept root record slot (0 when none)")?;
+        let connections = IntGauge::new("hyades_connections", "Open connections on the RPC listener (HTTP and WebSocket)")?;
+        let ws_queued_bytes =
+            IntGauge::new("hyades_websocket_queued_bytes", "Reply bytes queued for WebSocket sockets, all connections")?;
+        let blocking_requests =
+            IntGauge::new("hyades_blocking_requests", "Requests running or waiting to run on the blocking pool")?;
+        let limits = IntCounterVec::new(
+            Opts::new("hyades_limit_hits_total", "Connections refused or closed and answers refused by a resource limit"),
+            &["limit"],
+        )?;
+        let limit = |name: &str| limits.get_metric_with_label_values(&[name]);
+        let limit_connections = limit("connections")?;
+        let limit_header_timeout = limit("header_timeout")?;
+        let limit_idle_timeout = limit("idle_timeout")?;
+        let limit_write_timeout = limit("write_timeout")?;
+        let limit_response_bytes = limit("response_bytes")?;
+        let limit_ws_write_timeout = limit("ws_write_timeout")?;
+        let limit_ws_idle_timeout = limit("ws_idle_timeout")?;
+        registry.register(Box::new(limits))?;
         registry.register(Box::new(requests_vec.clone()))?;
         registry.register(Box::new(latency_vec.clone()))?;
         registry.register(Box::new(errors.clone()))?;
-        for g in [&newest_slot, &oldest_slot, &subscribers, &ws_connections, &record_subscribers, &newest_record_slot, &oldest_record_slot] {
+        for g in [
+            &newest_slot,
+            &oldest_slot,
+            &subscribers,
+            &ws_connections,
+            &record_subscribers,
+            &newest_record_slot,
+            &oldest_record_slot,
+            &connections,
+            &ws_queued_bytes,
+            &blocking_requests,
+        ] {
             registry.register(Box::new(g.clone()))?;
         }
         for c in [&refresh_errors, &roots_published, &slow_disconnects, &records_served, &records_published] {
@@ -112,6 +161,16 @@ impl Metrics {
             record_subscribers,
             newest_record_slot,
             oldest_record_slot,
+            connections,
+            ws_queued_bytes,
+            blocking_requests,
+            limit_connections,
+            limit_header_timeout,
+            limit_idle_timeout,
+            limit_write_timeout,
+            limit_response_bytes,
+            limit_ws_write_timeout,
+            limit_ws_idle_timeout,
         })
     }
 

@@ -44,6 +44,9 @@ pub mod codes {
     pub const NOTHING_PUBLISHED: i64 = -32008;
     /// A WebSocket connection already holds the most subscriptions allowed.
     pub const TOO_MANY_SUBSCRIPTIONS: i64 = -32009;
+    /// The answer would exceed [`Limits::max_response_bytes`](super::Limits); ask for fewer
+    /// items (a smaller range, fewer keys, a shorter batch).
+    pub const RESPONSE_TOO_LARGE: i64 = -32020;
 }
 
 /// A JSON-RPC error object.
@@ -109,11 +112,25 @@ pub struct Limits {
     pub max_slot_range: u64,
     /// Largest `endSlot - startSlot` of `getRootRecords`.
     pub max_record_range: u64,
+    /// Largest answer in bytes (a whole batch counts as one answer). It is checked while the
+    /// answer is built, so a refused answer never takes much more memory than this.
+    pub max_response_bytes: usize,
 }
+
+/// The default [`Limits::max_response_bytes`]: 16 MiB, room for a proof of the largest Solana
+/// account (10 MiB of data, 13.4 MiB in base64).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 << 20;
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_body_bytes: 512 * 1024, max_batch: 100, max_keys: 100, max_slot_range: 1000, max_record_range: 5000 }
+        Self {
+            max_body_bytes: 512 * 1024,
+            max_batch: 100,
+            max_keys: 100,
+            max_slot_range: 1000,
+            max_record_range: 5000,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
     }
 }
 
@@ -271,14 +288,21 @@ impl Rpc {
                 } else {
                     let mut out = String::from("[");
                     let mut any = false;
+                    let cap = self.limits.max_response_bytes;
                     for item in items {
                         let reborrowed: Option<&mut dyn Subscriptions> = match subs {
                             Some(ref mut s) => Some(&mut **s),
                             None => None,
                         };
-                        if let Some(r) = self.handle_one(item, reborrowed) {
+                        // Each answer is built within what the batch has left, so the batch
+                        // stops growing at the cap instead of being refused once complete.
+                        let budget = cap.saturating_sub(out.len() + 2);
+                        if let Some(r) = self.handle_one(item, reborrowed, budget) {
                             if any {
                                 out.push(',');
+                            }
+                            if out.len() + r.len() + 1 > cap {
+                                return Some(self.too_large(&Value::Null, "the batch's answer").into_bytes());
                             }
                             out.push_str(&r);
                             any = true;
@@ -289,7 +313,7 @@ impl Rpc {
                     any.then_some(out)
                 }
             }
-            other => self.handle_one(other, subs),
+            other => self.handle_one(other, subs, self.limits.max_response_bytes),
         };
         response.map(String::into_bytes)
     }
@@ -304,8 +328,27 @@ impl Rpc {
         json!({"jsonrpc": "2.0", "error": err.to_value(), "id": id}).to_string()
     }
 
-    /// One request object of a body; `None` for a valid notification.
-    fn handle_one(&self, req: Value, subs: Option<&mut dyn Subscriptions>) -> Option<String> {
+    /// The error answer to a request whose answer would exceed the response cap.
+    fn too_large(&self, id: &Value, what: &str) -> String {
+        self.error_response(id, &self.too_large_error(what))
+    }
+
+    fn too_large_error(&self, what: &str) -> RpcError {
+        self.metrics.limit_response_bytes.inc();
+        let max = self.limits.max_response_bytes;
+        RpcError::with_data(
+            codes::RESPONSE_TOO_LARGE,
+            format!(
+                "Response too large: {what} would pass the limit of {max} bytes per response (a batch is one \
+                 response); ask for fewer items"
+            ),
+            json!({"max": max}),
+        )
+    }
+
+    /// One request object of a body; `None` for a valid notification. The answer, error
+    /// included, takes at most `budget` bytes (an error if the result would not fit).
+    fn handle_one(&self, req: Value, subs: Option<&mut dyn Subscriptions>, budget: usize) -> Option<String> {
         let Value::Object(mut req) = req else {
             return Some(self.error_response(&Value::Null, &RpcError::invalid_request("a request must be a JSON object")));
         };
@@ -340,11 +383,17 @@ impl Rpc {
         id.as_ref()?;
         let started = Instant::now();
         let known = Method::from_name(&method);
+        // Room for the result once the envelope and the id are written.
+        let room = budget.saturating_sub(reply_id.to_string().len() + 40);
         let result = match known {
-            Some(m) => self.call(m, &params, subs),
+            Some(m) => self.call_within(m, &params, subs, room),
             None => Err(RpcError::new(codes::METHOD_NOT_FOUND, format!("Method not found: {}", truncate(&method, 64)))),
         };
         self.metrics.request(known, started.elapsed());
+        let result = match result {
+            Ok(v) if v.len() > room => Err(self.too_large_error("the answer")),
+            other => other,
+        };
         Some(match result {
             Ok(v) => {
                 let id = reply_id.to_string();
@@ -362,6 +411,18 @@ impl Rpc {
 
     /// Runs one method with positional `params`; returns the result as JSON text.
     pub fn call(&self, method: Method, params: &[Value], subs: Option<&mut dyn Subscriptions>) -> Result<String, RpcError> {
+        self.call_within(method, params, subs, self.limits.max_response_bytes)
+    }
+
+    /// [`Rpc::call`] for a result of at most `budget` bytes: the methods whose answers grow with
+    /// the request stop (with [`codes::RESPONSE_TOO_LARGE`]) before they build a larger one.
+    fn call_within(
+        &self,
+        method: Method,
+        params: &[Value],
+        subs: Option<&mut dyn Subscriptions>,
+        budget: usize,
+    ) -> Result<String, RpcError> {
         match method {
             Method::GetStateRoot => {
                 at_most(params, 1)?;
@@ -395,22 +456,34 @@ impl Rpc {
                     .enumerate()
                     .map(|(i, k)| pubkey(Some(k), &format!("pubkeys[{i}]")))
                     .collect::<Result<Vec<_>, _>>()?;
-                // All answers at one slot: resolve it once, then prove each key there.
+                // All answers at one slot: resolve it once, then prove each key there. Each proof
+                // is encoded as soon as it is made, so only one account's data is held at a time,
+                // and an account whose base64 data alone would pass the budget is never encoded.
                 let info = self.hyades.slot(config_slot(params.get(1))?).map_err(|e| self.query_error(e))?;
-                let mut proofs = Vec::with_capacity(keys.len());
-                for key in &keys {
-                    proofs.push(self.hyades.prove(key, Some(info.slot)).map_err(|e| self.query_error(e))?);
-                }
-                Ok(encode::envelope(info.slot, |o| {
+                let mut out = Ok(());
+                let answer = encode::envelope(info.slot, |o| {
                     o.push('[');
-                    for (i, p) in proofs.iter().enumerate() {
+                    for (i, key) in keys.iter().enumerate() {
+                        let p = match self.hyades.prove(key, Some(info.slot)) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                out = Err(self.query_error(e));
+                                return;
+                            }
+                        };
+                        let data = p.account.as_ref().map_or(0, |a| a.data.len().div_ceil(3) * 4);
+                        if o.len() + data > budget {
+                            out = Err(self.too_large_error("the proofs"));
+                            return;
+                        }
                         if i > 0 {
                             o.push(',');
                         }
-                        encode::account_proof_json(o, p);
+                        encode::account_proof_json(o, &p);
                     }
                     o.push(']');
-                }))
+                });
+                out.map(|()| answer)
             }
             Method::GetStateRoots => {
                 at_most(params, 2)?;
@@ -487,6 +560,11 @@ impl Rpc {
                     ));
                 }
                 let (newest, entries) = self.records.slots(start, end).map_err(RecordQueryError::to_rpc)?;
+                // The documents are already serialised: their lengths are the answer's size.
+                let size = entries.iter().fold(64usize, |n, e| n.saturating_add(e.json.len() + 1));
+                if size > budget {
+                    return Err(self.too_large_error(&format!("{} root records", entries.len())));
+                }
                 self.metrics.records_served.inc_by(entries.len() as u64);
                 Ok(encode::envelope(newest, |o| {
                     o.push('[');

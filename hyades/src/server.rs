@@ -25,19 +25,20 @@ use aldb_snapshot::records::RecordLogReader;
 use aldb_snapshot::Hyades;
 use axum::body::Body;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::Router;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use prometheus::IntGauge;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::conn::{ConnHandle, ConnLimits, GuardedListener};
 use crate::error::ServeError;
 use crate::metrics::Metrics;
 use crate::encode;
@@ -51,6 +52,22 @@ pub const SLOW_SUBSCRIBER_CLOSE: u16 = 4008;
 const SLOW_CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// Record notifications handed to a connection's writer ahead of the socket.
 const RECORD_QUEUE: usize = 32;
+/// WebSocket close code sent to a connection that stopped taking its replies: a write made no
+/// progress for [`Config::write_timeout`].
+pub const NOT_READING_CLOSE: u16 = 4009;
+
+/// Default [`Config::max_connections`]: well under the usual 1024 open-file limit.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default [`Config::header_timeout`].
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`Config::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`Config::write_timeout`].
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`Config::ws_queue_bytes`]: one answer of the largest size allowed.
+pub const DEFAULT_WS_QUEUE_BYTES: usize = crate::rpc::DEFAULT_MAX_RESPONSE_BYTES;
+/// Default [`Config::ws_idle_timeout`].
+pub const DEFAULT_WS_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where request handling runs.
 ///
@@ -63,13 +80,38 @@ pub enum Execution {
     Inline,
     /// On tokio's blocking pool.
     Blocking,
-    /// Inline for bodies up to [`AUTO_INLINE_MAX_BYTES`] (a handful of proofs), on the blocking
-    /// pool for larger ones (batches, many keys).
+    /// Inline for a single request of up to [`AUTO_INLINE_MAX_BYTES`] whose work does not grow
+    /// with its parameters; on the blocking pool for the rest: batches, larger bodies, and
+    /// `getMultipleAccountProofs`, `getStateRoots` and `getRootRecords` (many keys, ranges).
     Auto,
 }
 
 /// The largest body [`Execution::Auto`] handles inline: room for a few single-proof requests.
 pub const AUTO_INLINE_MAX_BYTES: usize = 1024;
+
+/// The methods whose work and answer grow with their parameters.
+const HEAVY_METHODS: [&[u8]; 3] = [b"getMultipleAccountProofs", b"getStateRoots", b"getRootRecords"];
+
+impl Execution {
+    /// Whether `body` is handled on the blocking pool.
+    fn blocking(self, body: &[u8]) -> bool {
+        match self {
+            Execution::Inline => false,
+            Execution::Blocking => true,
+            Execution::Auto => {
+                if body.len() > AUTO_INLINE_MAX_BYTES {
+                    return true;
+                }
+                let first = body.iter().find(|b| !b.is_ascii_whitespace());
+                // A backslash could spell a method name in escapes; such bodies are not worth
+                // the risk of a misjudged heavy one.
+                first != Some(&b'{')
+                    || body.contains(&b'\\')
+                    || HEAVY_METHODS.iter().any(|m| body.windows(m.len()).any(|w| w == *m))
+            }
+        }
+    }
+}
 
 impl std::str::FromStr for Execution {
     type Err = String;
@@ -111,6 +153,27 @@ pub struct Config {
     pub record_buffer: usize,
     /// Root records kept in memory and served; older ones answer "pruned".
     pub record_keep: usize,
+    /// Most open connections on the RPC listener, HTTP and WebSocket together; one more is
+    /// answered 503 and closed at once.
+    pub max_connections: usize,
+    /// Time for a request head to arrive, from the connection's accept or the request's first
+    /// byte; then again for its body. A connection that overruns it is closed (slowloris).
+    pub header_timeout: Duration,
+    /// An HTTP keep-alive connection with no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// A write to a client that makes no progress for this long closes the connection (HTTP),
+    /// or closes the WebSocket with code [`NOT_READING_CLOSE`].
+    pub write_timeout: Duration,
+    /// Reply bytes a WebSocket connection may have queued ahead of its socket (at least
+    /// [`Limits::max_response_bytes`]); past it the connection reads no further request until
+    /// the client takes its replies.
+    pub ws_queue_bytes: usize,
+    /// A WebSocket connection without subscriptions that receives no message (pings count) for
+    /// this long is closed with code 1000.
+    pub ws_idle_timeout: Duration,
+    /// Most requests running on the blocking pool at once, all connections together (0: four
+    /// per core). Each connection has at most one request in flight.
+    pub max_blocking: usize,
 }
 
 impl Config {
@@ -128,6 +191,13 @@ impl Config {
             record_poll_interval: Duration::from_millis(20),
             record_buffer: 4096,
             record_keep: DEFAULT_RECORD_KEEP,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            ws_queue_bytes: DEFAULT_WS_QUEUE_BYTES,
+            ws_idle_timeout: DEFAULT_WS_IDLE_TIMEOUT,
+            max_blocking: 0,
         }
     }
 }
@@ -154,6 +224,13 @@ struct Shared {
     notification_buffer: usize,
     max_subscriptions: usize,
     record_buffer: usize,
+    /// Permits for requests on the blocking pool ([`Config::max_blocking`]).
+    blocking: Arc<Semaphore>,
+    /// Per WebSocket connection, in bytes ([`Config::ws_queue_bytes`]).
+    ws_queue_bytes: usize,
+    write_timeout: Duration,
+    header_timeout: Duration,
+    ws_idle_timeout: Duration,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -222,6 +299,12 @@ impl Service {
             notification_buffer: config.notification_buffer.max(1),
             max_subscriptions: config.max_subscriptions,
             record_buffer: config.record_buffer.max(1),
+            blocking: Arc::new(Semaphore::new(max_blocking(config.max_blocking))),
+            // Any single answer fits, and a semaphore counts at most u32::MAX at once.
+            ws_queue_bytes: config.ws_queue_bytes.max(config.limits.max_response_bytes).clamp(1, u32::MAX as usize),
+            write_timeout: config.write_timeout,
+            header_timeout: config.header_timeout,
+            ws_idle_timeout: config.ws_idle_timeout,
             shutdown: shutdown_rx.clone(),
         });
 
@@ -230,13 +313,16 @@ impl Service {
             .route("/", get(ws_upgrade).post(rpc_http))
             .route("/ws", get(ws_upgrade))
             .route("/health", get(health))
-            .with_state(shared.clone());
-        let listener = listener.tap_io(|tcp| {
-            // Responses are small and a client waits for each; never hold one back for Nagle.
-            if let Err(e) = tcp.set_nodelay(true) {
-                log::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
+            .layer(axum::middleware::from_fn(track_request))
+            .with_state(shared.clone())
+            .into_make_service_with_connect_info::<ConnHandle>();
+        let limits = ConnLimits {
+            max_connections: config.max_connections.max(1),
+            header_timeout: config.header_timeout,
+            idle_timeout: config.idle_timeout,
+            write_timeout: config.write_timeout,
+        };
+        let listener = GuardedListener::new(listener, limits, metrics.clone());
         let mut rx = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
             let stop = async move {
@@ -321,6 +407,48 @@ impl Drop for Service {
     }
 }
 
+/// Four per core: proofs fault in pages of the mapped files, so a few more than the cores keep
+/// the CPUs busy while some wait on the disk.
+fn max_blocking(configured: usize) -> usize {
+    match configured {
+        0 => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n.min(Semaphore::MAX_PERMITS),
+    }
+}
+
+/// Tells the connection guard a request is being handled (its head is complete), and that the
+/// connection waits for the next one once the answer is handed back.
+async fn track_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let conn = req.extensions().get::<ConnectInfo<ConnHandle>>().map(|c| c.0.clone());
+    if let Some(c) = &conn {
+        c.busy();
+    }
+    let response = next.run(req).await;
+    if let Some(c) = &conn {
+        c.idle();
+    }
+    response
+}
+
+/// Runs `f` on the blocking pool once one of the [`Config::max_blocking`] permits is free.
+async fn run_blocking<T: Send + 'static>(s: &Shared, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    s.metrics.blocking_requests.inc();
+    let out = match s.blocking.clone().acquire_owned().await {
+        Ok(permit) => tokio::task::spawn_blocking(move || {
+            let out = f();
+            drop(permit);
+            out
+        })
+        .await
+        .map_err(|e| log::error!("request handler failed: {e}"))
+        .ok(),
+        // The semaphore is never closed.
+        Err(_) => None,
+    };
+    s.metrics.blocking_requests.dec();
+    out
+}
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })
 }
@@ -340,7 +468,18 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
 /// `POST /`: one JSON-RPC request or batch.
 async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
     let limit = s.rpc.limits().max_body_bytes;
-    let bytes = match Limited::new(body, limit).collect().await {
+    // A body trickled in slowly holds the connection like a slow head does.
+    let collected = match tokio::time::timeout(s.header_timeout, Limited::new(body, limit).collect()).await {
+        Ok(c) => c,
+        Err(_) => {
+            s.metrics.limit_header_timeout.inc();
+            let msg = format!("Invalid request: body not received within {} s", s.header_timeout.as_secs_f64());
+            let mut r = json_body(StatusCode::REQUEST_TIMEOUT, s.rpc.error_body(&RpcError::new(codes::INVALID_REQUEST, msg)));
+            r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return r;
+        }
+    };
+    let bytes = match collected {
         Ok(c) => c.to_bytes(),
         Err(e) => {
             let (status, err) = if e.downcast_ref::<LengthLimitError>().is_some() {
@@ -352,17 +491,11 @@ async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
             return json_body(status, s.rpc.error_body(&err));
         }
     };
-    let blocking = match s.execution {
-        Execution::Inline => false,
-        Execution::Blocking => true,
-        Execution::Auto => bytes.len() > AUTO_INLINE_MAX_BYTES,
-    };
-    let out = if blocking {
+    let out = if s.execution.blocking(&bytes) {
         let s2 = s.clone();
-        match tokio::task::spawn_blocking(move || s2.rpc.handle(&bytes, None)).await {
-            Ok(out) => out,
-            Err(e) => {
-                log::error!("request handler failed: {e}");
+        match run_blocking(&s, move || s2.rpc.handle(&bytes, None)).await {
+            Some(out) => out,
+            None => {
                 let err = RpcError::new(codes::INTERNAL_ERROR, "Internal error");
                 Some(s.rpc.error_body(&err))
             }
@@ -377,8 +510,9 @@ async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
     }
 }
 
-async fn ws_upgrade(State(s): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
+async fn ws_upgrade(State(s): State<Arc<Shared>>, ConnectInfo(conn): ConnectInfo<ConnHandle>, ws: WebSocketUpgrade) -> Response {
     let limit = s.rpc.limits().max_body_bytes;
+    conn.websocket();
     ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| connection(s, socket))
 }
 
@@ -394,8 +528,8 @@ struct RecordSub {
 }
 
 /// One WebSocket connection's subscriptions.
-struct ConnSubs<'a> {
-    shared: &'a Shared,
+struct ConnSubs {
+    shared: Arc<Shared>,
     /// Root subscription id → first feed position it receives.
     ids: BTreeMap<u64, u64>,
     /// The feed, only while there is a subscription, so an idle connection never lags.
@@ -408,7 +542,11 @@ struct ConnSubs<'a> {
     record_head: u64,
 }
 
-impl ConnSubs<'_> {
+impl ConnSubs {
+    fn new(shared: Arc<Shared>) -> Self {
+        Self { shared, ids: BTreeMap::new(), feed: None, records: BTreeMap::new(), record_head_rx: None, record_head: 0 }
+    }
+
     fn check_room(&self) -> Result<(), RpcError> {
         if self.ids.len() + self.records.len() >= self.shared.max_subscriptions {
             return Err(RpcError::with_data(
@@ -434,7 +572,7 @@ impl ConnSubs<'_> {
 
     /// Queues record notifications while the writer has room. `Err(())` when a subscription's
     /// next record was pruned from memory before it could be sent (a subscriber too slow).
-    fn pump(&mut self, first: mpsc::Permit<'_, Message>, queue: &mpsc::Sender<Message>) -> Result<(), ()> {
+    fn pump(&mut self, first: mpsc::Permit<'_, Queued>, queue: &mpsc::Sender<Queued>) -> Result<(), ()> {
         let records = self.shared.rpc.records();
         let mut permit = Some(first);
         // A bounded batch per wake-up, so requests on this connection are still read promptly.
@@ -463,14 +601,14 @@ impl ConnSubs<'_> {
                 r#"{{"jsonrpc":"2.0","method":"recordNotification","params":{{"subscription":{id},"result":{}}}}}"#,
                 entry.json
             );
-            p.send(Message::text(note));
+            p.send(Queued::new(Message::text(note), &self.shared.metrics, None));
             self.shared.metrics.records_served.inc();
         }
         Ok(())
     }
 }
 
-impl Subscriptions for ConnSubs<'_> {
+impl Subscriptions for ConnSubs {
     fn subscribe(&mut self) -> Result<u64, RpcError> {
         self.check_room()?;
         // Receiver first, position second: every event numbered at or after the position is
@@ -522,7 +660,7 @@ impl Subscriptions for ConnSubs<'_> {
     }
 }
 
-impl Drop for ConnSubs<'_> {
+impl Drop for ConnSubs {
     fn drop(&mut self) {
         self.shared.metrics.subscribers.sub(self.ids.len() as i64);
         self.shared.metrics.record_subscribers.sub(self.records.len() as i64);
@@ -552,8 +690,57 @@ enum Event<'a> {
     Incoming(Option<Result<Message, axum::Error>>),
     Root(Result<Arc<RootEvent>, broadcast::error::RecvError>),
     RecordHead(u64),
-    RecordRoom(Result<mpsc::Permit<'a, Message>, mpsc::error::SendError<()>>),
+    RecordRoom(Result<mpsc::Permit<'a, Queued>, mpsc::error::SendError<()>>),
+    /// No message for [`Config::ws_idle_timeout`] and no subscription.
+    Idle,
+    /// The writer ended: the socket failed or stalled.
+    WriterGone,
     Shutdown,
+}
+
+/// A message queued for a connection's socket. Its bytes count in `hyades_websocket_queued_bytes`
+/// (and, for answers and root notifications, hold the connection's byte room) until the socket
+/// has taken it or it is dropped, so whatever way a connection ends, its bytes are released.
+struct Queued {
+    msg: Message,
+    bytes: i64,
+    gauge: IntGauge,
+    _room: Option<OwnedSemaphorePermit>,
+}
+
+impl Queued {
+    fn new(msg: Message, metrics: &Metrics, room: Option<OwnedSemaphorePermit>) -> Self {
+        let bytes = match &msg {
+            Message::Text(t) => t.len(),
+            Message::Binary(b) => b.len(),
+            _ => 0,
+        };
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        metrics.ws_queued_bytes.add(bytes);
+        Self { msg, bytes, gauge: metrics.ws_queued_bytes.clone(), _room: room }
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.gauge.sub(self.bytes);
+    }
+}
+
+/// Closes the connection's byte room when the writer ends, however it ends, so a reader waiting
+/// for room stops waiting.
+struct CloseRoom(Arc<Semaphore>);
+
+impl Drop for CloseRoom {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// The byte room an answer of `len` bytes takes (an answer larger than the whole room takes all
+/// of it, so it waits until everything before it is sent).
+fn room_for(len: usize, room: usize) -> u32 {
+    u32::try_from(len.clamp(1, room)).unwrap_or(u32::MAX)
 }
 
 /// Sends `m` unless a close frame is ordered first; false when the socket failed or the
@@ -593,85 +780,144 @@ async fn close_slow(sink: &mut futures_util::stream::SplitSink<WebSocket, Messag
 }
 
 /// Serves one WebSocket connection: requests are answered in order, notifications interleave.
+///
+/// Memory: answers and root notifications take byte room ([`Config::ws_queue_bytes`]) until
+/// the socket takes them. An answer waits for room, so a client that sends requests and reads
+/// nothing stops being read once its room is full; a root notification never waits, and finds
+/// no room only for a slow subscriber, which is closed. A write that makes no progress for
+/// [`Config::write_timeout`] ends the connection with close code [`NOT_READING_CLOSE`].
 async fn connection(shared: Arc<Shared>, socket: WebSocket) {
     shared.metrics.ws_connections.inc();
     let (mut sink, mut stream) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Message>(shared.notification_buffer);
+    let (out_tx, mut out_rx) = mpsc::channel::<Queued>(shared.notification_buffer);
     // Record notifications have their own small queue: they are pulled from the feed at the
     // socket's pace and must never crowd out answers and root notifications.
-    let (rec_tx, mut rec_rx) = mpsc::channel::<Message>(RECORD_QUEUE);
+    let (rec_tx, mut rec_rx) = mpsc::channel::<Queued>(RECORD_QUEUE);
     let (kill_tx, mut kill_rx) = oneshot::channel::<CloseFrame>();
+    let room = Arc::new(Semaphore::new(shared.ws_queue_bytes));
     // The writer owns the socket's sending half, so a slow reader only ever fills its own queue.
-    let writer = tokio::spawn(async move {
-        let mut killable = true;
-        let mut records_open = true;
-        loop {
-            let m = tokio::select! {
-                biased;
-                frame = &mut kill_rx, if killable => match frame {
-                    Ok(frame) => {
-                        close_slow(&mut sink, frame).await;
-                        return;
-                    }
+    let writer = {
+        let (shared, room) = (shared.clone(), room.clone());
+        tokio::spawn(async move {
+            let _close_room = CloseRoom(room.clone());
+            let mut killable = true;
+            let mut records_open = true;
+            loop {
+                let q = tokio::select! {
+                    biased;
+                    frame = &mut kill_rx, if killable => match frame {
+                        Ok(frame) => {
+                            close_slow(&mut sink, frame).await;
+                            return;
+                        }
+                        Err(_) => {
+                            killable = false;
+                            continue;
+                        }
+                    },
+                    // Answers and root notifications first: a subscription's id is answered
+                    // before any of its records is queued, so it also reaches the client first.
+                    q = out_rx.recv() => match q {
+                        Some(q) => q,
+                        None => {
+                            let _ = sink.close().await;
+                            return;
+                        }
+                    },
+                    q = rec_rx.recv(), if records_open => match q {
+                        Some(q) => q,
+                        None => {
+                            records_open = false;
+                            continue;
+                        }
+                    },
+                };
+                let send = send_or_kill(&mut sink, q.msg.clone(), &mut kill_rx, &mut killable);
+                match tokio::time::timeout(shared.write_timeout, send).await {
+                    Ok(true) => drop(q),
+                    Ok(false) => return,
                     Err(_) => {
-                        killable = false;
-                        continue;
-                    }
-                },
-                // Answers and root notifications first: a subscription's id is answered before
-                // any of its records is queued, so it also reaches the client first.
-                m = out_rx.recv() => match m {
-                    Some(m) => m,
-                    None => {
-                        let _ = sink.close().await;
+                        shared.metrics.limit_ws_write_timeout.inc();
+                        let queued = shared.ws_queue_bytes.saturating_sub(room.available_permits());
+                        let reason =
+                            format!("not reading: a write stalled {} s, {queued} bytes queued", shared.write_timeout.as_secs());
+                        drop(q);
+                        close_slow(&mut sink, CloseFrame { code: NOT_READING_CLOSE, reason: reason.into() }).await;
                         return;
                     }
-                },
-                m = rec_rx.recv(), if records_open => match m {
-                    Some(m) => m,
-                    None => {
-                        records_open = false;
-                        continue;
-                    }
-                },
-            };
-            if !send_or_kill(&mut sink, m, &mut kill_rx, &mut killable).await {
-                return;
+                }
             }
-        }
-    });
+        })
+    };
 
-    let mut subs =
-        ConnSubs { shared: &shared, ids: BTreeMap::new(), feed: None, records: BTreeMap::new(), record_head_rx: None, record_head: 0 };
+    let mut subs = ConnSubs::new(shared.clone());
     let mut shutdown = shared.shutdown.clone();
     let mut close: Option<CloseFrame> = None;
+    let idle = tokio::time::sleep(shared.ws_idle_timeout);
+    tokio::pin!(idle);
     loop {
         let pending = subs.records_pending();
+        let subscribed = !subs.ids.is_empty() || !subs.records.is_empty();
         let event = tokio::select! {
             m = stream.next() => Event::Incoming(m),
             r = next_root(&mut subs.feed) => Event::Root(r),
             h = next_record_head(&mut subs.record_head_rx) => Event::RecordHead(h),
             p = rec_tx.reserve(), if pending => Event::RecordRoom(p),
+            _ = &mut idle, if !subscribed => Event::Idle,
+            _ = out_tx.closed() => Event::WriterGone,
             _ = shutdown.wait_for(|s| *s) => Event::Shutdown,
         };
+        if let Event::Incoming(Some(Ok(_))) = &event {
+            idle.as_mut().reset(tokio::time::Instant::now() + shared.ws_idle_timeout);
+        }
         match event {
             Event::Incoming(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => break,
             Event::Incoming(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
             Event::Incoming(Some(Ok(m @ (Message::Text(_) | Message::Binary(_))))) => {
-                let bytes = match &m {
-                    Message::Text(t) => t.as_bytes(),
-                    Message::Binary(b) => b.as_ref(),
-                    _ => &[],
+                let reply = if shared.execution.blocking(message_bytes(&m)) {
+                    // The subscriptions travel with the request and come back with the answer.
+                    let s2 = shared.clone();
+                    let mut moved = subs;
+                    let done = run_blocking(&shared, move || {
+                        let reply = s2.rpc.handle(message_bytes(&m), Some(&mut moved));
+                        (reply, moved)
+                    })
+                    .await;
+                    match done {
+                        Some((reply, back)) => {
+                            subs = back;
+                            reply
+                        }
+                        None => {
+                            // The handler panicked; its subscriptions were dropped with it.
+                            subs = ConnSubs::new(shared.clone());
+                            close = Some(CloseFrame { code: close_code::ERROR, reason: "internal error".into() });
+                            break;
+                        }
+                    }
+                } else {
+                    shared.rpc.handle(message_bytes(&m), Some(&mut subs))
                 };
-                let Some(reply) = shared.rpc.handle(bytes, Some(&mut subs)) else { continue };
-                let reply = Message::text(String::from_utf8_lossy(&reply).into_owned());
+                let Some(reply) = reply else { continue };
+                let n = room_for(reply.len(), shared.ws_queue_bytes);
+                let reply = match String::from_utf8(reply) {
+                    Ok(s) => Message::text(s),
+                    Err(e) => Message::text(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                };
                 // Answers wait for room: back-pressure on this client's own requests. But a root
                 // due to one of its subscriptions while the queue is full cannot be queued, and
-                // notifications never wait, so that makes the connection a slow subscriber.
-                let permit = loop {
+                // notifications never wait, so that makes the connection a slow subscriber. If
+                // the writer gives up on the socket, the room is closed and the wait ends.
+                let want = async {
+                    let bytes = room.clone().acquire_many_owned(n).await.ok()?;
+                    let slot = out_tx.reserve().await.ok()?;
+                    Some((bytes, slot))
+                };
+                tokio::pin!(want);
+                let got = loop {
                     tokio::select! {
                         biased;
-                        p = out_tx.reserve() => break p.ok(),
+                        got = &mut want => break got,
                         r = next_root(&mut subs.feed) => match r {
                             Ok(ev) if subs.ids.values().all(|start| ev.seq < *start) => continue,
                             _ => {
@@ -682,13 +928,13 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                         },
                     }
                 };
-                match permit {
-                    Some(p) => p.send(reply),
+                match got {
+                    Some((bytes, slot)) => slot.send(Queued::new(reply, &shared.metrics, Some(bytes))),
                     None => break,
                 }
             }
             Event::Root(Ok(ev)) => {
-                if !notify(&subs, &ev, &out_tx) {
+                if !notify(&subs, &ev, &out_tx, &room) {
                     close = Some(slow_frame());
                     shared.metrics.slow_disconnects.inc();
                     break;
@@ -717,7 +963,13 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                 }
             }
             // The writer is gone: the socket failed.
-            Event::RecordRoom(Err(_)) => break,
+            Event::RecordRoom(Err(_)) | Event::WriterGone => break,
+            Event::Idle => {
+                shared.metrics.limit_ws_idle_timeout.inc();
+                let reason = format!("idle: no message for {} s and no subscription", shared.ws_idle_timeout.as_secs());
+                close = Some(CloseFrame { code: close_code::NORMAL, reason: reason.into() });
+                break;
+            }
             Event::Root(Err(broadcast::error::RecvError::Closed)) | Event::Shutdown => {
                 close = Some(CloseFrame { code: close_code::AWAY, reason: "server shutting down".into() });
                 break;
@@ -744,8 +996,18 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
     shared.metrics.ws_connections.dec();
 }
 
-/// Queues `ev` for every subscription due to receive it; false if the queue is full.
-fn notify(subs: &ConnSubs<'_>, ev: &RootEvent, out: &mpsc::Sender<Message>) -> bool {
+/// The request bytes of a text or binary message.
+fn message_bytes(m: &Message) -> &[u8] {
+    match m {
+        Message::Text(t) => t.as_bytes(),
+        Message::Binary(b) => b.as_ref(),
+        _ => &[],
+    }
+}
+
+/// Queues `ev` for every subscription due to receive it; false if the queue or the byte room is
+/// full.
+fn notify(subs: &ConnSubs, ev: &RootEvent, out: &mpsc::Sender<Queued>, room: &Arc<Semaphore>) -> bool {
     for (id, start) in &subs.ids {
         if ev.seq < *start {
             continue;
@@ -754,9 +1016,9 @@ fn notify(subs: &ConnSubs<'_>, ev: &RootEvent, out: &mpsc::Sender<Message>) -> b
             r#"{{"jsonrpc":"2.0","method":"rootNotification","params":{{"subscription":{id},"result":{}}}}}"#,
             ev.result
         );
-        if out.try_send(Message::text(note)).is_err() {
-            return false;
-        }
+        let Ok(bytes) = room.clone().try_acquire_many_owned(room_for(note.len(), usize::MAX)) else { return false };
+        let Ok(slot) = out.try_reserve() else { return false };
+        slot.send(Queued::new(Message::text(note), &subs.shared.metrics, Some(bytes)));
     }
     true
 }
