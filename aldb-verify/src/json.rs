@@ -25,6 +25,7 @@ use alloc::format;
 
 use serde_json::{Map, Number, Value};
 
+use crate::base58::Excerpt;
 use crate::proof::{Proof, Sibling, Terminal};
 use crate::spec::Hash;
 use crate::wire::MAX_SIBLINGS;
@@ -34,49 +35,9 @@ pub const JSON_VERSION: u64 = 1;
 
 /// The longest base58 text of 32 bytes (`2^256 - 1` takes 44 digits). Longer text is rejected
 /// before decoding, which bounds the work per hash whatever the input.
-pub const MAX_BASE58_HASH_LEN: usize = 44;
+pub const MAX_BASE58_HASH_LEN: usize = crate::base58::MAX_HASH_LEN;
 
-const BASE58_ALPHABET: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
-
-/// Why a string is not the base58 form of a 32-byte hash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Base58Error {
-    /// A character outside the base58 alphabet, at this byte index of the string.
-    InvalidCharacter {
-        /// The offending character.
-        character: char,
-        /// Its byte offset in the string.
-        index: usize,
-    },
-    /// The string is longer than any base58 text of 32 bytes.
-    TooLong {
-        /// Length of the string in bytes.
-        len: usize,
-    },
-    /// The string decodes, but not to 32 bytes.
-    WrongLength {
-        /// Number of bytes it decodes to.
-        bytes: usize,
-    },
-}
-
-impl core::fmt::Display for Base58Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::InvalidCharacter { character, index } => {
-                write!(f, "invalid base58 character {character:?} at index {index}")
-            }
-            Self::TooLong { len } => write!(
-                f,
-                "base58 text of {len} bytes is too long for 32 bytes (at most {MAX_BASE58_HASH_LEN})"
-            ),
-            Self::WrongLength { bytes } => write!(f, "base58 decodes to {bytes} bytes, expected 32"),
-        }
-    }
-}
-
-impl std::error::Error for Base58Error {}
+pub use crate::base58::Base58Error;
 
 /// Why a JSON document is not a well-formed proof.
 ///
@@ -174,48 +135,17 @@ pub fn hash_from_base58(text: &str) -> Result<Hash, JsonError> {
     decode_hash(text).map_err(|error| JsonError::Base58 { field: None, error })
 }
 
-/// Decodes base58 text into exactly 32 bytes.
-///
-/// Decoded here rather than by the base58 crate so that the work is bounded by a fixed buffer,
-/// nothing is allocated, and every error says precisely what is wrong. The format is the usual
-/// one: each leading `1` is a zero byte, and the rest is a big-endian number in base 58.
 fn decode_hash(text: &str) -> Result<Hash, Base58Error> {
-    if text.len() > MAX_BASE58_HASH_LEN {
-        return Err(Base58Error::TooLong { len: text.len() });
+    crate::base58::decode_fixed::<32>(text)
+}
+
+/// Outside text as kept in an error: itself if short, else its first [`Excerpt::CHARS`]
+/// characters, `…` and its length, so an error never holds unbounded input.
+fn bounded(text: &str) -> String {
+    match text.char_indices().nth(Excerpt::CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
     }
-    // At most 44 digits, and 58^44 < 2^264, so 33 bytes hold the number without overflow and
-    // show whether it needs more than 32.
-    let mut number = [0u8; 33];
-    let mut leading_ones = 0usize;
-    let mut leading = true;
-    for (index, character) in text.char_indices() {
-        let digit = BASE58_ALPHABET
-            .bytes()
-            .position(|b| char::from(b) == character)
-            .ok_or(Base58Error::InvalidCharacter { character, index })?;
-        if leading && digit == 0 {
-            leading_ones += 1;
-            continue;
-        }
-        leading = false;
-        // digit < 58, so it fits in a u32 and so does every step below.
-        let mut carry = digit as u32;
-        for byte in number.iter_mut().rev() {
-            let x = u32::from(*byte) * 58 + carry;
-            *byte = (x & 0xff) as u8;
-            carry = x >> 8;
-        }
-    }
-    let number_len = number.len() - number.iter().take_while(|b| **b == 0).count();
-    let bytes = leading_ones + number_len;
-    if bytes != 32 {
-        return Err(Base58Error::WrongLength { bytes });
-    }
-    let mut hash = [0u8; 32];
-    // number_len <= 32, so number[0] is zero and the low 32 bytes are the number, already
-    // preceded by as many zero bytes as there were leading ones.
-    hash.copy_from_slice(&number[1..]);
-    Ok(hash)
 }
 
 /// Joins a parent path and a child name into a field path.
@@ -236,7 +166,8 @@ fn require<'a>(obj: &'a Map<String, Value>, parent: &str, name: &str) -> Result<
 
 fn only_fields(obj: &Map<String, Value>, parent: &str, allowed: &[&str]) -> Result<(), JsonError> {
     match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(unknown) => Err(JsonError::UnknownField { field: child(parent, unknown) }),
+        // The name is outside text of any length: only an excerpt goes into the error.
+        Some(unknown) => Err(JsonError::UnknownField { field: child(parent, &bounded(unknown)) }),
         None => Ok(()),
     }
 }
@@ -275,7 +206,7 @@ fn parse_terminal(value: &Value) -> Result<Terminal, JsonError> {
             only_fields(obj, parent, &["kind", "path", "value"])?;
             Ok(Terminal::Leaf { path: hash_field(obj, parent, "path")?, value: hash_field(obj, parent, "value")? })
         }
-        other => Err(JsonError::UnknownTerminalKind(other.to_string())),
+        other => Err(JsonError::UnknownTerminalKind(bounded(other))),
     }
 }
 
@@ -392,7 +323,7 @@ mod tests {
         assert_eq!(hash_from_base58(&max), Ok([0xff; 32]));
         assert_eq!(
             hash_from_base58("1111"),
-            Err(JsonError::Base58 { field: None, error: Base58Error::WrongLength { bytes: 4 } })
+            Err(JsonError::Base58 { field: None, error: Base58Error::WrongLength { bytes: 4, expected: 32 } })
         );
         assert_eq!(
             hash_from_base58("abc0"),
@@ -400,12 +331,12 @@ mod tests {
         );
         assert_eq!(
             hash_from_base58(&"z".repeat(45)),
-            Err(JsonError::Base58 { field: None, error: Base58Error::TooLong { len: 45 } })
+            Err(JsonError::Base58 { field: None, error: Base58Error::TooLong { len: 45, max: 44 } })
         );
         // 44 digits can exceed 2^256; that must be a length error, not a silent truncation.
         assert_eq!(
             hash_from_base58(&"z".repeat(44)),
-            Err(JsonError::Base58 { field: None, error: Base58Error::WrongLength { bytes: 33 } })
+            Err(JsonError::Base58 { field: None, error: Base58Error::WrongLength { bytes: 33, expected: 32 } })
         );
     }
 
@@ -459,7 +390,7 @@ mod tests {
         );
         assert_eq!(
             err(&format!(r#"{{"version":1,"siblings":[],"terminal":{{"kind":"leaf","path":"{h}","value":"1111"}}}}"#)),
-            JsonError::Base58 { field: Some("terminal.value".into()), error: Base58Error::WrongLength { bytes: 4 } }
+            JsonError::Base58 { field: Some("terminal.value".into()), error: Base58Error::WrongLength { bytes: 4, expected: 32 } }
         );
         assert_eq!(
             err(&format!(r#"{{"version":1,"siblings":[{{"depth":256,"hash":"{h}"}}],"terminal":{leaf}}}"#)),
@@ -497,9 +428,28 @@ mod tests {
 
     #[test]
     fn messages_are_readable() {
-        let e = JsonError::Base58 { field: Some("terminal.path".into()), error: Base58Error::WrongLength { bytes: 4 } };
+        let e = JsonError::Base58 { field: Some("terminal.path".into()), error: Base58Error::WrongLength { bytes: 4, expected: 32 } };
         assert_eq!(e.to_string(), "`terminal.path`: base58 decodes to 4 bytes, expected 32");
         let e = JsonError::DepthOutOfRange { field: "siblings[0].depth".into(), found: 300.into() };
         assert_eq!(e.to_string(), "`siblings[0].depth` must be an integer in 0..=255, found 300");
+    }
+
+    #[test]
+    fn huge_outside_text_is_refused_unread_and_never_echoed() {
+        let huge = "2".repeat(1_000_000);
+        let h = hash_to_base58(&[3; 32]);
+        let leaf = |path: &str| format!(r#"{{"kind":"leaf","path":"{path}","value":"{h}"}}"#);
+        let doc = |siblings: &str, terminal: &str| format!(r#"{{"version":1,"siblings":[{siblings}],"terminal":{terminal}}}"#);
+        let cases = [
+            (doc("", &leaf(&huge)), "`terminal.path`: base58 text of 1000000 bytes is too long"),
+            (doc(&format!(r#"{{"depth":1,"hash":"{huge}"}}"#), &leaf(&h)), "`siblings[0].hash`: base58 text of 1000000"),
+            (doc("", &format!(r#"{{"kind":"{huge}"}}"#)), "unknown `terminal.kind` \"2222222222222222… (1000000 bytes)\""),
+            (format!(r#"{{"version":1,"{huge}":0}}"#), "unknown field `2222222222222222… (1000000 bytes)`"),
+        ];
+        for (text, want) in cases {
+            let e = err(&text).to_string();
+            assert!(e.starts_with(want), "{}", &e[..e.len().min(200)]);
+            assert!(e.len() < 200, "{} bytes", e.len());
+        }
     }
 }

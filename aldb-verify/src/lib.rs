@@ -24,11 +24,13 @@
 //! rest and the hashes. Neither panics on any input.
 //!
 //! Features: `std` (default) adds `std::error::Error` impls and runtime SIMD detection in the
-//! hash; `json` adds the JSON form and base58 helpers.
+//! hash; `json` adds the JSON form and base58 encoding. Bounded base58 decoding of fixed-length
+//! values ([`base58`]) needs no feature.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
 
+pub mod base58;
 #[cfg(feature = "json")]
 pub mod json;
 pub mod proof;
@@ -39,7 +41,8 @@ pub mod spec;
 pub mod wire;
 
 #[cfg(feature = "json")]
-pub use json::{hash_from_base58, hash_to_base58, Base58Error, JsonError, JSON_VERSION};
+pub use json::{hash_from_base58, hash_to_base58, JsonError, JSON_VERSION};
+pub use base58::{Base58Error, Excerpt};
 pub use proof::{Claim, Proof, Sibling, Terminal, VerifyError};
 pub use record::{Attestation, BlockInfo, Commitment, ParentLink, Quorum, RecordError, RootRecord, SignatureError};
 pub use spec::{Hash, EMPTY_ROOT};

@@ -99,15 +99,6 @@ pub fn attested_record_to_json_value(record: &RootRecord, attestations: &[Attest
     v
 }
 
-fn decode_fixed<const N: usize>(text: &str) -> Option<[u8; N]> {
-    // Base58 of N bytes is at most ~1.37·N characters; longer text is refused before decoding.
-    if text.len() > N * 2 {
-        return None;
-    }
-    let v = bs58::decode(text).into_vec().ok()?;
-    v.try_into().ok()
-}
-
 /// Reads a §9.5 document: decodes `bytes`, checks every readable field against it, and parses
 /// the attestations (without verifying them).
 pub fn attested_record_from_json_value(value: &Value) -> Result<AttestedRecord, RecordJsonError> {
@@ -129,8 +120,8 @@ pub fn attested_record_from_json_value(value: &Value) -> Result<AttestedRecord, 
     let list = obj.get("attestations").and_then(Value::as_array).ok_or(RecordJsonError::Field("attestations"))?;
     let mut attestations = Vec::with_capacity(list.len());
     for (i, a) in list.iter().enumerate() {
-        let identity = a.get("identity").and_then(Value::as_str).and_then(decode_fixed::<32>);
-        let signature = a.get("signature").and_then(Value::as_str).and_then(decode_fixed::<64>);
+        let identity = a.get("identity").and_then(Value::as_str).and_then(|t| crate::base58::decode_fixed::<32>(t).ok());
+        let signature = a.get("signature").and_then(Value::as_str).and_then(|t| crate::base58::decode_fixed::<64>(t).ok());
         match (identity, signature) {
             (Some(identity), Some(signature)) => attestations.push(Attestation { identity, signature }),
             _ => return Err(RecordJsonError::Attestation(i)),
@@ -164,6 +155,12 @@ mod tests {
         assert_eq!(attested_record_from_json_value(&lie), Err(RecordJsonError::Mismatch("stateRoot".into())));
         let mut bad = v;
         bad["attestations"][0]["signature"] = Value::String(hash_to_base58(&[1; 32]));
+        assert_eq!(attested_record_from_json_value(&bad), Err(RecordJsonError::Attestation(0)));
+        // Digits enough for minutes of generic decoding are refused by length, unread.
+        bad["attestations"][0]["signature"] = Value::String("2".repeat(1_000_000));
+        assert_eq!(attested_record_from_json_value(&bad), Err(RecordJsonError::Attestation(0)));
+        bad["attestations"][0]["signature"] = Value::String(bs58::encode([0xff; 64]).into_string());
+        bad["attestations"][0]["identity"] = Value::String("2".repeat(1_000_000));
         assert_eq!(attested_record_from_json_value(&bad), Err(RecordJsonError::Attestation(0)));
     }
 }
