@@ -418,6 +418,21 @@ struct Position {
     /// `end` when the bytes after it were reported as damage (the segment was no longer the
     /// newest): they are not reported again.
     tail_reported: Option<usize>,
+    /// XXH3 of the bytes from `end` (at most one longest entry of them), when the segment is the
+    /// newest and they hold no valid entry yet. The writer cuts such bytes off when it reopens
+    /// the log and appends in their place; a changed sum says so, and they are scanned again.
+    pending_sum: u64,
+}
+
+/// XXH3 of a segment's bytes from `end` up to `len`, at most one longest entry of them: enough to
+/// see that an entry was written at `end`, since what was there before was decided not to be one
+/// by the bytes in that window.
+fn pending_sum(file: &mut File, path: &Path, end: usize, len: usize) -> Result<u64, RecordsError> {
+    let want = len.saturating_sub(end).min(MAX_ENTRY);
+    file.seek(SeekFrom::Start(end as u64)).map_err(|e| RecordsError::io("seek", path, e))?;
+    let mut buf = Vec::with_capacity(want);
+    Read::by_ref(file).take(want as u64).read_to_end(&mut buf).map_err(|e| RecordsError::io("read", path, e))?;
+    Ok(xxh3_64(&buf))
 }
 
 /// Follows a record log written by another process, holding every record in memory by slot.
@@ -434,6 +449,8 @@ pub struct RecordLogReader {
     bad_entries: u64,
     damaged_bytes: u64,
     damage: VecDeque<Damage>,
+    /// Reports in `damage` that may still lack their `before_slot`.
+    open_damage: usize,
 }
 
 impl RecordLogReader {
@@ -478,8 +495,10 @@ impl RecordLogReader {
         };
         let len = file.metadata().map_err(|e| RecordsError::io("stat", path, e))?.len();
         let len = usize::try_from(len).unwrap_or(usize::MAX);
-        let tail_unreported = !newest && pos.end < len && pos.tail_reported != Some(pos.end);
-        if pos.header_read && len == pos.len && !tail_unreported {
+        // Unchanged, unless bytes holding no valid entry yet may have been replaced (the newest
+        // segment) or are to be reported as damage (an older one).
+        let settled = pos.end >= len || (!newest && pos.tail_reported == Some(pos.end));
+        if pos.header_read && len == pos.len && settled {
             return Ok(());
         }
         if !pos.header_read {
@@ -502,6 +521,9 @@ impl RecordLogReader {
             log::warn!("record log {}: shrank from {} to {len} bytes", path.display(), pos.len);
             pos.end = len.max(HEADER_LEN);
         }
+        if newest && pos.end < pos.len && pending_sum(&mut file, path, pos.end, pos.len)? != pos.pending_sum {
+            pos.resume = pos.end;
+        }
         pos.resume = pos.resume.clamp(pos.end, len.max(pos.end));
         file.seek(SeekFrom::Start(pos.resume as u64)).map_err(|e| RecordsError::io("seek", path, e))?;
         let mut buf = Vec::new();
@@ -523,12 +545,21 @@ impl RecordLogReader {
             }
             last = Some(rec.record.slot);
             pos.last_slot = Some(rec.record.slot);
+            if self.open_damage > 0 {
+                for d in self.damage.iter_mut().filter(|d| d.before_slot.is_none() && !d.in_header()) {
+                    d.before_slot = last;
+                }
+                self.open_damage = 0;
+            }
             self.records.insert(rec.record.slot, rec.clone());
             fresh.push(rec);
         }
         pos.end = s.end;
         pos.resume = s.resume;
         pos.len = len;
+        if newest && pos.end < len {
+            pos.pending_sum = pending_sum(&mut file, path, pos.end, len)?;
+        }
         if !newest && pos.end < len && pos.tail_reported != Some(pos.end) {
             // A newer segment exists, so the writer has left this one: nothing more comes.
             log::warn!("record log {}: bytes {}..{len} damaged, skipped", path.display(), pos.end);
@@ -540,6 +571,9 @@ impl RecordLogReader {
 
     fn note(&mut self, d: Damage) {
         self.bad_entries += 1;
+        if d.before_slot.is_none() && !d.in_header() {
+            self.open_damage += 1;
+        }
         self.damaged_bytes += d.bytes.end - d.bytes.start;
         if self.damage.len() >= MAX_PENDING_DAMAGE {
             self.damage.pop_front();
@@ -547,9 +581,10 @@ impl RecordLogReader {
         self.damage.push_back(d);
     }
 
-    /// The damaged spans found since the last call, in the order found (records read in the same
-    /// [`refresh`](Self::refresh) come before a span whose `before_slot` is `None`).
+    /// The damaged spans found since the last call, in the order found. A span whose
+    /// `before_slot` is `None` comes after every record read so far.
     pub fn take_damage(&mut self) -> Vec<Damage> {
+        self.open_damage = 0;
         self.damage.drain(..).collect()
     }
 
@@ -694,7 +729,7 @@ mod tests {
         let damage = reader.take_damage();
         let spans: Vec<_> = damage.iter().map(|d| (d.bytes.clone(), d.after_slot, d.before_slot)).collect();
         let (e, l) = (entry_len as u64, HEADER_LEN as u64);
-        assert_eq!(spans, vec![(l + e..l + 2 * e, Some(1), Some(3)), (l + 3 * e..bytes.len() as u64, Some(3), None)]);
+        assert_eq!(spans, vec![(l + e..l + 2 * e, Some(1), Some(3)), (l + 3 * e..bytes.len() as u64, Some(3), Some(5))]);
         new.append(&rec(6)).expect("append");
         assert_eq!(reader.refresh().expect("refresh"), vec![rec(6)]);
         assert_eq!(reader.bad_entries(), 2);
@@ -728,6 +763,34 @@ mod tests {
         }
         assert_eq!(got, whole.entries.into_iter().map(|(_, r)| r).collect::<Vec<_>>());
         assert_eq!(reader.bad_entries(), 2, "an unfinished entry is never counted as damage");
+    }
+
+    #[test]
+    fn a_follower_sees_what_the_writer_appends_in_place_of_a_damaged_tail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut w, _) = RecordLogWriter::open(dir.path()).expect("open");
+        for s in 1..=3 {
+            w.append(&rec(s)).expect("append");
+        }
+        drop(w);
+        let seg = list_segments(&dir.path().join(RECORDS_DIR)).expect("list")[0].1.clone();
+        let mut bytes = std::fs::read(&seg).expect("read");
+        let len = bytes.len();
+        bytes[len - 3] ^= 0x20;
+        std::fs::write(&seg, &bytes).expect("write");
+        let mut reader = RecordLogReader::new(dir.path());
+        assert_eq!(slots(&reader.refresh().expect("refresh")), vec![1, 2]);
+        assert_eq!(slots(&reader.refresh().expect("refresh")), Vec::<u64>::new());
+        // The writer cuts the damaged last entry and appends the same record again: the file has
+        // its old length, and a follower must still see the entry.
+        let (mut w, recent) = RecordLogWriter::open(dir.path()).expect("reopen");
+        assert_eq!(slots(&recent), vec![1, 2]);
+        w.append(&rec(3)).expect("append");
+        assert_eq!(std::fs::metadata(&seg).expect("stat").len(), len as u64);
+        assert_eq!(reader.refresh().expect("refresh"), vec![rec(3)]);
+        w.append(&rec(4)).expect("append");
+        assert_eq!(reader.refresh().expect("refresh"), vec![rec(4)]);
+        assert_eq!(reader.bad_entries(), 0);
     }
 
     #[test]
