@@ -39,6 +39,13 @@ pub enum SnapshotError {
         /// The limit in bytes.
         max: u64,
     },
+    /// Every sequence number a file name can carry has been used: the writer refuses to wrap
+    /// around onto numbers of live files.
+    #[error("snapshot sequence numbers in {dir} are exhausted; move the directory aside and start afresh")]
+    SequenceExhausted {
+        /// The snapshot directory.
+        dir: PathBuf,
+    },
     /// The writer was given inconsistent input.
     #[error("invalid writer input: {0}")]
     Input(String),
@@ -85,6 +92,26 @@ pub enum QueryError {
     NoSnapshot {
         /// The slot asked for.
         slot: u64,
+    },
+    /// The slot was committed, but a file it needs is damaged (fails its checksum, its header
+    /// disagrees with its name, or it changed while mapped): an operator should act.
+    #[error("slot {slot} cannot be served: {reason}")]
+    Corrupt {
+        /// The slot asked for.
+        slot: u64,
+        /// Which file and what is wrong with it.
+        reason: String,
+    },
+    /// The slot was committed but never written: the snapshot writer was failing (a full disk,
+    /// an I/O error) and wrote the slots after `after` up to `until` as one file at `until`.
+    #[error("slot {slot} was not written: the snapshot writer failed after slot {after_text} and recovered at slot {until}", after_text = after.map_or("(start)".to_string(), |a| a.to_string()))]
+    NotWritten {
+        /// The slot asked for.
+        slot: u64,
+        /// The newest slot written before the failure.
+        after: Option<u64>,
+        /// The first slot written after it.
+        until: u64,
     },
     /// The files are unreadable or inconsistent.
     #[error("snapshot storage error: {0}")]

@@ -413,6 +413,7 @@ pub(crate) mod tests {
             accounts: 0,
             nodes: 0,
             buckets: 0,
+            gap_after: None,
         }
     }
 

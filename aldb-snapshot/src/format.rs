@@ -1,4 +1,4 @@
-//! The on-disk format, version 2 (`docs/FORMAT.md` is the prose version of this file).
+//! The on-disk format, version 3 (`docs/FORMAT.md` is the prose version of this file).
 //!
 //! A snapshot file holds the records a slot wrote: account records, bucket records and prefix
 //! node records. Records refer to each other with [`Ref`]s, which may point into older files:
@@ -19,6 +19,13 @@ pub const HEADER_LEN: usize = 128;
 pub const FOOTER_LEN: usize = 32;
 /// Header flag: the file is a full base (references nothing older).
 pub const FLAG_FULL: u32 = 1;
+/// Header flag: the writer failed before this file and recovered; the slots after
+/// [`Header::gap_after`] and before this file's slot were committed but never written.
+pub const FLAG_AFTER_GAP: u32 = 2;
+/// Every flag this version defines; a reader refuses a file with any other bit set.
+pub const KNOWN_FLAGS: u32 = FLAG_FULL | FLAG_AFTER_GAP;
+/// The deepest bucket level a file may declare (the engine's own bound).
+pub const MAX_BUCKET_BITS: u8 = 32;
 
 /// Size of a prefix node record with `arity` child references: its hash, then the references.
 /// Nodes are stored at even levels only; a node refers to its four grandchildren (arity 4). The
@@ -128,6 +135,9 @@ pub struct Header {
     pub nodes: u32,
     /// Bucket records in this file.
     pub buckets: u32,
+    /// With [`FLAG_AFTER_GAP`]: the newest slot published before the writer failed (`None` when
+    /// nothing had been published since the writer started).
+    pub gap_after: Option<u64>,
 }
 
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -166,6 +176,9 @@ impl Header {
         b[96..100].copy_from_slice(&self.accounts.to_le_bytes());
         b[100..104].copy_from_slice(&self.nodes.to_le_bytes());
         b[104..108].copy_from_slice(&self.buckets.to_le_bytes());
+        if self.flags & FLAG_AFTER_GAP != 0 {
+            b[108..116].copy_from_slice(&self.gap_after.unwrap_or(u64::MAX).to_le_bytes());
+        }
         b
     }
 
@@ -181,20 +194,45 @@ impl Header {
         if version != FORMAT_VERSION {
             return Err(format!("format version {version}, this build reads {FORMAT_VERSION}"));
         }
+        // Everything a reader relies on is checked here, so a header that passed can be used
+        // without further checks: a wrong field is refused, never misread.
+        let flags = u32_at(b, 12);
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(format!("unknown header flags {:#x}", flags & !KNOWN_FLAGS));
+        }
+        let reserved_end = if flags & FLAG_AFTER_GAP != 0 { 116 } else { 108 };
+        if b[21..24].iter().chain(&b[84..88]).chain(&b[reserved_end..HEADER_LEN]).any(|&x| x != 0) {
+            return Err("reserved header bytes are not zero".into());
+        }
+        let (seq, oldest_seq, bucket_bits) = (u32_at(b, 16), u32_at(b, 80), b[20]);
+        if seq == 0 {
+            return Err("sequence number 0".into());
+        }
+        if oldest_seq == 0 || oldest_seq > seq {
+            return Err(format!("oldest_seq {oldest_seq} is not in 1..={seq}"));
+        }
+        if flags & FLAG_FULL != 0 && oldest_seq != seq {
+            return Err(format!("a full file's oldest_seq {oldest_seq} is not its own sequence number {seq}"));
+        }
+        if bucket_bits > MAX_BUCKET_BITS {
+            return Err(format!("bucket_bits {bucket_bits} exceeds {MAX_BUCKET_BITS}"));
+        }
         let parent = u64_at(b, 32);
+        let gap_after = (flags & FLAG_AFTER_GAP != 0).then(|| u64_at(b, 108)).and_then(|g| (g != u64::MAX).then_some(g));
         Ok(Header {
-            flags: u32_at(b, 12),
-            seq: u32_at(b, 16),
-            bucket_bits: b[20],
+            flags,
+            seq,
+            bucket_bits,
             slot: u64_at(b, 24),
             parent: (parent != u64::MAX).then_some(parent),
             root: hash_at(b, 40),
             root_ref: Ref(u64_at(b, 72)),
-            oldest_seq: u32_at(b, 80),
+            oldest_seq,
             body_len: u64_at(b, 88),
             accounts: u32_at(b, 96),
             nodes: u32_at(b, 100),
             buckets: u32_at(b, 104),
+            gap_after,
         })
     }
 }
@@ -258,13 +296,36 @@ mod tests {
             parent: None,
             root: [5; 32],
             root_ref: Ref::new(9, 128),
-            oldest_seq: 2,
+            oldest_seq: 9,
             body_len: 4096,
             accounts: 1,
             nodes: 2,
             buckets: 3,
+            gap_after: None,
         };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let gap = Header { flags: FLAG_AFTER_GAP, oldest_seq: 4, gap_after: Some(77), ..h };
+        assert_eq!(Header::decode(&gap.encode()), Ok(gap));
+        let gap_none = Header { gap_after: None, ..gap };
+        assert_eq!(Header::decode(&gap_none.encode()), Ok(gap_none));
+        // What a reader would misread is refused: unknown flags, non-zero reserved bytes, a
+        // sequence number 0, an oldest_seq outside 1..=seq, a full file pointing older, a bucket
+        // level deeper than any layout.
+        let refused = |edit: &dyn Fn(&mut [u8; HEADER_LEN])| {
+            let mut b = h.encode();
+            edit(&mut b);
+            Header::decode(&b).is_err()
+        };
+        assert!(refused(&|b| b[12] |= 4));
+        assert!(refused(&|b| b[22] = 1));
+        assert!(refused(&|b| b[86] = 1));
+        assert!(refused(&|b| b[110] = 1));
+        assert!(refused(&|b| b[127] = 1));
+        assert!(refused(&|b| b[16..20].copy_from_slice(&0u32.to_le_bytes())));
+        assert!(refused(&|b| b[80..84].copy_from_slice(&10u32.to_le_bytes())));
+        assert!(refused(&|b| b[80..84].copy_from_slice(&0u32.to_le_bytes())));
+        assert!(refused(&|b| b[80..84].copy_from_slice(&8u32.to_le_bytes())));
+        assert!(refused(&|b| b[20] = MAX_BUCKET_BITS + 1));
         // Any other version, the previous one included, is refused rather than misread.
         for other in [0u8, 1, 2, 4] {
             let mut bad = h.encode();

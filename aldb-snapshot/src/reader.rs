@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use aldb_core::sorted::walk_sorted;
-use aldb_verify::spec::{bit, branch_hash, key_path, Hash, EMPTY_ROOT};
-use aldb_verify::{Proof, Sibling, Terminal};
+use aldb_verify::spec::{account_value, bit, branch_hash, key_path, Hash, EMPTY_ROOT};
+use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, SnapshotError};
-use crate::format::{node_arity, parse_file_name, Ref, MAX_ARITY};
+use crate::format::{node_arity, parse_file_name, Ref, FLAG_AFTER_GAP, MAX_ARITY};
 use crate::store::{Files, MappedFile};
 
 /// A published slot.
@@ -63,11 +63,43 @@ pub struct AccountProof {
 struct Index {
     files: Files,
     slots: BTreeMap<u64, SlotInfo>,
-    /// Files already found corrupt, by name, so they are reported once and skipped.
-    bad: BTreeMap<String, String>,
+    /// Files already found damaged, by name, so they are reported once and skipped (until the
+    /// name points at another file).
+    bad: BTreeMap<String, BadFile>,
+    /// Mapped files by name, with the inode they were opened from: a name reused for another
+    /// file (a restarted writer replacing a damaged one) is opened afresh, never confused with
+    /// what was mapped before.
+    by_name: BTreeMap<String, (u64, Arc<MappedFile>)>,
+    /// Committed slots that cannot be served because a file they need is damaged, and why.
+    corrupt: BTreeMap<u64, String>,
+    /// Slots the writer never wrote because it was failing: `(after, until)` exclusive bounds,
+    /// from files marked as following a gap.
+    gaps: Vec<(Option<u64>, u64)>,
     /// The newest slot any published file names, served or not: a slot at or below it was
     /// committed, even if its file is damaged or incomplete.
     newest_named: Option<u64>,
+}
+
+/// A file found damaged.
+#[derive(Clone, Debug)]
+struct BadFile {
+    inode: u64,
+    seq: u32,
+    slot: u64,
+    reason: String,
+}
+
+/// A file's inode number: how a reused name is told apart from the file mapped before.
+fn inode(meta: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::ino(meta)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        0
+    }
 }
 
 /// A read-only view of a snapshot directory, shared by any number of query threads.
@@ -98,12 +130,19 @@ impl Hyades {
     }
 
     /// Picks up newly published files and forgets deleted ones. Returns the newly published
-    /// slots in slot order. A corrupt file is logged and skipped, never served.
+    /// slots in slot order. A damaged file is logged once and never served; the slots that need
+    /// it answer [`QueryError::Corrupt`].
+    ///
+    /// Every identity a query relies on is checked here: the header's sequence number and slot
+    /// must be the ones in the file's name (a copied or renamed file would otherwise serve
+    /// another slot's root), the checksum must match, and a mapping found changed since it was
+    /// opened (truncated under us) is dropped.
     pub fn refresh(&self) -> Result<Vec<SlotInfo>, SnapshotError> {
         let old = self.current();
         let mut files = Files::default();
         let mut slots = BTreeMap::new();
-        let mut bad = old.bad.clone();
+        let mut bad: BTreeMap<String, BadFile> = BTreeMap::new();
+        let mut by_name = BTreeMap::new();
         let mut fresh = Vec::new();
         let mut newest_named: Option<u64> = None;
         let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
@@ -112,24 +151,47 @@ impl Hyades {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             let Some((seq, named_slot)) = parse_file_name(name) else { continue };
+            let meta = match entry.metadata() {
+                Ok(m) => m,
+                // Deleted between listing and reading: pruned, not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(SnapshotError::io("stat", entry.path(), e)),
+            };
+            let ino = inode(&meta);
             newest_named = newest_named.max(Some(named_slot));
-            if bad.contains_key(name) {
+            if let Some(b) = old.bad.get(name).filter(|b| b.inode == ino) {
+                bad.insert(name.to_string(), b.clone());
                 continue;
             }
-            let f = match old.files.get(seq) {
-                Some(f) => f.clone(),
+            let mut reject = |reason: String| {
+                log::error!("snapshot file {name} is not served: {reason}");
+                bad.insert(name.to_string(), BadFile { inode: ino, seq, slot: named_slot, reason });
+            };
+            let f = match old.by_name.get(name).filter(|(i, _)| *i == ino) {
+                Some((_, f)) => f.clone(),
                 None => match MappedFile::open(&entry.path(), true) {
                     Ok(f) => Arc::new(f),
-                    // Deleted between listing and opening: pruned, not an error.
                     Err(SnapshotError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
-                        log::error!("skipping snapshot file: {e}");
-                        bad.insert(name.to_string(), e.to_string());
+                        reject(e.to_string());
                         continue;
                     }
                 },
             };
             let h = f.header;
+            if h.seq != seq || h.slot != named_slot {
+                reject(format!("its header names sequence {} slot {}, its file name sequence {seq} slot {named_slot}", h.seq, h.slot));
+                continue;
+            }
+            if f.damaged() {
+                reject("the file was truncated or changed while mapped".to_string());
+                continue;
+            }
+            if files.get(seq).is_some() {
+                // Two valid files claiming one sequence number: references into it are ambiguous.
+                reject(format!("a second file with sequence number {seq}"));
+                continue;
+            }
             let info = SlotInfo { slot: h.slot, parent: h.parent, root: h.root, seq: h.seq };
             if !old.slots.contains_key(&h.slot) {
                 fresh.push(info);
@@ -138,26 +200,51 @@ impl Hyades {
             if slots.get(&h.slot).is_none_or(|s: &SlotInfo| s.seq < h.seq) {
                 slots.insert(h.slot, info);
             }
+            by_name.insert(name.to_string(), (ino, f.clone()));
             files.insert(f);
+        }
+        let bad_seqs: BTreeMap<u32, &BadFile> = bad.values().map(|b| (b.seq, b)).collect();
+        let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
+        for (name, b) in &bad {
+            corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
         }
         // Only slots whose every reachable file is still present are served: with the present
         // sequence numbers sorted, [oldest, seq] is complete when it holds seq - oldest + 1 of them.
+        // A slot missing a file because that file is damaged is corrupt, not pruned.
         let present: Vec<u32> = files.seqs().collect();
-        slots.retain(|_, s| {
+        slots.retain(|slot, s| {
             let Some(f) = files.get(s.seq) else { return false };
             let oldest = f.header.oldest_seq;
             let lo = present.partition_point(|&q| q < oldest);
             let hi = present.partition_point(|&q| q <= s.seq);
-            oldest <= s.seq && (hi - lo) as u64 == u64::from(s.seq - oldest) + 1
+            if (hi - lo) as u64 == u64::from(s.seq - oldest) + 1 {
+                return true;
+            }
+            if let Some((_, b)) = bad_seqs.range(oldest..=s.seq).next() {
+                corrupt.insert(*slot, format!("file #{} (slot {}) that it reaches into is damaged: {}", b.seq, b.slot, b.reason));
+            }
+            false
         });
+        // A slot served by a good file is not corrupt, even if another copy of it is damaged.
+        corrupt.retain(|slot, _| !slots.contains_key(slot));
+        let gaps = files
+            .iter()
+            .filter(|f| f.header.flags & FLAG_AFTER_GAP != 0)
+            .map(|f| (f.header.gap_after, f.header.slot))
+            .collect();
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);
-        let next = Arc::new(Index { files, slots, bad, newest_named });
+        let next = Arc::new(Index { files, slots, bad, by_name, corrupt, gaps, newest_named });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
         }
         Ok(fresh)
+    }
+
+    /// Damaged files in the directory, by name, with what is wrong with each.
+    pub fn damaged_files(&self) -> Vec<(String, String)> {
+        self.current().bad.iter().map(|(n, b)| (n.clone(), b.reason.clone())).collect()
     }
 
     /// The newest published slot.
@@ -184,6 +271,19 @@ impl Hyades {
     }
 
     fn lookup(ix: &Index, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
+        if let Some(slot) = slot {
+            if let Some(info) = ix.slots.get(&slot) {
+                return Ok(*info);
+            }
+            // Why a committed slot is not served comes before where it lies: "corrupt" or "not
+            // written" tells an operator to act, "pruned" or "skipped" does not.
+            if let Some(reason) = ix.corrupt.get(&slot) {
+                return Err(QueryError::Corrupt { slot, reason: reason.clone() });
+            }
+            if let Some(&(after, until)) = ix.gaps.iter().find(|(a, u)| a.is_none_or(|a| a < slot) && slot < *u) {
+                return Err(QueryError::NotWritten { slot, after, until });
+            }
+        }
         let (Some(oldest), Some(newest)) = (ix.slots.values().next(), ix.slots.values().next_back()) else {
             return Err(QueryError::NothingPublished);
         };
@@ -198,10 +298,30 @@ impl Hyades {
     }
 
     /// The account `pubkey` at `slot` (the newest when `None`), with its proof.
+    ///
+    /// The answer is checked before it is returned: the proof must verify against the slot's
+    /// root and say what the account says. Files can be damaged in ways no checksum sees (edited
+    /// with the checksum recomputed, changed while mapped), and a proof that does not verify, or
+    /// an account its proof does not vouch for, is never served: the slot answers
+    /// [`QueryError::Corrupt`] instead. The check costs about one hash per level of the proof.
     pub fn prove(&self, pubkey: &[u8; 32], slot: Option<u64>) -> Result<AccountProof, QueryError> {
         let ix = self.current();
         let info = Self::lookup(&ix, slot)?;
-        prove_in(&ix.files, &info, pubkey).map_err(|e| QueryError::Storage(e.to_string()))
+        let corrupt = |reason: String| QueryError::Corrupt { slot: info.slot, reason };
+        let answer = prove_in(&ix.files, &info, pubkey).map_err(|e| match e {
+            SnapshotError::Corrupt { .. } | SnapshotError::MissingFile { .. } => corrupt(e.to_string()),
+            e => QueryError::Storage(e.to_string()),
+        })?;
+        let claim = answer.proof.verify(&info.root, pubkey).map_err(|e| corrupt(format!("the proof read from the files does not verify against the root: {e}")))?;
+        let vouched = match (&claim, &answer.account) {
+            (Claim::Absent, None) => true,
+            (Claim::Present { value }, Some(a)) => *value == account_value(a.lamports, &a.owner, a.executable, &a.data),
+            _ => false,
+        };
+        if !vouched {
+            return Err(corrupt("the account read from the files is not the one its proof commits to".into()));
+        }
+        Ok(answer)
     }
 }
 
@@ -288,16 +408,16 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     let Some((lp, lv)) = walk_sorted(&pairs, &path, &mut siblings) else {
         return Err(SnapshotError::corrupt(&top.path, "empty bucket record"));
     };
-    let account = if lp == path {
-        full.iter().find(|(p, _, _)| *p == lp).map(|(_, _, a)| Account {
+    let account = match full.iter().find(|(p, _, _)| lp == path && *p == lp) {
+        // The data is copied out of the mapping here, so its file is checked after the copy.
+        Some((_, _, a)) => Some(a.intact(Account {
             pubkey: a.pubkey,
             lamports: a.lamports,
             owner: a.owner,
             executable: a.executable,
             data: a.data.to_vec(),
-        })
-    } else {
-        None
+        })?),
+        None => None,
     };
     Ok(AccountProof {
         slot: info.slot,

@@ -23,7 +23,10 @@ use aldb_verify::spec::{Hash, EMPTY_ROOT};
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane};
-use crate::format::{file_name, node_arity, node_len, node_stored, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_FULL, MAX_ARITY};
+use crate::format::{
+    file_name, node_arity, node_len, node_stored, parse_file_name, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP, FLAG_FULL,
+    MAX_ARITY,
+};
 use crate::path_index::{prefix_of, PathEntry, PathIndex};
 use crate::store::{Files, MappedFile};
 
@@ -99,6 +102,9 @@ pub(crate) struct Serializer {
     direct: bool,
     io: Option<IoLane>,
     scratch: Scratch,
+    /// Set after a failure: the next file published carries [`FLAG_AFTER_GAP`] with this
+    /// `gap_after` (the newest slot published before the failure).
+    gap: Option<Option<u64>>,
 }
 
 /// Per-slot working memory of [`Serializer::write_body`], kept so its capacity is reused.
@@ -142,7 +148,7 @@ impl Serializer {
             bucket_bits: 0,
             nodes: Vec::new(),
             buckets: Vec::new(),
-            next_seq: last_seq + 1,
+            next_seq: last_seq.saturating_add(1),
             refresh_bits,
             cursor: 0,
             cycle_start: 0,
@@ -152,7 +158,107 @@ impl Serializer {
             direct,
             io: None,
             scratch: Scratch::default(),
+            gap: None,
         }
+    }
+
+    /// Marks the next published file as the first after a gap: the slots after `gap_after` (the
+    /// newest slot published before the writer failed) and before that file's slot are lost.
+    pub(crate) fn mark_gap(&mut self, gap_after: Option<u64>) {
+        if self.gap.is_none() {
+            self.gap = Some(gap_after);
+        }
+    }
+
+    /// Forgets the in-memory state: after a failed write it may point into the file that was
+    /// never published. The next write must be full or follow [`Serializer::recover`].
+    pub(crate) fn invalidate(&mut self) {
+        self.started = false;
+    }
+
+    /// Rebuilds the in-memory state from the published file `path` (and the older files its
+    /// records reach), as if that file had just been written, so the writer can go on with
+    /// deltas after a failure instead of needing a full state nobody holds. Reads the whole tree
+    /// once (every node and bucket record, and each leaf's account record for its path): a cost
+    /// paid only on recovery, on the writer's thread. Every file is verified first.
+    pub(crate) fn recover(&mut self, path: &Path) -> Result<(), SnapshotError> {
+        self.started = false;
+        let top = Arc::new(MappedFile::open(path, true)?);
+        let h = top.header;
+        let mut files = Files::default();
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some((seq, _)) = name.to_str().and_then(parse_file_name) else { continue };
+            if seq < h.oldest_seq || seq >= h.seq {
+                continue;
+            }
+            let f = MappedFile::open(&entry.path(), true)?;
+            if f.header.seq != seq {
+                return Err(SnapshotError::corrupt(entry.path(), "header and file name disagree on the sequence number"));
+            }
+            if files.get(seq).is_some() {
+                return Err(SnapshotError::corrupt(entry.path(), format!("a second file with sequence number {seq}")));
+            }
+            files.insert(Arc::new(f));
+        }
+        files.insert(top);
+        if let Some(missing) = (h.oldest_seq..=h.seq).find(|&q| files.get(q).is_none()) {
+            return Err(SnapshotError::MissingFile { seq: missing });
+        }
+        self.reset(h.bucket_bits);
+        self.files = files;
+        let l = usize::from(h.bucket_bits);
+        if l == 0 {
+            self.buckets[0] = h.root_ref;
+        } else {
+            self.nodes[0][0] = h.root_ref;
+        }
+        for d in (0..l).filter(|&d| node_stored(d, l)) {
+            let arity = node_arity(d, l);
+            let below = d + arity.trailing_zeros() as usize;
+            for i in 0..1usize << d {
+                let r = self.nodes[d][i];
+                if r.is_null() {
+                    continue;
+                }
+                let n = self.files.node(r, arity)?;
+                for (c, child) in n.refs[..arity].iter().enumerate() {
+                    if below == l {
+                        self.buckets[arity * i + c] = *child;
+                    } else {
+                        self.nodes[below][arity * i + c] = *child;
+                    }
+                }
+            }
+        }
+        let mut leaves = Vec::new();
+        for b in 0..self.buckets.len() {
+            let r = self.buckets[b];
+            if r.is_null() {
+                continue;
+            }
+            self.files.bucket(r, &mut leaves)?;
+            let mut views = Vec::with_capacity(leaves.len());
+            for &a in &leaves {
+                let (path, _, _) = self.files.leaf(a, b as u64, h.bucket_bits)?;
+                views.push(LeafView { prefix: prefix_of(&path), account: a });
+            }
+            self.bucket_leaves[b] = views.into_boxed_slice();
+        }
+        let root = self.files.hash(h.root_ref)?;
+        if root != h.root {
+            return Err(SnapshotError::corrupt(path, "the top record's hash is not the header's root"));
+        }
+        // A new refresh cycle starts now: everything written before counts as old, so one full
+        // cycle from here retires every file below this one, as after a full snapshot.
+        self.oldest = h.oldest_seq;
+        self.cycle_start = self.next_seq;
+        self.cursor = 0;
+        self.started = true;
+        self.next_seq = self.next_seq.max(h.seq.saturating_add(1));
+        Ok(())
     }
 
     fn reset(&mut self, bucket_bits: u8) {
@@ -188,6 +294,10 @@ impl Serializer {
             )));
         }
         let seq = self.next_seq;
+        if seq == u32::MAX {
+            // The last number is never used, so `seq + 1` below never wraps onto live files.
+            return Err(SnapshotError::SequenceExhausted { dir: self.dir.clone() });
+        }
         let name = file_name(seq, input.slot);
         let tmp = self.dir.join(format!(".{name}.tmp"));
         let mut lane = match self.io.take() {
@@ -228,8 +338,9 @@ impl Serializer {
             self.cycle_start = seq + 1;
             self.started = true;
         }
+        let gap = self.gap;
         let header = Header {
-            flags: if input.full { FLAG_FULL } else { 0 },
+            flags: if input.full { FLAG_FULL } else { 0 } | if gap.is_some() { FLAG_AFTER_GAP } else { 0 },
             seq,
             bucket_bits: self.bucket_bits,
             slot: input.slot,
@@ -241,9 +352,11 @@ impl Serializer {
             accounts: counts.0,
             nodes: counts.1,
             buckets: counts.2,
+            gap_after: gap.flatten(),
         };
         let dest = self.dir.join(name);
         let bytes = fb.publish(header, &dest)?;
+        self.gap = None;
         self.next_seq += 1;
         self.files.insert(Arc::new(MappedFile::open(&dest, false)?));
         if !input.full {
@@ -557,7 +670,9 @@ impl Serializer {
     /// Copies an account record from an older file into this one.
     fn copy_account(&self, fb: &mut FileBuilder, r: Ref) -> Result<Ref, SnapshotError> {
         let a = self.files.account(r)?;
-        fb.record(&[a.raw])
+        // Copied straight out of the mapping: checked after the copy (`AccountView::intact`).
+        let copied = fb.record(&[a.raw])?;
+        a.intact(copied)
     }
 }
 

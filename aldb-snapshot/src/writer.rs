@@ -5,6 +5,15 @@
 //! snapshot; waiting instead slows commits to the disk's pace, and the time spent waiting is
 //! counted so operators see it (`full_waits`, `wait_nanos`). Pruning runs on a third thread and
 //! only ever deletes files no kept slot can reach, so it never blocks or breaks the writer.
+//!
+//! Policy on a write error (a full disk, an I/O error): the writer does not stop. The slot that
+//! failed and every slot after it are merged, as `every > 1` merges slots, and the writer retries
+//! after 1 s, doubling the wait up to 60 s. A retry rebuilds the writer's tables from the newest
+//! file on disk (reading its whole tree once) and writes the merged slots as one file, marked in
+//! its header as following a gap: the slots between are never served, and Hyades says why. The
+//! validator is never restarted for it. The writer gives up, until restarted, only when the held
+//! account data passes `max_recovery_bytes` or nothing was ever published to continue from
+//! (without a full state in hand); `WriterStats::stopped` says so.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -12,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aldb_core::{CaptureOptions, ChangeSet};
 use aldb_verify::spec::Hash;
@@ -20,7 +29,7 @@ use aldb_verify::spec::Hash;
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
-use crate::format::{parse_file_name, Header, HEADER_LEN};
+use crate::format::{parse_file_name, Header, FOOTER_LEN, HEADER_LEN};
 use crate::serializer::{Published, Serializer, SlotInput, CAPTURE_OPTIONS};
 
 /// Writer settings.
@@ -40,13 +49,30 @@ pub struct WriterConfig {
     /// Write files past the page cache (`O_DIRECT`) when the filesystem supports it; files are
     /// written once and read later, so caching them on the way out only costs copies.
     pub direct_io: bool,
+    /// After a write error, the writer holds the slots that follow (merged, one version per
+    /// account) until it can write again; past this many bytes of held account data it gives up
+    /// until restarted. See [`SnapshotWriter`] on failures.
+    pub max_recovery_bytes: usize,
 }
+
+/// First wait before a failed writer retries; doubles per failed retry up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// Longest wait between retries of a failed writer.
+const RETRY_MAX: Duration = Duration::from_secs(60);
 
 impl WriterConfig {
     /// Defaults for a directory: every slot, keep 1000 slots, refresh over 512 slots, queue of 4,
-    /// direct I/O where supported.
+    /// direct I/O where supported, up to 1 GiB of account data held while failing.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into(), every: 1, keep_slots: 1000, refresh_slots: 512, queue_bound: 4, direct_io: true }
+        Self {
+            dir: dir.into(),
+            every: 1,
+            keep_slots: 1000,
+            refresh_slots: 512,
+            queue_bound: 4,
+            direct_io: true,
+            max_recovery_bytes: 1 << 30,
+        }
     }
 }
 
@@ -75,8 +101,17 @@ pub struct WriterStats {
     pub write_nanos: AtomicU64,
     /// Files deleted by pruning.
     pub pruned_files: AtomicU64,
-    /// Errors (the writer stops at the first).
+    /// Failed writes (each retry that fails counts again).
     pub errors: AtomicU64,
+    /// 1 while the writer is failing (holding slots until it can write again), else 0.
+    pub failing: AtomicU64,
+    /// Times the writer wrote again after failing.
+    pub recoveries: AtomicU64,
+    /// Committed slots never written because the writer was failing: merged into the first file
+    /// after the failure, which is marked with the gap (`docs/FORMAT.md`), and not served.
+    pub gap_slots: AtomicU64,
+    /// 1 once the writer has stopped for good (see [`SnapshotWriter`]), else 0.
+    pub stopped: AtomicU64,
 }
 
 impl WriterStats {
@@ -99,6 +134,7 @@ pub struct SnapshotWriter {
     pruner: Option<JoinHandle<()>>,
     stats: Arc<WriterStats>,
     done: Arc<(Mutex<u64>, Condvar)>,
+    /// The last error while the writer is failing or stopped; `None` once it writes again.
     failure: Arc<Mutex<Option<String>>>,
 }
 
@@ -108,9 +144,22 @@ impl std::fmt::Debug for SnapshotWriter {
     }
 }
 
-/// Existing files in a directory: `(seq, slot, oldest_seq)`, after removing unfinished ones.
-fn scan(dir: &Path) -> Result<BTreeMap<u32, (u64, u32)>, SnapshotError> {
-    let mut out = BTreeMap::new();
+/// What a starting writer finds in its directory.
+struct Existing {
+    /// Every published name, for the pruner: `seq -> (slot, oldest_seq)`. A file whose header
+    /// does not match its name gets `oldest_seq = u32::MAX`, so it never holds other files back
+    /// and is pruned like any other once below every kept slot's oldest file.
+    files: BTreeMap<u32, (u64, u32)>,
+    /// The highest sequence number of a file this writer's format published under that very
+    /// name: numbering goes on after it. A stray or damaged name is not trusted here, so a name
+    /// with the largest sequence number cannot make the writer wrap onto live files.
+    last_seq: u32,
+}
+
+/// Lists the directory, removing unfinished files.
+fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
+    let mut files = BTreeMap::new();
+    let mut last_seq = 0;
     let rd = std::fs::read_dir(dir).map_err(|e| SnapshotError::io("list", dir, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| SnapshotError::io("list", dir, e))?;
@@ -122,17 +171,55 @@ fn scan(dir: &Path) -> Result<BTreeMap<u32, (u64, u32)>, SnapshotError> {
             continue;
         }
         let Some((seq, slot)) = parse_file_name(name) else { continue };
-        let oldest = read_header(&entry.path()).map(|h| h.oldest_seq).unwrap_or(seq);
-        out.insert(seq, (slot, oldest));
+        match read_header(&entry.path()) {
+            Ok(h) if h.seq == seq && h.slot == slot => {
+                files.insert(seq, (slot, h.oldest_seq));
+                last_seq = last_seq.max(seq);
+            }
+            Ok(h) => {
+                log::warn!(
+                    "snapshot {name}: its header says sequence {} slot {}; not numbering after it",
+                    h.seq,
+                    h.slot
+                );
+                files.entry(seq).or_insert((slot, u32::MAX));
+            }
+            Err(reason) => {
+                log::warn!("snapshot {name}: {reason}; not numbering after it");
+                files.entry(seq).or_insert((slot, u32::MAX));
+            }
+        }
     }
-    Ok(out)
+    Ok(Existing { files, last_seq })
 }
 
-fn read_header(path: &Path) -> Option<Header> {
+/// A file's header, if the file is as long as its header says. Cheap (one small read): the
+/// checksum is Hyades' to check.
+fn read_header(path: &Path) -> Result<Header, String> {
     use std::io::Read;
     let mut buf = [0u8; HEADER_LEN];
-    std::fs::File::open(path).ok()?.read_exact(&mut buf).ok()?;
-    Header::decode(&buf).ok()
+    let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    f.read_exact(&mut buf).map_err(|e| e.to_string())?;
+    let h = Header::decode(&buf)?;
+    let expect = (HEADER_LEN as u64 + FOOTER_LEN as u64).checked_add(h.body_len);
+    if expect != Some(len) {
+        return Err(format!("size {len} does not match its header"));
+    }
+    Ok(h)
+}
+
+/// The newest file in `dir` whose header matches its name, if any: what a recovering writer
+/// continues from. It is found on disk rather than remembered, because a failure after the
+/// rename (the directory sync) may have published a file the writer counted as failed.
+fn newest_published(dir: &Path) -> Result<Option<(u32, PathBuf)>, SnapshotError> {
+    let existing = scan(dir)?;
+    Ok(existing
+        .files
+        .iter()
+        .rev()
+        .find(|(_, (_, oldest))| *oldest != u32::MAX)
+        .map(|(seq, (slot, _))| (*seq, dir.join(crate::format::file_name(*seq, *slot)))))
 }
 
 impl SnapshotWriter {
@@ -143,8 +230,7 @@ impl SnapshotWriter {
             return Err(SnapshotError::Input("every, keep_slots and queue_bound must be at least 1".into()));
         }
         std::fs::create_dir_all(&config.dir).map_err(|e| SnapshotError::io("create", &config.dir, e))?;
-        let existing = scan(&config.dir)?;
-        let last_seq = existing.keys().next_back().copied().unwrap_or(0);
+        let Existing { files: existing, last_seq } = scan(&config.dir)?;
         let (tx, rx) = mpsc::sync_channel::<SlotInput>(config.queue_bound);
         let (ptx, prx) = mpsc::channel::<Published>();
         let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(config.queue_bound + 1);
@@ -160,12 +246,12 @@ impl SnapshotWriter {
         let serializer = Serializer::new(&config.dir, last_seq, config.refresh_slots, direct);
         let thread = {
             let (stats, done, failure) = (stats.clone(), done.clone(), failure.clone());
-            let every = config.every;
+            let cfg = config.clone();
             std::thread::Builder::new()
                 .name("aldb-snapshot".into())
                 .spawn(move || {
                     let out = Outlets { on_publish, pruner: ptx, spare: spare_tx };
-                    run(serializer, rx, every, stats, done, failure, out)
+                    run(serializer, rx, &cfg, stats, done, failure, out)
                 })
                 .map_err(|e| SnapshotError::io("spawn writer", &config.dir, e))?
         };
@@ -205,8 +291,11 @@ impl SnapshotWriter {
     }
 
     /// Queues one slot. Waits if the queue is full (see the module docs for why).
+    /// While the writer is failing, submissions are accepted (and held); only a writer stopped
+    /// for good refuses them.
     pub fn submit(&self, input: SlotInput) -> Result<(), SnapshotError> {
-        if let Some(reason) = self.failure.lock().ok().and_then(|f| f.clone()) {
+        if self.stats.stopped.load(Ordering::Relaxed) != 0 {
+            let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or_default();
             return Err(SnapshotError::Stopped(reason));
         }
         let Some(tx) = &self.tx else { return Err(SnapshotError::Stopped("shut down".into())) };
@@ -224,13 +313,15 @@ impl SnapshotWriter {
         }
     }
 
-    /// Waits until every submitted slot has been processed; returns the writer's error if any.
+    /// Waits until every submitted slot has been processed (written, or held while failing);
+    /// returns the writer's error if it is failing or stopped.
     pub fn flush(&self) -> Result<(), SnapshotError> {
         let target = self.stats.submitted.load(Ordering::Relaxed);
         let (lock, cv) = &*self.done;
         let mut processed = lock.lock().map_err(|_| SnapshotError::Stopped("writer panicked".into()))?;
         while *processed < target {
-            if let Some(reason) = self.failure.lock().ok().and_then(|f| f.clone()) {
+            if self.stats.stopped.load(Ordering::Relaxed) != 0 {
+                let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or_default();
                 return Err(SnapshotError::Stopped(reason));
             }
             processed = cv
@@ -309,6 +400,33 @@ impl Pending {
         self.accounts.push(input.accounts);
     }
 
+    /// Bytes of account data held.
+    fn account_bytes(&self) -> usize {
+        self.accounts.iter().map(AccountBatch::heap_bytes).sum()
+    }
+
+    /// Keeps only the newest version of each account, in one batch: what a failing writer does
+    /// before giving up on memory, since most slots rewrite the same hot accounts.
+    fn compact(&mut self) {
+        let mut newest: HashMap<Hash, (usize, usize)> = HashMap::new();
+        for (bi, b) in self.accounts.iter().enumerate() {
+            for (i, e) in b.entries().iter().enumerate() {
+                newest.insert(e.path, (bi, i));
+            }
+        }
+        let mut out = AccountBatch::default();
+        for (bi, b) in self.accounts.iter().enumerate() {
+            for (i, e) in b.entries().iter().enumerate() {
+                if newest.get(&e.path) == Some(&(bi, i)) {
+                    if let Some(a) = b.get(i) {
+                        out.push(e.path, &a);
+                    }
+                }
+            }
+        }
+        self.accounts = vec![out];
+    }
+
     fn take(&mut self) -> SlotInput {
         // The serializer only reads leaf paths, so merged leaf values are not kept.
         let mut changes = ChangeSet::by_hand(self.bucket_bits, self.options.without_leaf_values());
@@ -339,58 +457,226 @@ struct Outlets {
     spare: SyncSender<Spare>,
 }
 
+/// A writer that failed: what it holds until it can write again.
+struct Failing {
+    /// The slot that failed and every slot since, merged.
+    merged: Pending,
+    /// The newest slot published before the failure.
+    gap_after: Option<u64>,
+    /// Account bytes held when the failure began (a failed full state is held whole).
+    base_bytes: usize,
+    next_try: Instant,
+    backoff: Duration,
+}
+
+/// The writer thread's state.
+struct Run {
+    ser: Serializer,
+    dir: PathBuf,
+    stats: Arc<WriterStats>,
+    failure: Arc<Mutex<Option<String>>>,
+    out: Outlets,
+    max_recovery_bytes: usize,
+    last_published: Option<u64>,
+    failing: Option<Failing>,
+    stopped: bool,
+}
+
+impl Run {
+    fn published(&mut self, p: Published, started: Instant) {
+        let stats = &self.stats;
+        stats.write_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        stats.published.fetch_add(1, Ordering::Relaxed);
+        stats.last_slot.store(p.slot, Ordering::Relaxed);
+        stats.bytes.fetch_add(p.bytes, Ordering::Relaxed);
+        stats.account_bytes.fetch_add(p.account_bytes, Ordering::Relaxed);
+        stats.refresh_bytes.fetch_add(p.refresh_bytes, Ordering::Relaxed);
+        self.last_published = Some(p.slot);
+        if let Some(cb) = self.out.on_publish.as_mut() {
+            cb(&p);
+        }
+        let _ = self.out.pruner.send(p);
+    }
+
+    fn set_failure(&self, reason: Option<String>) {
+        if let Ok(mut f) = self.failure.lock() {
+            *f = reason;
+        }
+    }
+
+    /// Writes one input while healthy; on an error, starts failing with it held.
+    fn write(&mut self, input: SlotInput) {
+        let t = Instant::now();
+        match self.ser.write(&input) {
+            Ok(p) => {
+                self.published(p, t);
+                self.recycle(input);
+            }
+            Err(e) => {
+                log::error!("snapshot writer: slot {} not written, holding slots and retrying: {e}", input.slot);
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                self.stats.failing.store(1, Ordering::Relaxed);
+                self.set_failure(Some(e.to_string()));
+                self.ser.invalidate();
+                let mut merged = Pending::default();
+                merged.add(input);
+                let base_bytes = merged.account_bytes();
+                self.failing = Some(Failing {
+                    merged,
+                    gap_after: self.last_published,
+                    base_bytes,
+                    next_try: Instant::now() + RETRY_FIRST,
+                    backoff: RETRY_FIRST,
+                });
+            }
+        }
+    }
+
+    /// Holds one more slot while failing, within the memory bound.
+    fn hold(&mut self, input: SlotInput) {
+        let Some(f) = self.failing.as_mut() else { return };
+        f.merged.add(input);
+        let limit = f.base_bytes.saturating_add(self.max_recovery_bytes);
+        if f.merged.account_bytes() > limit {
+            f.merged.compact();
+        }
+        let held = f.merged.account_bytes();
+        if held > limit {
+            let reason = format!(
+                "snapshot writer stopped until restart: {held} bytes of account data held since slot {} could not be \
+                 written (max_recovery_bytes {})",
+                f.gap_after.map_or("start".to_string(), |s| s.to_string()),
+                self.max_recovery_bytes
+            );
+            log::error!("{reason}");
+            self.set_failure(Some(reason));
+            self.stop_for_good();
+        }
+    }
+
+    fn stop_for_good(&mut self) {
+        self.failing = None;
+        self.stopped = true;
+        self.stats.stopped.store(1, Ordering::Relaxed);
+    }
+
+    /// Tries to write what a failing writer holds: rebuilds the tables from the newest file on
+    /// disk unless what is held is a full state, then writes it as one file marked with the gap.
+    fn retry(&mut self) {
+        let Some(mut f) = self.failing.take() else { return };
+        let merged_slots = f.merged.count;
+        let input = f.merged.take();
+        let t = Instant::now();
+        let attempt = (|| {
+            if !input.full {
+                match newest_published(&self.dir)? {
+                    Some((_, path)) => self.ser.recover(&path)?,
+                    None => {
+                        return Err(SnapshotError::Input(
+                            "no published file to continue from and no full state held".into(),
+                        ));
+                    }
+                }
+            }
+            self.ser.mark_gap(f.gap_after);
+            self.ser.write(&input)
+        })();
+        match attempt {
+            Ok(p) => {
+                log::warn!(
+                    "snapshot writer recovered: slot {} published after a gap of {} unwritten slots since {}",
+                    p.slot,
+                    merged_slots - 1,
+                    f.gap_after.map_or("start".to_string(), |s| s.to_string())
+                );
+                self.stats.gap_slots.fetch_add(merged_slots - 1, Ordering::Relaxed);
+                self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
+                self.stats.failing.store(0, Ordering::Relaxed);
+                self.set_failure(None);
+                self.published(p, t);
+            }
+            Err(e) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                self.ser.invalidate();
+                f.backoff = (f.backoff * 2).min(RETRY_MAX);
+                log::error!("snapshot writer: retry failed, next in {:?}: {e}", f.backoff);
+                self.set_failure(Some(e.to_string()));
+                f.next_try = Instant::now() + f.backoff;
+                f.merged.add(input);
+                self.failing = Some(f);
+            }
+        }
+    }
+
+    fn recycle(&mut self, input: SlotInput) {
+        let SlotInput { mut changes, mut accounts, .. } = input;
+        changes.clear();
+        accounts.clear();
+        // Nobody asking for spares (or enough already waiting) just drops them.
+        let _ = self.out.spare.try_send((changes, accounts));
+    }
+}
+
 fn run(
-    mut ser: Serializer,
+    ser: Serializer,
     rx: Receiver<SlotInput>,
-    every: u64,
+    config: &WriterConfig,
     stats: Arc<WriterStats>,
     done: Arc<(Mutex<u64>, Condvar)>,
     failure: Arc<Mutex<Option<String>>>,
-    mut out: Outlets,
+    out: Outlets,
 ) {
+    let every = config.every;
+    let mut w = Run {
+        ser,
+        dir: config.dir.clone(),
+        stats,
+        failure,
+        out,
+        max_recovery_bytes: config.max_recovery_bytes,
+        last_published: None,
+        failing: None,
+        stopped: false,
+    };
     let mut pending = Pending::default();
-    let mut failed = false;
-    for input in rx {
-        if !failed {
-            let to_write = if every == 1 {
-                Some(input)
-            } else {
-                pending.add(input);
-                (pending.count >= every).then(|| pending.take())
-            };
-            if let Some(input) = to_write {
-                let t = Instant::now();
-                match ser.write(&input) {
-                    Ok(p) => {
-                        stats.write_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                        stats.published.fetch_add(1, Ordering::Relaxed);
-                        stats.last_slot.store(p.slot, Ordering::Relaxed);
-                        stats.bytes.fetch_add(p.bytes, Ordering::Relaxed);
-                        stats.account_bytes.fetch_add(p.account_bytes, Ordering::Relaxed);
-                        stats.refresh_bytes.fetch_add(p.refresh_bytes, Ordering::Relaxed);
-                        if let Some(cb) = out.on_publish.as_mut() {
-                            cb(&p);
-                        }
-                        let _ = out.pruner.send(p);
-                    }
-                    Err(e) => {
-                        log::error!("snapshot writer stopped: {e}");
-                        stats.errors.fetch_add(1, Ordering::Relaxed);
-                        if let Ok(mut f) = failure.lock() {
-                            *f = Some(e.to_string());
-                        }
-                        failed = true;
-                    }
+    loop {
+        let next = match w.failing.as_ref().map(|f| f.next_try.saturating_duration_since(Instant::now())) {
+            None => rx.recv().ok(),
+            Some(wait) => match rx.recv_timeout(wait) {
+                Ok(input) => Some(input),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // Shutting down while failing: one last try, so a transient fault that has
+                    // passed loses nothing.
+                    w.retry();
+                    break;
                 }
-                let SlotInput { mut changes, mut accounts, .. } = input;
-                changes.clear();
-                accounts.clear();
-                // Nobody asking for spares (or enough already waiting) just drops them.
-                let _ = out.spare.try_send((changes, accounts));
+            },
+        };
+        let Some(input) = next else {
+            if w.failing.is_none() {
+                break;
+            }
+            w.retry();
+            continue;
+        };
+        if w.stopped {
+            // Stopped for good: submissions are refused, but one racing the stop is dropped.
+        } else if w.failing.is_some() {
+            w.hold(input);
+            if w.failing.as_ref().is_some_and(|f| Instant::now() >= f.next_try) {
+                w.retry();
+            }
+        } else if every == 1 {
+            w.write(input);
+        } else {
+            pending.add(input);
+            if pending.count >= every {
+                w.write(pending.take());
             }
         }
-        // Processed even when failed, so flush() never waits forever.
-        stats.processed.fetch_add(1, Ordering::Relaxed);
+        // Processed even when held or dropped, so flush() never waits forever.
+        w.stats.processed.fetch_add(1, Ordering::Relaxed);
         let (lock, cv) = &*done;
         if let Ok(mut n) = lock.lock() {
             *n += 1;
