@@ -1069,6 +1069,7 @@ async fn poll(shared: Arc<Shared>, interval: Duration, mut shutdown: watch::Rece
             }
         };
         shared.metrics.set_range(hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
+        shared.metrics.damaged_files.set(i64::try_from(hyades.damaged_files().len()).unwrap_or(i64::MAX));
         for info in fresh {
             // Only forward: a slot republished below the newest announced one is not news.
             if last.is_some_and(|l| info.slot <= l) {
@@ -1139,5 +1140,30 @@ async fn poll_records(
                 log::error!("record refresh task failed: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_runs_only_light_single_requests_inline() {
+        let light = br#"{"jsonrpc":"2.0","id":1,"method":"getAccountProof","params":["11111111111111111111111111111111"]}"#;
+        assert!(!Execution::Auto.blocking(light));
+        assert!(!Execution::Auto.blocking(br#"  {"jsonrpc":"2.0","id":1,"method":"getStateRoot"}"#));
+        for heavy in [
+            &br#"[{"jsonrpc":"2.0","id":1,"method":"getHealth"}]"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"getRootRecords","params":[0,5000]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"getStateRoots","params":[0,999]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"getMultipleAccountProofs","params":[[]]}"#,
+            // A method name spelt with an escape is not trusted to be light.
+            br#"{"jsonrpc":"2.0","id":1,"method":"getRootRecord\u0073","params":[0,5000]}"#,
+        ] {
+            assert!(Execution::Auto.blocking(heavy), "{}", String::from_utf8_lossy(heavy));
+        }
+        assert!(Execution::Auto.blocking(&[b' '; AUTO_INLINE_MAX_BYTES + 1]));
+        assert!(Execution::Blocking.blocking(light));
+        assert!(!Execution::Inline.blocking(br#"[{"method":"getRootRecords"}]"#));
     }
 }
