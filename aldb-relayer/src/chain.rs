@@ -21,6 +21,10 @@
 //!   slot is marked faulted: a safety fault (at least `2k - n` identities signed two records for
 //!   one slot). An identity that signs two different records for one slot (equivocation) stops
 //!   counting for either.
+//! - Memory is bounded whatever the endpoints send (see [`Acceptor`]): a record is held only
+//!   once a configured identity's signature over it verifies, per slot at most
+//!   [`MAX_CANDIDATES_PER_SLOT`] records, per identity at most [`IDENTITY_QUOTA`] signatures,
+//!   and, once anchored, only slots inside the [`WINDOW`] above the tip.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,8 +35,18 @@ use crate::config::meets;
 
 /// Accepted record hashes remembered below the tip, to recognise conflicting late records.
 const HISTORY: usize = 4096;
-/// Slots above the tip held while waiting for their parents; beyond this the highest are dropped.
-pub const MAX_PENDING_SLOTS: usize = 20_000;
+/// Once a record is accepted, records are held only for slots below `next_slot + WINDOW`
+/// (about 27 minutes of 400 ms slots): an honest endpoint further ahead waits for the chain to
+/// catch up (the followers hold back), anything else that far ahead is dropped.
+pub const WINDOW: u64 = 4096;
+/// Different records held for one slot. Only records with a valid signature by a configured
+/// identity are held, and each identity counts for one record per slot, so reaching this takes
+/// sixteen configured identities signing sixteen different records for one slot.
+pub const MAX_CANDIDATES_PER_SLOT: usize = 16;
+/// Signatures one identity may have held at once. It binds only before the anchor is found
+/// (afterwards the window allows fewer); past it, that identity's lowest-slot signature is
+/// dropped, so a key that signs records for far-off slots only crowds out its own.
+pub const IDENTITY_QUOTA: usize = WINDOW as usize;
 
 /// The last accepted record: what the next one must chain to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +93,7 @@ pub struct Accepted {
     pub anchor: bool,
 }
 
-/// Why a record was set aside without looking at its attestations.
+/// Why an offered record was dropped without being held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ignored {
     /// Its genesis hash is not the configured cluster's.
@@ -92,6 +106,12 @@ pub enum Ignored {
     BeforeStart,
     /// Its slot is faulted (two attested records).
     Faulted,
+    /// At or above [`Acceptor::window_end`].
+    Ahead,
+    /// Not held already, and no attestation by a configured identity newly verified over it.
+    Unsigned,
+    /// Its slot holds [`MAX_CANDIDATES_PER_SLOT`] records, none with fewer new signatures.
+    SlotFull,
 }
 
 /// A safety-relevant event.
@@ -141,7 +161,7 @@ pub struct Unchained {
 /// What one offered record did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Set when the record was not considered at all.
+    /// Set when the record was dropped without being held.
     pub ignored: Option<Ignored>,
     /// Attestations by configured identities whose signature did not verify.
     pub bad_signatures: usize,
@@ -155,8 +175,16 @@ pub struct Report {
     pub faults: Vec<Fault>,
     /// Records accepted as a result, in chain order.
     pub accepted: Vec<Accepted>,
-    /// Pending slots dropped because too many were held.
-    pub dropped_pending: usize,
+    /// Held records dropped from a full slot for this one, which had more new signatures.
+    pub displaced: usize,
+    /// Held signatures dropped because their identity was over [`IDENTITY_QUOTA`].
+    pub quota_evictions: usize,
+    /// Held records dropped because an accepted record moved the window below their slot's
+    /// (only when the anchor is found: the window exists from then on).
+    pub window_pruned: usize,
+    /// The lowest slot of a held record dropped by the window: whoever delivered it must
+    /// deliver it again once the window reaches it.
+    pub rewind_to: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -168,19 +196,31 @@ struct Candidate {
 
 #[derive(Debug, Default)]
 struct SlotVotes {
+    /// Every record here has at least one signer.
     candidates: BTreeMap<Hash, Candidate>,
-    /// The one hash each identity validly signed at this slot.
+    /// The one hash each identity validly signed at this slot (kept when its signature is
+    /// dropped, so a second record it signs is still an equivocation).
     signed: BTreeMap<[u8; 32], Hash>,
     equivocators: BTreeSet<[u8; 32]>,
 }
 
 /// Merges attestations and accepts records along one chain.
+///
+/// Memory is bounded whatever endpoints send: only records with a valid signature by a
+/// configured identity are held; each identity counts for one record per slot; at most
+/// [`MAX_CANDIDATES_PER_SLOT`] records per slot; slots only inside the window once anchored;
+/// at most [`IDENTITY_QUOTA`] held signatures per identity before. Everything at or below an
+/// accepted slot is released when it is accepted.
 #[derive(Debug)]
 pub struct Acceptor {
     rules: Rules,
     tip: Option<Tip>,
     floor: u64,
     pending: BTreeMap<u64, SlotVotes>,
+    /// The slots where each identity has a held signature.
+    by_identity: BTreeMap<[u8; 32], BTreeSet<u64>>,
+    /// Records held, over all slots.
+    candidates: usize,
     history: BTreeMap<u64, Hash>,
     faulted: BTreeSet<u64>,
 }
@@ -196,7 +236,16 @@ impl Acceptor {
         if let Some(t) = tip {
             history.insert(t.slot, t.record_hash);
         }
-        Self { rules, tip, floor, pending: BTreeMap::new(), history, faulted: BTreeSet::new() }
+        Self {
+            rules,
+            tip,
+            floor,
+            pending: BTreeMap::new(),
+            by_identity: BTreeMap::new(),
+            candidates: 0,
+            history,
+            faulted: BTreeSet::new(),
+        }
     }
 
     /// The rules records are judged by.
@@ -214,7 +263,17 @@ impl Acceptor {
         self.tip.map_or(self.floor, |t| t.slot.saturating_add(1))
     }
 
-    /// Slots with conflicting attested records.
+    /// Records at or above this slot are dropped ([`Ignored::Ahead`]): `next_slot + WINDOW`
+    /// once a record is accepted, `u64::MAX` while looking for the anchor (which may lie
+    /// anywhere at or after the start slot).
+    pub fn window_end(&self) -> u64 {
+        match self.tip {
+            Some(t) => t.slot.saturating_add(1).saturating_add(WINDOW),
+            None => u64::MAX,
+        }
+    }
+
+    /// Slots with conflicting attested records (at or above the next slot).
     pub fn faulted(&self) -> &BTreeSet<u64> {
         &self.faulted
     }
@@ -222,6 +281,11 @@ impl Acceptor {
     /// Slots held above the tip, waiting.
     pub fn pending_slots(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Different records held, over all slots.
+    pub fn candidates(&self) -> usize {
+        self.candidates
     }
 
     /// Takes one record with the attestations an endpoint served beside it.
@@ -253,48 +317,152 @@ impl Acceptor {
             report.ignored = Some(Ignored::BeforeStart);
             return report;
         }
+        if slot >= self.window_end() {
+            report.ignored = Some(Ignored::Ahead);
+            return report;
+        }
         if self.faulted.contains(&slot) {
             report.ignored = Some(Ignored::Faulted);
             return report;
         }
-        let votes = self.pending.entry(slot).or_default();
-        votes
-            .candidates
-            .entry(hash)
-            .or_insert_with(|| Candidate { record: rec.record, signers: BTreeSet::new(), reported_unchained: false });
+        // Verify before holding anything: a record nobody configured signed is never stored.
+        let held = self.pending.get(&slot);
+        let mut fresh: Vec<[u8; 32]> = Vec::new();
+        let mut equivocating: Vec<[u8; 32]> = Vec::new();
         for a in &rec.attestations {
             if !self.rules.quorum.contains(&a.identity) {
                 report.outsiders += 1;
                 continue;
             }
-            if votes.equivocators.contains(&a.identity) || votes.signed.get(&a.identity) == Some(&hash) {
+            // One verification per identity per offer at most: a repeat cannot add anything.
+            if fresh.contains(&a.identity) || equivocating.contains(&a.identity) {
+                continue;
+            }
+            if held.is_some_and(|v| v.equivocators.contains(&a.identity) || v.signed.get(&a.identity) == Some(&hash)) {
                 continue;
             }
             if a.verify(&hash).is_err() {
                 report.bad_signatures += 1;
                 continue;
             }
-            if votes.signed.contains_key(&a.identity) {
-                // A valid signature over a second record for this slot.
-                votes.equivocators.insert(a.identity);
-                for c in votes.candidates.values_mut() {
-                    c.signers.remove(&a.identity);
-                }
-                report.faults.push(Fault::Equivocation { slot, identity: a.identity });
-                continue;
+            if held.is_some_and(|v| v.signed.contains_key(&a.identity)) {
+                equivocating.push(a.identity);
+            } else {
+                fresh.push(a.identity);
             }
-            votes.signed.insert(a.identity, hash);
-            if let Some(c) = votes.candidates.get_mut(&hash) {
-                c.signers.insert(a.identity);
+        }
+        for identity in equivocating {
+            self.equivocate(slot, identity);
+            report.faults.push(Fault::Equivocation { slot, identity });
+        }
+        let exists = self.pending.get(&slot).is_some_and(|v| v.candidates.contains_key(&hash));
+        if fresh.is_empty() {
+            // Nothing counts for more than before: equivocations only take signatures away.
+            if !exists && report.faults.is_empty() {
+                report.ignored = Some(Ignored::Unsigned);
             }
+            return report;
+        }
+        if !exists && !self.make_room(slot, fresh.len(), &mut report) {
+            report.ignored = Some(Ignored::SlotFull);
+            return report;
+        }
+        let votes = self.pending.entry(slot).or_default();
+        let cand = votes.candidates.entry(hash).or_insert_with(|| {
+            self.candidates += 1;
+            Candidate { record: rec.record, signers: BTreeSet::new(), reported_unchained: false }
+        });
+        for id in &fresh {
+            cand.signers.insert(*id);
+            votes.signed.insert(*id, hash);
+            self.by_identity.entry(*id).or_default().insert(slot);
             report.new_signatures += 1;
         }
-        self.advance(&mut report);
-        while self.pending.len() > MAX_PENDING_SLOTS {
-            self.pending.pop_last();
-            report.dropped_pending += 1;
+        for id in &fresh {
+            while let Some(lowest) = self.by_identity.get(id).filter(|s| s.len() > IDENTITY_QUOTA).and_then(|s| s.first().copied()) {
+                self.drop_vote(lowest, id);
+                report.quota_evictions += 1;
+            }
         }
+        self.advance(&mut report);
         report
+    }
+
+    /// Whether a new record with `signatures` new signatures may be held at `slot`; when the
+    /// slot is full, the held record with the fewest signers goes if it has fewer than that.
+    /// An incumbent is never displaced by an equal: otherwise identities signing records of
+    /// their own could take turns pushing out the record the others are converging on.
+    fn make_room(&mut self, slot: u64, signatures: usize, report: &mut Report) -> bool {
+        let Some(votes) = self.pending.get_mut(&slot) else { return true };
+        if votes.candidates.len() < MAX_CANDIDATES_PER_SLOT {
+            return true;
+        }
+        let weakest = votes.candidates.iter().min_by_key(|(_, c)| c.signers.len()).map(|(h, c)| (*h, c.signers.len()));
+        let Some((h, _)) = weakest.filter(|&(_, n)| n < signatures) else { return false };
+        if let Some(c) = votes.candidates.remove(&h) {
+            self.candidates -= 1;
+            for id in &c.signers {
+                if let Some(s) = self.by_identity.get_mut(id) {
+                    s.remove(&slot);
+                }
+            }
+        }
+        report.displaced += 1;
+        true
+    }
+
+    /// `identity` validly signed a second record at `slot`: it stops counting there.
+    fn equivocate(&mut self, slot: u64, identity: [u8; 32]) {
+        let Some(votes) = self.pending.get_mut(&slot) else { return };
+        votes.equivocators.insert(identity);
+        for c in votes.candidates.values_mut() {
+            c.signers.remove(&identity);
+        }
+        if let Some(s) = self.by_identity.get_mut(&identity) {
+            s.remove(&slot);
+        }
+        self.release_empty(slot);
+    }
+
+    /// Drops `identity`'s held signature at `slot` (its `signed` entry stays).
+    fn drop_vote(&mut self, slot: u64, identity: &[u8; 32]) {
+        if let Some(s) = self.by_identity.get_mut(identity) {
+            s.remove(&slot);
+        }
+        let Some(votes) = self.pending.get_mut(&slot) else { return };
+        for c in votes.candidates.values_mut() {
+            c.signers.remove(identity);
+        }
+        self.release_empty(slot);
+    }
+
+    /// Removes the records at `slot` nobody signs any more, and the slot once none is left
+    /// (forgetting its equivocators: keeping them would let one key pin any number of slots).
+    fn release_empty(&mut self, slot: u64) {
+        let Some(votes) = self.pending.get_mut(&slot) else { return };
+        let before = votes.candidates.len();
+        votes.candidates.retain(|_, c| !c.signers.is_empty());
+        self.candidates -= before - votes.candidates.len();
+        if votes.candidates.is_empty() {
+            self.pending.remove(&slot);
+        }
+    }
+
+    /// Releases the slots in `gone`; returns how many records they held.
+    fn forget(&mut self, gone: BTreeMap<u64, SlotVotes>) -> usize {
+        let mut records = 0;
+        for (slot, votes) in gone {
+            records += votes.candidates.len();
+            for c in votes.candidates.values() {
+                for id in &c.signers {
+                    if let Some(s) = self.by_identity.get_mut(id) {
+                        s.remove(&slot);
+                    }
+                }
+            }
+        }
+        self.candidates -= records;
+        records
     }
 
     /// Accepts every record that now can be, lowest slot first.
@@ -344,16 +512,56 @@ impl Acceptor {
                 report.faults.push(Fault::Conflict { slot, hashes });
             }
             let Some((slot, hash)) = chosen else { return };
-            let mut above = self.pending.split_off(&(slot + 1));
-            std::mem::swap(&mut above, &mut self.pending);
-            let Some(cand) = above.remove(&slot).and_then(|mut v| v.candidates.remove(&hash)) else { return };
+            let mut below = self.pending.split_off(&(slot + 1));
+            std::mem::swap(&mut below, &mut self.pending);
+            let Some((record, signers)) =
+                below.get(&slot).and_then(|v| v.candidates.get(&hash)).map(|c| (c.record, c.signers.iter().copied().collect()))
+            else {
+                return;
+            };
+            // Records of the accepted slot and of slots the chain skipped can never be accepted.
+            self.forget(below);
             let anchor = self.tip.is_none();
             self.tip = Some(Tip { slot, record_hash: hash });
             self.history.insert(slot, hash);
             while self.history.len() > HISTORY {
                 self.history.pop_first();
             }
-            report.accepted.push(Accepted { record: cand.record, record_hash: hash, signers: cand.signers.into_iter().collect(), anchor });
+            self.faulted = self.faulted.split_off(&(slot + 1));
+            let end = self.window_end();
+            if self.pending.last_key_value().is_some_and(|(s, _)| *s >= end) {
+                // Only right after the anchor: before it there was no window.
+                let beyond = self.pending.split_off(&end);
+                if let Some((&lowest, _)) = beyond.first_key_value() {
+                    report.rewind_to = Some(report.rewind_to.map_or(lowest, |r| r.min(lowest)));
+                }
+                report.window_pruned += self.forget(beyond);
+            }
+            report.accepted.push(Accepted { record, record_hash: hash, signers, anchor });
+        }
+    }
+
+    /// Checks the bookkeeping against the held records (tests only).
+    #[cfg(test)]
+    fn check(&self) {
+        let held: usize = self.pending.values().map(|v| v.candidates.len()).sum();
+        assert_eq!(held, self.candidates, "candidate count");
+        for (slot, v) in &self.pending {
+            assert!(!v.candidates.is_empty(), "slot {slot} held with no record");
+            assert!(v.candidates.len() <= MAX_CANDIDATES_PER_SLOT);
+            assert!(*slot < self.window_end() || self.tip.is_none());
+            for c in v.candidates.values() {
+                assert!(!c.signers.is_empty());
+                for id in &c.signers {
+                    assert!(self.by_identity.get(id).is_some_and(|s| s.contains(slot)), "index lacks a signature");
+                }
+            }
+        }
+        for (id, slots) in &self.by_identity {
+            assert!(slots.len() <= IDENTITY_QUOTA);
+            for s in slots {
+                assert!(self.pending.get(s).is_some_and(|v| v.candidates.values().any(|c| c.signers.contains(id))), "stale index");
+            }
         }
     }
 }
@@ -536,6 +744,144 @@ mod tests {
         let r = a.offer(&attested(y, &[2]));
         assert!(matches!(r.faults[..], [Fault::Conflict { slot: 6, .. }]));
         assert_eq!(a.offer(&attested(x, &[3])).ignored, Some(Ignored::Faulted));
+    }
+
+    /// A rule over `n` identities (keys 1..=n) needing `k`.
+    fn rules_of(n: u8, k: usize) -> Rules {
+        let ids: Vec<[u8; 32]> = (1..=n).map(|i| key(i).verifying_key().to_bytes()).collect();
+        Rules { quorum: Quorum::new(&ids, k).expect("rule"), ..rules() }
+    }
+
+    #[test]
+    fn records_nobody_configured_signed_are_never_held() {
+        let c = chain(40);
+        let mut a = Acceptor::new(rules(), Start::Anchor { from_slot: 0 });
+        // Fixed-seed junk: unsigned, signed by outsiders, forged in a configured name, for
+        // slots anywhere (the anchor search has no window yet).
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        for i in 0..5000u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let junk = record(rng % 1_000_000, None, (i % 251) as u8);
+            let h = junk.hash();
+            let mut forged = sign(&key(1), &h);
+            forged.signature[7] ^= 0x40;
+            let attestations = match i % 3 {
+                0 => vec![],
+                1 => vec![sign(&key(9), &h), sign(&key(10), &h)],
+                _ => vec![forged],
+            };
+            let r = a.offer(&AttestedRecord { record: junk, record_hash: h, attestations });
+            assert_eq!(r.ignored, Some(Ignored::Unsigned));
+        }
+        a.check();
+        assert_eq!((a.candidates(), a.pending_slots()), (0, 0));
+        let mut accepted = Vec::new();
+        for r in &c {
+            accepted.extend(a.offer(&attested(*r, &[1, 3])).accepted);
+        }
+        assert_eq!(accepted.len(), 40);
+        a.check();
+        assert_eq!((a.candidates(), a.pending_slots()), (0, 0), "accepted slots are released");
+    }
+
+    #[test]
+    fn a_full_slot_keeps_its_best_signed_records() {
+        // 20 identities, 11 needed: identities 1..=16 each sign a record of their own for
+        // slot 1, filling it.
+        let mut a = Acceptor::new(rules_of(20, 11), Start::Cursor(Tip { slot: 0, record_hash: [0; 32] }));
+        let own = |i: u8| record(1, Some((0, Some([0; 32]))), 100 + i);
+        for i in 1..=16u8 {
+            assert_eq!(a.offer(&attested(own(i), &[i])).ignored, None);
+        }
+        assert_eq!(a.candidates(), MAX_CANDIDATES_PER_SLOT);
+        // A seventeenth record with one signature does not push out an equal.
+        let r = a.offer(&attested(own(17), &[17]));
+        assert_eq!((r.ignored, r.displaced), (Some(Ignored::SlotFull), 0));
+        // One with two new signatures displaces a record signed once.
+        let honest = record(1, Some((0, Some([0; 32]))), 1);
+        let r = a.offer(&attested(honest, &[18, 19]));
+        assert_eq!((r.ignored, r.displaced), (None, 1));
+        a.check();
+        assert_eq!(a.candidates(), MAX_CANDIDATES_PER_SLOT);
+        // Signers of the displaced record cannot sign it back in, nor sign another without
+        // equivocating; the honest record keeps gathering signatures from others.
+        let r = a.offer(&attested(honest, &[20]));
+        assert_eq!(r.new_signatures, 1);
+        a.check();
+    }
+
+    #[test]
+    fn records_beyond_the_window_are_dropped_and_slots_released_on_acceptance() {
+        let c = chain(3);
+        let mut a = Acceptor::new(rules(), Start::Cursor(Tip { slot: 0, record_hash: c[0].hash() }));
+        assert_eq!(a.window_end(), 1 + WINDOW);
+        let far = record(WINDOW + 1, Some((WINDOW, Some([1; 32]))), 1);
+        assert_eq!(a.offer(&attested(far, &[1])).ignored, Some(Ignored::Ahead));
+        let edge = record(WINDOW, Some((WINDOW - 1, Some([1; 32]))), 1);
+        assert_eq!(a.offer(&attested(edge, &[1])).ignored, None);
+        assert_eq!((a.candidates(), a.pending_slots()), (1, 1));
+        assert_eq!(a.offer(&attested(c[1], &[1, 2])).accepted.len(), 1);
+        assert_eq!(a.window_end(), 2 + WINDOW);
+        assert_eq!(a.offer(&attested(far, &[2])).ignored, None, "the window moved");
+        a.check();
+    }
+
+    #[test]
+    fn before_the_anchor_one_identity_holds_at_most_its_quota_and_the_anchor_prunes_the_rest() {
+        let extra = 100usize;
+        let c = chain(IDENTITY_QUOTA as u64 + extra as u64 + 10);
+        let mut a = Acceptor::new(rules(), Start::Anchor { from_slot: 0 });
+        // Identity 1 runs far ahead alone: only its highest IDENTITY_QUOTA signatures stay.
+        let mut evicted = 0;
+        for r in &c[..IDENTITY_QUOTA + extra] {
+            evicted += a.offer(&attested(*r, &[1])).quota_evictions;
+        }
+        assert_eq!(evicted, extra);
+        assert_eq!(a.candidates(), IDENTITY_QUOTA);
+        a.check();
+        // Identity 2 starts at the beginning: the anchor is the lowest slot both still hold.
+        let mut accepted = Vec::new();
+        let mut rewind = None;
+        let mut pruned = 0;
+        for r in &c {
+            let rep = a.offer(&attested(*r, &[2]));
+            rewind = rewind.or(rep.rewind_to);
+            pruned += rep.window_pruned;
+            accepted.extend(rep.accepted.into_iter().map(|x| (x.record.slot, x.anchor)));
+            a.check();
+        }
+        assert_eq!(accepted.first(), Some(&(extra as u64, true)));
+        // Identity 1 held exactly a window's worth above the anchor: nothing to prune.
+        assert_eq!((pruned, rewind), (0, None));
+        assert_eq!(accepted.len(), IDENTITY_QUOTA);
+        // An anchor further below: identity 1's signatures past the anchor's window are dropped,
+        // and whoever delivered them is asked to deliver them again.
+        let mut b = Acceptor::new(rules(), Start::Anchor { from_slot: 0 });
+        for r in &c[10..10 + IDENTITY_QUOTA] {
+            b.offer(&attested(*r, &[1]));
+        }
+        let rep = b.offer(&attested(c[0], &[2, 3]));
+        assert_eq!(rep.accepted.len(), 1);
+        assert_eq!(rep.rewind_to, Some(1 + WINDOW));
+        assert_eq!(rep.window_pruned, 10 + IDENTITY_QUOTA - 1 - WINDOW as usize);
+        b.check();
+    }
+
+    #[test]
+    fn an_equivocating_key_cannot_pin_records() {
+        let c = chain(2);
+        let mut a = Acceptor::new(rules(), Start::Cursor(Tip { slot: 0, record_hash: c[0].hash() }));
+        for i in 0..200u8 {
+            let other = record(1, Some((0, Some(c[0].hash()))), i);
+            a.offer(&attested(other, &[3]));
+            a.check();
+            assert!(a.candidates() <= 1, "an equivocator holds nothing for long");
+        }
+        assert_eq!(a.offer(&attested(c[1], &[1, 2])).accepted.len(), 1);
+        a.check();
+        assert_eq!(a.candidates(), 0);
     }
 
     #[test]

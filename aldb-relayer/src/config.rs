@@ -152,6 +152,12 @@ impl Config {
         Self::parse(&text, base)
     }
 
+    /// Parses and checks config text, relative paths as they are (resolved against the current
+    /// directory when used). Any text gives a config or an error, never a panic.
+    pub fn from_json5_str(text: &str) -> Result<Self, ConfigError> {
+        Self::parse(text, Path::new(""))
+    }
+
     /// Parses and checks config text; relative paths are resolved against `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Self, ConfigError> {
         let raw: RawConfig = json5::from_str(text).map_err(|e| ConfigError::Parse { message: e.to_string() })?;

@@ -5,18 +5,28 @@
 //! including 4008 for a slow subscriber —, silence, an error answer) wait with exponential
 //! backoff and subscribe again from the slot after the last one *this endpoint* delivered (or
 //! after the last accepted slot, if that is further), so a reconnecting endpoint resumes with no
-//! gap. Nothing an endpoint sends can stop the relayer: bad messages are logged and counted.
+//! gap. Nothing an endpoint sends can stop the relayer: bad messages are counted, and logged at
+//! most once per reason every 10 s.
+//!
+//! What one endpoint can make the relayer hold is bounded here: a message is at most
+//! [`MAX_MESSAGE`] bytes; of a record's attestations only those by configured identities are
+//! kept, at most [`MAX_ATTESTATIONS_PER_IDENTITY`] each; and a record at or above the acceptor's
+//! window is not handed over but waited on (the task stops reading that connection until the
+//! accepted chain comes within reach), so an honest endpoint far ahead loses nothing and a lying
+//! one only stalls itself.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aldb_verify::record_json::{attested_record_from_json_value, AttestedRecord};
+use aldb_verify::record_json::{attested_record_from_json_value, AttestedRecord, RecordJsonError};
+use aldb_verify::Quorum;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::ratelog::{RateLog, LOG_INTERVAL};
 use crate::stats::{inc, Stats};
 
 /// JSON-RPC code Hyades answers when `fromSlot` was pruned.
@@ -26,7 +36,90 @@ const PING_EVERY: Duration = Duration::from_secs(15);
 /// A connection silent this long (no record, no pong) is dropped and reopened.
 const SILENCE: Duration = Duration::from_secs(45);
 /// Longest WebSocket message accepted (a record document is under 1 KiB with a few attestations).
-const MAX_MESSAGE: usize = 1 << 20;
+pub const MAX_MESSAGE: usize = 1 << 20;
+/// Attestations kept per configured identity in one record: Hyades serves one, and a second lets
+/// a valid signature after an invalid one still count; more only cost verifications.
+pub const MAX_ATTESTATIONS_PER_IDENTITY: usize = 2;
+/// Longest piece of a server's text quoted in a log line or error.
+const QUOTE: usize = 200;
+
+/// One text message from a Hyades record feed, as the relayer reads it.
+#[derive(Debug)]
+// Each message is taken apart as soon as it is read; boxing the record would cost an allocation
+// per record for nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum FeedMessage {
+    /// The answer to the `recordSubscribe` request (id 1): the subscription is live.
+    Subscribed,
+    /// The `recordSubscribe` request failed.
+    SubscribeFailed {
+        /// The JSON-RPC error code, if it has one.
+        code: Option<i64>,
+        /// With code -32001 (the slot was pruned): the oldest slot the server still holds.
+        oldest_slot: Option<u64>,
+        /// The error object as text, cut to 200 characters.
+        error: String,
+    },
+    /// A `recordNotification` with a well-formed §9.5 document (attestations not verified).
+    Record(AttestedRecord),
+}
+
+/// Why a feed message is not one the relayer can use. The text never quotes more than 200
+/// characters of the message.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadMessage {
+    /// Not JSON.
+    #[error("message is not JSON: {0}")]
+    NotJson(String),
+    /// JSON, but neither the subscription's answer nor a record notification.
+    #[error("unexpected message {0}")]
+    Unexpected(String),
+    /// A record notification without `params.result`.
+    #[error("notification without params.result")]
+    NoResult,
+    /// The document is not a valid §9.5 record.
+    #[error("bad record document: {0}")]
+    BadRecord(#[from] RecordJsonError),
+}
+
+/// Reads one text message of a record feed: the answer to `recordSubscribe` (request id 1) or a
+/// `recordNotification`. Any text gives an answer or an error, never a panic.
+pub fn parse_message(text: &str) -> Result<FeedMessage, BadMessage> {
+    let value: Value = serde_json::from_str(text).map_err(|e| BadMessage::NotJson(quote(&e.to_string()).to_string()))?;
+    if value.get("id").is_some_and(|id| id == 1) {
+        if value.get("result").is_some() {
+            return Ok(FeedMessage::Subscribed);
+        }
+        let err = value.get("error").cloned().unwrap_or(Value::Null);
+        let code = err.get("code").and_then(Value::as_i64);
+        let oldest_slot = err.get("data").and_then(|d| d.get("oldestSlot")).and_then(Value::as_u64);
+        return Ok(FeedMessage::SubscribeFailed { code, oldest_slot, error: quote(&err.to_string()).to_string() });
+    }
+    if value.get("method").and_then(Value::as_str) != Some("recordNotification") {
+        return Err(BadMessage::Unexpected(quote(text).to_string()));
+    }
+    let doc = value.get("params").and_then(|p| p.get("result")).ok_or(BadMessage::NoResult)?;
+    Ok(FeedMessage::Record(attested_record_from_json_value(doc)?))
+}
+
+/// Keeps only the attestations the acceptor could use: by configured identities, at most
+/// [`MAX_ATTESTATIONS_PER_IDENTITY`] each, no exact repeats. Returns `(outsiders, trimmed)`.
+pub(crate) fn trim_attestations(rec: &mut AttestedRecord, quorum: &Quorum) -> (usize, usize) {
+    let (mut outsiders, mut trimmed) = (0, 0);
+    let mut kept: Vec<aldb_verify::record::Attestation> = Vec::new();
+    for a in rec.attestations.drain(..) {
+        if !quorum.contains(&a.identity) {
+            outsiders += 1;
+        } else if kept.contains(&a) || kept.iter().filter(|k| k.identity == a.identity).count() >= MAX_ATTESTATIONS_PER_IDENTITY {
+            trimmed += 1;
+        } else {
+            kept.push(a);
+        }
+    }
+    rec.attestations = kept;
+    (outsiders, trimmed)
+}
 
 /// A record as one endpoint served it.
 #[derive(Debug)]
@@ -42,6 +135,13 @@ pub(crate) struct Shared {
     pub(crate) next_needed: AtomicU64,
     /// Whether a record has been accepted (an anchor exists).
     pub(crate) anchored: AtomicBool,
+    /// The acceptor's window end: records at or above it are held back, not delivered.
+    pub(crate) window_end: watch::Sender<u64>,
+    /// The acceptor dropped records delivered from this slot up (after the anchor moved the
+    /// window below them): a follower past it subscribes again from there.
+    pub(crate) rewind: watch::Sender<u64>,
+    /// The configured identities, to trim attestations before they are queued.
+    pub(crate) quorum: Quorum,
     pub(crate) stats: Arc<Stats>,
     pub(crate) backoff_initial: Duration,
     pub(crate) backoff_max: Duration,
@@ -64,14 +164,21 @@ pub(crate) async fn follow(
 ) {
     let mut own_next = shared.next_needed.load(Ordering::SeqCst);
     let mut delay = shared.backoff_initial;
+    let mut log = RateLog::new(LOG_INTERVAL);
+    let mut rewind = shared.rewind.subscribe();
     loop {
         if *shutdown.borrow() {
             return;
         }
+        if rewind.has_changed().unwrap_or(false) {
+            // A rewind while no connection was open: resubscribe from there.
+            let _ = lower(&mut own_next, &shared, &mut rewind);
+        }
         let from = own_next.max(shared.next_needed.load(Ordering::SeqCst));
         let before = own_next;
         let mut retry_now = false;
-        let why = match session(endpoint, &url, from, &mut own_next, &shared, &tx, &mut shutdown, &mut retry_now).await {
+        let mut link = Link { endpoint, url: &url, own_next: &mut own_next, retry_now: &mut retry_now, log: &mut log };
+        let why = match session(&mut link, from, &shared, &tx, &mut shutdown, &mut rewind).await {
             End::Stop => return,
             End::Lost(why) => why,
         };
@@ -82,7 +189,10 @@ pub(crate) async fn follow(
             // It delivered something (or told us where to start): not a failing server.
             delay = shared.backoff_initial;
         }
-        log::warn!("{url}: {why}; resubscribing from slot {} in {delay:?}", own_next.max(shared.next_needed.load(Ordering::SeqCst)));
+        if let Some(n) = log.allow("disconnect", endpoint, &shared.stats.log_suppressed) {
+            let again = own_next.max(shared.next_needed.load(Ordering::SeqCst));
+            log::warn!("{url}: {why}; resubscribing from slot {again} in {delay:?}{n}");
+        }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stopped(&mut shutdown) => return,
@@ -91,18 +201,37 @@ pub(crate) async fn follow(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn session(
+/// One follower's state that outlives a connection.
+struct Link<'a> {
     endpoint: usize,
-    url: &str,
+    url: &'a str,
+    own_next: &'a mut u64,
+    retry_now: &'a mut bool,
+    log: &'a mut RateLog,
+}
+
+impl Link<'_> {
+    /// Counts a bad message, and logs it within the rate limit.
+    fn bad(&mut self, stats: &Stats, reason: &'static str, what: &dyn std::fmt::Display) {
+        if let Some(es) = stats.endpoints.get(self.endpoint) {
+            inc(&es.bad_messages, 1);
+        }
+        if let Some(n) = self.log.allow(reason, self.endpoint, &stats.log_suppressed) {
+            log::warn!("{}: {what}{n}", self.url);
+        }
+    }
+}
+
+async fn session(
+    link: &mut Link<'_>,
     from: u64,
-    own_next: &mut u64,
     shared: &Shared,
     tx: &mpsc::Sender<Incoming>,
     shutdown: &mut watch::Receiver<bool>,
-    retry_now: &mut bool,
+    rewind: &mut watch::Receiver<u64>,
 ) -> End {
-    let Some(stats) = shared.stats.endpoints.get(endpoint) else { return End::Stop };
+    let url = link.url;
+    let Some(stats) = shared.stats.endpoints.get(link.endpoint) else { return End::Stop };
     let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE));
@@ -120,7 +249,10 @@ async fn session(
     if let Err(e) = sink.send(Message::text(request.to_string())).await {
         return End::Lost(format!("cannot subscribe: {e}"));
     }
-    log::info!("{url}: subscribing from slot {from}");
+    if let Some(n) = link.log.allow("subscribe", link.endpoint, &shared.stats.log_suppressed) {
+        log::info!("{url}: subscribing from slot {from}{n}");
+    }
+    let mut window = shared.window_end.subscribe();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut heard = Instant::now();
@@ -136,6 +268,15 @@ async fn session(
                 }
                 continue;
             }
+            r = rewind.changed() => {
+                if r.is_err() {
+                    return End::Stop;
+                }
+                if let Some(why) = rewound(link, shared, rewind) {
+                    return End::Lost(why);
+                }
+                continue;
+            }
             _ = stopped(shutdown) => {
                 let _ = tokio::time::timeout(Duration::from_millis(200), sink.close()).await;
                 return End::Stop;
@@ -147,72 +288,100 @@ async fn session(
             Some(Err(e)) => return End::Lost(format!("connection failed: {e}")),
             Some(Ok(Message::Close(frame))) => {
                 return End::Lost(match frame {
-                    Some(f) => format!("closed by the server: {} {}", u16::from(f.code), f.reason),
+                    Some(f) => format!("closed by the server: {} {}", u16::from(f.code), quote(&f.reason)),
                     None => "closed by the server".into(),
                 });
             }
             Some(Ok(Message::Text(t))) => t,
             Some(Ok(Message::Binary(_))) => {
-                inc(&stats.bad_messages, 1);
-                log::warn!("{url}: unexpected binary message");
+                link.bad(&shared.stats, "binary", &"unexpected binary message");
                 continue;
             }
             Some(Ok(_)) => continue,
         };
-        let value: Value = match serde_json::from_str(text.as_str()) {
-            Ok(v) => v,
-            Err(e) => {
-                inc(&stats.bad_messages, 1);
-                log::warn!("{url}: message is not JSON: {e}");
+        let mut record = match parse_message(text.as_str()) {
+            Ok(FeedMessage::Record(r)) => r,
+            Ok(FeedMessage::Subscribed) => {
+                log::debug!("{url}: subscribed");
                 continue;
             }
-        };
-        if value.get("id").is_some_and(|id| id == 1) {
-            if let Some(sub) = value.get("result") {
-                log::debug!("{url}: subscription {sub}");
-                continue;
-            }
-            let err = value.get("error").cloned().unwrap_or(Value::Null);
-            let code = err.get("code").and_then(Value::as_i64);
-            if code == Some(SLOT_PRUNED) && !shared.anchored.load(Ordering::SeqCst) {
-                // No anchor yet: start from the oldest slot the server still holds.
-                if let Some(oldest) = err.get("data").and_then(|d| d.get("oldestSlot")).and_then(Value::as_u64)
-                    && oldest > *own_next
+            Ok(FeedMessage::SubscribeFailed { code, oldest_slot, error }) => {
+                if code == Some(SLOT_PRUNED)
+                    && !shared.anchored.load(Ordering::SeqCst)
+                    && let Some(oldest) = oldest_slot
+                    && oldest > *link.own_next
                 {
-                    *own_next = oldest;
-                    *retry_now = true;
+                    // No anchor yet: start from the oldest slot the server still holds.
+                    *link.own_next = oldest;
+                    *link.retry_now = true;
                 }
+                return End::Lost(format!("recordSubscribe from slot {from} failed: {error}"));
             }
-            return End::Lost(format!("recordSubscribe from slot {from} failed: {err}"));
-        }
-        if value.get("method").and_then(Value::as_str) != Some("recordNotification") {
-            inc(&stats.bad_messages, 1);
-            log::warn!("{url}: unexpected message {}", truncate(text.as_str()));
-            continue;
-        }
-        let Some(doc) = value.get("params").and_then(|p| p.get("result")) else {
-            inc(&stats.bad_messages, 1);
-            log::warn!("{url}: notification without params.result");
-            continue;
-        };
-        let record = match attested_record_from_json_value(doc) {
-            Ok(r) => r,
             Err(e) => {
-                inc(&stats.bad_messages, 1);
-                log::warn!("{url}: bad record document: {e}");
+                let reason = match e {
+                    BadMessage::NotJson(_) => "not_json",
+                    BadMessage::Unexpected(_) => "unexpected",
+                    BadMessage::NoResult => "no_result",
+                    BadMessage::BadRecord(_) => "bad_record",
+                };
+                link.bad(&shared.stats, reason, &e);
                 continue;
             }
         };
         inc(&stats.records, 1);
-        *own_next = (*own_next).max(record.record.slot.saturating_add(1));
-        if tx.send(Incoming { endpoint, record }).await.is_err() {
+        let (outsiders, trimmed) = trim_attestations(&mut record, &shared.quorum);
+        inc(&stats.outsiders, outsiders as u64);
+        inc(&stats.attestations_trimmed, trimmed as u64);
+        let slot = record.record.slot;
+        if slot >= *window.borrow_and_update() {
+            // Too far ahead of the accepted chain to be held: stop reading until it is within
+            // reach, so it is handed over later rather than lost. The server may drop this
+            // connection as a slow subscriber meanwhile; then it resumes from here.
+            while slot >= *window.borrow_and_update() {
+                tokio::select! {
+                    r = window.changed() => if r.is_err() { return End::Stop },
+                    r = rewind.changed() => {
+                        if r.is_err() {
+                            return End::Stop;
+                        }
+                        if let Some(why) = rewound(link, shared, rewind) {
+                            return End::Lost(why);
+                        }
+                    }
+                    _ = stopped(shutdown) => return End::Stop,
+                }
+            }
+            heard = Instant::now();
+        }
+        if tx.send(Incoming { endpoint: link.endpoint, record }).await.is_err() {
             return End::Stop;
         }
+        *link.own_next = (*link.own_next).max(slot.saturating_add(1));
     }
 }
 
-fn truncate(s: &str) -> &str {
-    match s.char_indices().nth(200) {
+/// After a rewind notice: the reason to resubscribe, if this follower is past the rewind slot.
+fn rewound(link: &mut Link<'_>, shared: &Shared, rewind: &mut watch::Receiver<u64>) -> Option<String> {
+    let to = lower(link.own_next, shared, rewind)?;
+    *link.retry_now = true;
+    Some(format!("records it delivered from slot {to} up were dropped when the window moved; delivering them again"))
+}
+
+/// Moves `own_next` down to the rewind slot (never below the next needed one) if it is past it;
+/// returns that slot.
+fn lower(own_next: &mut u64, shared: &Shared, rewind: &mut watch::Receiver<u64>) -> Option<u64> {
+    let to = (*rewind.borrow_and_update()).max(shared.next_needed.load(Ordering::SeqCst));
+    if *own_next <= to {
+        return None;
+    }
+    *own_next = to;
+    inc(&shared.stats.rewinds, 1);
+    Some(to)
+}
+
+/// At most [`QUOTE`] characters of `s`.
+fn quote(s: &str) -> &str {
+    match s.char_indices().nth(QUOTE) {
         Some((i, _)) => &s[..i],
         None => s,
     }

@@ -6,6 +6,7 @@
 //! - [`chain`]: merging attestations across endpoints, the quorum and chain rules, faults.
 //! - [`store`]: the output file of accepted roots and the atomically replaced cursor, and how a
 //!   restart reconciles them.
+//! - [`follow`]: reading one server's record feed ([`follow::parse_message`]).
 //! - [`Relayer`]: one WebSocket follower per endpoint feeding one acceptor.
 //!
 //! ```no_run
@@ -20,8 +21,9 @@
 pub mod chain;
 pub mod config;
 mod error;
-mod follow;
+pub mod follow;
 pub mod metrics;
+mod ratelog;
 mod relayer;
 pub mod stats;
 pub mod store;

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use aldb_verify::hash_to_base58;
 use tokio::sync::{mpsc, watch};
 
-use crate::chain::{Accepted, Acceptor, Fault, Ignored, Rules, Start};
+use crate::chain::{Accepted, Acceptor, Fault, Ignored, Rules, Start, IDENTITY_QUOTA, MAX_CANDIDATES_PER_SLOT};
 use crate::config::Config;
 use crate::error::RelayError;
 use crate::follow::{follow, Incoming, Shared};
+use crate::ratelog::{RateLog, LOG_INTERVAL};
 use crate::stats::{inc, Stats};
 use crate::store::Store;
 
@@ -83,6 +84,9 @@ impl Relayer {
         let shared = Arc::new(Shared {
             next_needed: AtomicU64::new(acceptor.next_slot()),
             anchored: AtomicBool::new(acceptor.tip().is_some()),
+            window_end: watch::Sender::new(acceptor.window_end()),
+            rewind: watch::Sender::new(u64::MAX),
+            quorum: config.quorum.clone(),
             stats: stats.clone(),
             backoff_initial: config.backoff_initial,
             backoff_max: config.backoff_max,
@@ -134,7 +138,8 @@ fn accept_loop(
     on_accept: Option<AcceptHook>,
 ) -> Result<(), RelayError> {
     let stats = &shared.stats;
-    let mut warned_pending = false;
+    let mut log = RateLog::new(LOG_INTERVAL);
+    let quiet = &stats.log_suppressed;
     while let Some(Incoming { endpoint, record }) = rx.blocking_recv() {
         let url = urls.get(endpoint).map_or("?", String::as_str);
         let Some(es) = stats.endpoints.get(endpoint) else { continue };
@@ -143,35 +148,79 @@ fn accept_loop(
         match report.ignored {
             Some(Ignored::OtherCluster) => {
                 inc(&es.other_cluster, 1);
-                log::warn!("{url}: slot {slot}: record of genesis {}, not the configured cluster", hash_to_base58(&record.record.genesis_hash));
+                if let Some(n) = log.allow("other_cluster", endpoint, quiet) {
+                    log::warn!(
+                        "{url}: slot {slot}: record of genesis {}, not the configured cluster{n}",
+                        hash_to_base58(&record.record.genesis_hash)
+                    );
+                }
             }
             Some(Ignored::Commitment) => {
                 inc(&es.low_commitment, 1);
                 log::debug!("{url}: slot {slot}: committed at {}, below the configured level", record.record.commitment.name());
             }
-            Some(Ignored::Faulted) => log::debug!("{url}: slot {slot} is faulted; record ignored"),
-            Some(Ignored::Stale | Ignored::BeforeStart) | None => {}
+            Some(Ignored::Faulted) => {
+                inc(&es.dropped_faulted, 1);
+                log::debug!("{url}: slot {slot} is faulted; record ignored");
+            }
+            Some(Ignored::Stale | Ignored::BeforeStart) => inc(&es.dropped_stale, 1),
+            Some(Ignored::Unsigned) => {
+                inc(&es.dropped_unsigned, 1);
+                if let Some(n) = log.allow("unsigned", endpoint, quiet) {
+                    log::warn!("{url}: slot {slot}: record {} carries no valid signature by a configured identity; dropped{n}", short(&record.record_hash));
+                }
+            }
+            Some(Ignored::Ahead) => {
+                // Followers hold such records back; one gets here only if it was queued before
+                // the anchor created the window, and its follower has moved past it.
+                inc(&es.dropped_ahead, 1);
+                request_rewind(shared, slot);
+            }
+            Some(Ignored::SlotFull) => {
+                inc(&es.dropped_slot_full, 1);
+                if let Some(n) = log.allow("slot_full", endpoint, quiet) {
+                    log::warn!("{url}: slot {slot}: already holds {MAX_CANDIDATES_PER_SLOT} different signed records; record dropped{n}");
+                }
+            }
+            None => {}
         }
         inc(&es.bad_signatures, report.bad_signatures as u64);
         inc(&es.outsiders, report.outsiders as u64);
-        if report.bad_signatures > 0 {
-            log::warn!("{url}: slot {slot}: {} attestation(s) by configured identities do not verify", report.bad_signatures);
+        if report.bad_signatures > 0
+            && let Some(n) = log.allow("bad_signature", endpoint, quiet)
+        {
+            log::warn!("{url}: slot {slot}: {} attestation(s) by configured identities do not verify{n}", report.bad_signatures);
+        }
+        inc(&stats.displaced, report.displaced as u64);
+        inc(&stats.quota_evictions, report.quota_evictions as u64);
+        inc(&stats.window_pruned, report.window_pruned as u64);
+        if report.quota_evictions > 0
+            && let Some(n) = log.allow("identity_quota", endpoint, quiet)
+        {
+            log::warn!("an identity holds signatures for {IDENTITY_QUOTA} slots without an anchor; dropping its lowest{n}");
+        }
+        if let Some(from) = report.rewind_to {
+            log::info!("the anchor's window ends below held records; {} dropped, delivered again from slot {from}", report.window_pruned);
+            request_rewind(shared, from);
         }
         for u in &report.unchained {
             inc(&es.unchained, 1);
-            log::error!(
-                "{url}: slot {}: record {} is signed by enough identities but does not extend the accepted chain at slot {} \
-                 (parent slot {:?}, {}); it will not be accepted. If every producer restarted a chain segment here, \
-                 re-anchor the relayer (see README)",
-                u.slot,
-                hash_to_base58(&u.record_hash),
-                u.tip_slot,
-                u.parent_slot,
-                if u.chained { "chained to another record" } else { "not CHAINED: a new chain segment" },
-            );
+            if let Some(n) = log.allow("unchained", endpoint, quiet) {
+                log::error!(
+                    "{url}: slot {}: record {} is signed by enough identities but does not extend the accepted chain at slot {} \
+                     (parent slot {:?}, {}); it will not be accepted. If every producer restarted a chain segment here, \
+                     re-anchor the relayer (see README){n}",
+                    u.slot,
+                    hash_to_base58(&u.record_hash),
+                    u.tip_slot,
+                    u.parent_slot,
+                    if u.chained { "chained to another record" } else { "not CHAINED: a new chain segment" },
+                );
+            }
         }
         for f in &report.faults {
             match f {
+                // Conflicts need a quorum on two records per slot and fault the slot: never many.
                 Fault::Conflict { slot, hashes } => {
                     inc(&stats.conflicts, 1);
                     log::error!(
@@ -183,21 +232,24 @@ fn accept_loop(
                 }
                 Fault::ConflictWithAccepted { slot, accepted, other } => {
                     inc(&stats.conflicts, 1);
-                    log::error!(
-                        "SAFETY FAULT: {url}: slot {slot}: record {} is signed by enough identities but record {} was accepted",
-                        hash_to_base58(other),
-                        hash_to_base58(accepted)
-                    );
+                    if let Some(n) = log.allow("conflict_with_accepted", endpoint, quiet) {
+                        log::error!(
+                            "SAFETY FAULT: {url}: slot {slot}: record {} is signed by enough identities but record {} was accepted{n}",
+                            hash_to_base58(other),
+                            hash_to_base58(accepted)
+                        );
+                    }
                 }
                 Fault::Equivocation { slot, identity } => {
                     inc(&stats.equivocations, 1);
-                    log::error!("{url}: slot {slot}: identity {} signed two different records; it no longer counts for this slot", hash_to_base58(identity));
+                    if let Some(n) = log.allow("equivocation", endpoint, quiet) {
+                        log::error!(
+                            "{url}: slot {slot}: identity {} signed two different records; it no longer counts for this slot{n}",
+                            hash_to_base58(identity)
+                        );
+                    }
                 }
             }
-        }
-        if report.dropped_pending > 0 && !warned_pending {
-            warned_pending = true;
-            log::warn!("holding too many slots waiting for their parents; dropping the newest (the chain is stalled?)");
         }
         for a in &report.accepted {
             let wrote = store.commit(a.record.slot, &a.record.state_root, &a.record_hash)?;
@@ -221,6 +273,20 @@ fn accept_loop(
                 h(a);
             }
         }
+        if !report.accepted.is_empty() {
+            shared.window_end.send_if_modified(|end| {
+                let new = acceptor.window_end();
+                std::mem::replace(end, new) != new
+            });
+        }
+        stats.candidates.store(acceptor.candidates() as u64, Ordering::Relaxed);
+        stats.pending_slots.store(acceptor.pending_slots() as u64, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Tells the followers that records from `slot` up were dropped after being delivered.
+fn request_rewind(shared: &Shared, slot: u64) {
+    // The lowest request wins; every request notifies, so each follower compares anew.
+    shared.rewind.send_modify(|to| *to = (*to).min(slot));
 }

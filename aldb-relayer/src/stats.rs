@@ -22,6 +22,18 @@ pub struct EndpointStats {
     pub unchained: AtomicU64,
     /// Connections lost or refused.
     pub disconnects: AtomicU64,
+    /// Records dropped: no attestation by a configured identity newly verified over them.
+    pub dropped_unsigned: AtomicU64,
+    /// Records dropped: at or above the window's end.
+    pub dropped_ahead: AtomicU64,
+    /// Records dropped: at or below the accepted slot, or below the start slot.
+    pub dropped_stale: AtomicU64,
+    /// Records dropped: their slot is faulted.
+    pub dropped_faulted: AtomicU64,
+    /// Records dropped: their slot already holds the most records, none signed less.
+    pub dropped_slot_full: AtomicU64,
+    /// Attestations dropped before the acceptor: past the per-identity limit of a record.
+    pub attestations_trimmed: AtomicU64,
 }
 
 /// All counters.
@@ -37,6 +49,20 @@ pub struct Stats {
     pub conflicts: AtomicU64,
     /// Identities seen signing two records for one slot.
     pub equivocations: AtomicU64,
+    /// Different records held, waiting for signatures or their parent (a gauge).
+    pub candidates: AtomicU64,
+    /// Slots held above the accepted one (a gauge).
+    pub pending_slots: AtomicU64,
+    /// Held records pushed out of a full slot by one with more signatures.
+    pub displaced: AtomicU64,
+    /// Held signatures dropped because their identity held too many.
+    pub quota_evictions: AtomicU64,
+    /// Held records dropped because the window moved below them (when the anchor is found).
+    pub window_pruned: AtomicU64,
+    /// Followers told to resubscribe lower because records they delivered were dropped.
+    pub rewinds: AtomicU64,
+    /// Log lines left out by the rate limit (their events are still counted).
+    pub log_suppressed: AtomicU64,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -58,15 +84,23 @@ impl Stats {
     /// One line per endpoint and a total, for the log.
     pub fn summary(&self, urls: &[String]) -> String {
         let mut s = format!(
-            "accepted={} conflicts={} equivocations={}",
+            "accepted={} conflicts={} equivocations={} candidates={} pending_slots={} displaced={} quota_evictions={} \
+             window_pruned={} log_suppressed={}",
             get(&self.accepted),
             get(&self.conflicts),
-            get(&self.equivocations)
+            get(&self.equivocations),
+            get(&self.candidates),
+            get(&self.pending_slots),
+            get(&self.displaced),
+            get(&self.quota_evictions),
+            get(&self.window_pruned),
+            get(&self.log_suppressed),
         );
         for (i, e) in self.endpoints.iter().enumerate() {
             let _ = write!(
                 s,
-                "\n  {}: records={} bad_messages={} bad_signatures={} outsiders={} other_cluster={} low_commitment={} unchained={} disconnects={}",
+                "\n  {}: records={} bad_messages={} bad_signatures={} outsiders={} other_cluster={} low_commitment={} unchained={} disconnects={} \
+                 dropped unsigned={} ahead={} stale={} faulted={} slot_full={} attestations_trimmed={}",
                 urls.get(i).map_or("?", String::as_str),
                 get(&e.records),
                 get(&e.bad_messages),
@@ -76,6 +110,12 @@ impl Stats {
                 get(&e.low_commitment),
                 get(&e.unchained),
                 get(&e.disconnects),
+                get(&e.dropped_unsigned),
+                get(&e.dropped_ahead),
+                get(&e.dropped_stale),
+                get(&e.dropped_faulted),
+                get(&e.dropped_slot_full),
+                get(&e.attestations_trimmed),
             );
         }
         s
