@@ -1,0 +1,17 @@
+//! Replays the checked-in fuzz inputs (`fuzz/seeds/<target>`, the seeds the fuzzer starts from,
+//! and `fuzz/regressions/<target>`, inputs of fixed findings) through the same target bodies the
+//! fuzzer runs (`fuzz/src/rpc.rs`), so every decoder still takes them without panicking.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub, missing_docs)]
+
+#[path = "../../fuzz/src/replay.rs"]
+mod replay;
+#[path = "../../fuzz/src/rpc.rs"]
+mod rpc;
+
+use replay::replay;
+
+#[test]
+fn rpc_params() {
+    replay(env!("CARGO_MANIFEST_DIR"), "rpc_params", rpc::rpc_params);
+}
