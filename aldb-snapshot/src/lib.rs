@@ -14,6 +14,7 @@
 mod batch;
 mod error;
 mod file_builder;
+mod mapping_guard;
 mod path_index;
 pub mod format;
 mod reader;

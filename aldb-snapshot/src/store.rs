@@ -2,7 +2,8 @@
 //!
 //! Every read goes through here, and every offset read from disk is checked against the file it
 //! points into before use, so a corrupt or truncated file yields an error, never a panic or a
-//! read outside the mapping.
+//! read outside the mapping. A file truncated *while* mapped is caught after the read instead
+//! ([`MappedFile::intact`], [`crate::mapping_guard`]): the read itself may have seen zeros.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -13,6 +14,7 @@ use aldb_verify::spec::Hash;
 use memmap2::{Advice, Mmap};
 
 use crate::error::SnapshotError;
+use crate::mapping_guard::{self, Registration};
 use crate::path_index::prefix_of;
 use crate::format::{
     body_digest, checksum, hash_at, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC,
@@ -20,10 +22,16 @@ use crate::format::{
 };
 
 /// One published snapshot file, mapped read-only.
+///
+/// Whatever is read through the mapping must pass [`MappedFile::intact`] before it is used: a
+/// file truncated under us reads as zeros instead of killing the process (see
+/// [`crate::mapping_guard`]), and that check is what keeps the zeros out of every answer.
 #[derive(Debug)]
 pub(crate) struct MappedFile {
     pub(crate) header: Header,
     pub(crate) path: PathBuf,
+    /// Declared before `map`, so dropped first: the range is unregistered before it is unmapped.
+    guard: Registration,
     map: Mmap,
 }
 
@@ -33,8 +41,33 @@ impl MappedFile {
         let file = File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
         // SAFETY: published snapshot files are immutable (written under a temporary name, then
         // renamed), so the mapping never changes under us; pruning only unlinks, which keeps the
-        // mapped pages valid.
+        // mapped pages valid. An operator's tool that truncates one anyway breaks that contract:
+        // the registration below turns the fault into zeros plus a flag, and every read is
+        // checked against the flag afterwards (`intact`), so no such zeros are ever served.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| SnapshotError::io("map", path, e))?;
+        // Registered before the first read of the mapping.
+        let guard = mapping_guard::register(map.as_ptr(), map.len()).map_err(|e| SnapshotError::io("map", path, e))?;
+        match Self::check(&map, path, verify) {
+            Ok(header) => {
+                let f = Self { header, path: path.to_path_buf(), guard, map };
+                f.intact(())?;
+                Ok(f)
+            }
+            // What failed may have been zeros from a fault: say so rather than blame the bytes.
+            Err(e) => {
+                if let Some(last) = map.len().checked_sub(1) {
+                    // SAFETY: in bounds of the mapping; volatile so the read happens here, where
+                    // it faults (setting the flag) if the file has shrunk under it.
+                    let _ = unsafe { std::ptr::read_volatile(map.as_ptr().add(last)) };
+                }
+                std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+                if guard.damaged() { Err(truncated(path)) } else { Err(e) }
+            }
+        }
+    }
+
+    /// Checks a mapped file's header, size and (when `verify`) its checksum; returns the header.
+    fn check(map: &Mmap, path: &Path, verify: bool) -> Result<Header, SnapshotError> {
         // A fault on a file mapping reads the device's whole read-ahead window around the page
         // (8 MiB on some virtual disks), yet records are read a few at a time, scattered: the
         // writer's reads of each new file's header and footer alone pulled 300 MB/s from the
@@ -52,6 +85,9 @@ impl MappedFile {
         if map[end + 24..] != END_MAGIC {
             return Err(SnapshotError::corrupt(path, "bad end magic"));
         }
+        if map[end + 16..end + 24].iter().any(|&b| b != 0) {
+            return Err(SnapshotError::corrupt(path, "reserved footer bytes are not zero"));
+        }
         let mut stored = [0u8; 16];
         stored.copy_from_slice(&map[end..end + 16]);
         if verify {
@@ -60,7 +96,43 @@ impl MappedFile {
             }
             let _ = map.advise(Advice::Random);
         }
-        Ok(Self { header, path: path.to_path_buf(), map })
+        Ok(header)
+    }
+
+    /// `value`, if this file was intact while `value` was read from it; otherwise a
+    /// [`SnapshotError::Corrupt`] naming the file. Call it after the reads, never before: a page
+    /// past a shrunken end reads as zeros (through the fault handler's zero page, or as the
+    /// zero tail of the page that holds the new end), and only a check made afterwards sees it.
+    ///
+    /// Cheap: one load of the file's end magic (a hot page) and one atomic load. The end magic
+    /// lies past any shrunken end, so it faults (setting the flag) or reads zeros; the flag
+    /// covers the faults of the reads before it.
+    pub(crate) fn intact<T>(&self, value: T) -> Result<T, SnapshotError> {
+        // Makes the compiler finish computing `value` (every read of the mapping it depends on,
+        // and every store of them into memory others can see) before what follows.
+        let value = std::hint::black_box(value);
+        let len = self.map.len();
+        let mut end = [0u8; 8];
+        if len >= end.len() {
+            // SAFETY: the last 8 bytes of the mapping; volatile so the read happens here, after
+            // the reads being checked, even though the compiler may assume the bytes never change.
+            end = unsafe { std::ptr::read_volatile(self.map.as_ptr().add(len - end.len()).cast::<[u8; 8]>()) };
+        }
+        // The flag a fault in the read just above sets must be loaded after that read.
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        if end != END_MAGIC {
+            self.guard.mark_damaged();
+        }
+        if self.guard.damaged() {
+            return Err(truncated(&self.path));
+        }
+        Ok(value)
+    }
+
+    /// Whether this file was found truncated or changed while mapped: once set, nothing read from
+    /// it is served again, and the index should drop it.
+    pub(crate) fn damaged(&self) -> bool {
+        self.guard.damaged()
     }
 
     pub(crate) fn record(&self, offset: u64, len: usize) -> Result<&[u8], SnapshotError> {
@@ -73,13 +145,19 @@ impl MappedFile {
     }
 }
 
+fn truncated(path: &Path) -> SnapshotError {
+    SnapshotError::corrupt(path, "file was truncated or changed while mapped")
+}
+
 /// A prefix node record's child references (the first `arity` of `refs`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeView {
     pub(crate) refs: [Ref; MAX_ARITY],
 }
 
-/// An account record, borrowed from its file.
+/// An account record, borrowed from its file. The fixed fields were checked when it was read;
+/// `data` and `raw` are still read through the mapping, so check what is made of them with
+/// [`AccountView::intact`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AccountView<'a> {
     pub(crate) pubkey: Hash,
@@ -89,6 +167,15 @@ pub(crate) struct AccountView<'a> {
     pub(crate) data: &'a [u8],
     /// The whole record, for copying it forward.
     pub(crate) raw: &'a [u8],
+    file: &'a MappedFile,
+}
+
+impl AccountView<'_> {
+    /// [`MappedFile::intact`] of the record's file: `value` (made from `data` or `raw`), if the
+    /// file was intact while it was read.
+    pub(crate) fn intact<T>(&self, value: T) -> Result<T, SnapshotError> {
+        self.file.intact(value)
+    }
 }
 
 /// Snapshot files by sequence number.
@@ -104,6 +191,11 @@ impl Files {
 
     pub(crate) fn remove_below(&mut self, seq: u32) {
         self.by_seq = self.by_seq.split_off(&seq);
+    }
+
+    /// The files, by ascending sequence number.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<MappedFile>> + '_ {
+        self.by_seq.values()
     }
 
     /// Sequence numbers present, ascending.
@@ -150,16 +242,18 @@ impl Files {
         if r.is_null() {
             return Ok(aldb_verify::EMPTY_ROOT);
         }
-        Ok(hash_at(self.file(r)?.record(r.offset(), 32)?, 0))
+        let f = self.file(r)?;
+        f.intact(hash_at(f.record(r.offset(), 32)?, 0))
     }
 
     pub(crate) fn node(&self, r: Ref, arity: usize) -> Result<NodeView, SnapshotError> {
-        let b = self.file(r)?.record(r.offset(), node_len(arity))?;
+        let f = self.file(r)?;
+        let b = f.record(r.offset(), node_len(arity))?;
         let mut refs = [Ref::NULL; MAX_ARITY];
         for (i, slot) in refs.iter_mut().take(arity).enumerate() {
             *slot = Ref(u64_at(b, 32 + 8 * i));
         }
-        Ok(NodeView { refs })
+        f.intact(NodeView { refs })
     }
 
     /// The full `(path, value)` of the leaf whose account record is at `r`, recomputed from the
@@ -173,7 +267,7 @@ impl Files {
             return Err(SnapshotError::corrupt(&f.path, "account record does not belong to its bucket"));
         }
         let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
-        Ok((path, value, a))
+        a.intact((path, value, a))
     }
 
     /// A bucket record's hash and leaves.
@@ -184,7 +278,7 @@ impl Files {
         let count = u32_at(head, 32) as usize;
         let leaves = f.record(r.offset() + BUCKET_HEAD_LEN as u64, count.saturating_mul(BUCKET_LEAF_LEN))?;
         out.extend(leaves.chunks_exact(BUCKET_LEAF_LEN).map(|l| Ref(u64_at(l, 0))));
-        Ok(hash_at(head, 0))
+        f.intact(hash_at(head, 0))
     }
 
     pub(crate) fn account(&self, r: Ref) -> Result<AccountView<'_>, SnapshotError> {
@@ -192,13 +286,14 @@ impl Files {
         let head = f.record(r.offset(), ACCOUNT_HEAD_LEN)?;
         let data_len = u32_at(head, 76) as usize;
         let raw = f.record(r.offset(), ACCOUNT_HEAD_LEN + data_len)?;
-        Ok(AccountView {
+        f.intact(AccountView {
             pubkey: hash_at(head, 0),
             lamports: u64_at(head, 32),
             owner: hash_at(head, 40),
             executable: head[72] != 0,
             data: &raw[ACCOUNT_HEAD_LEN..],
             raw,
+            file: f,
         })
     }
 }
@@ -227,6 +322,70 @@ mod tests {
             }
         }
         out
+    }
+
+    fn page_size() -> u64 {
+        // SAFETY: sysconf has no preconditions.
+        u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
+    }
+
+    /// A published file of 10,000 64-byte records (about 640 KiB).
+    fn build(dir: &Path, seq: u32) -> PathBuf {
+        let mut lane = IoLane::start().unwrap();
+        let dest = dir.join(format!("{seq}.snap"));
+        let mut fb = FileBuilder::create(&dir.join(format!(".{seq}.tmp")), seq, &mut lane, false).unwrap();
+        for i in 0..10_000u32 {
+            fb.record(&[&[i as u8 | 1; 64]]).unwrap();
+        }
+        fb.publish(header(seq), &dest).unwrap();
+        dest
+    }
+
+    fn cut(path: &Path, len: u64) {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(len).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    /// A read wholly past the end of a file truncated under its mapping faults; the fault is
+    /// survived, the read sees zeros, and the check after it turns them into an error naming
+    /// the file. From then on nothing read from the file passes, even from below the cut.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_read_past_a_truncated_end_is_an_error_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = build(dir.path(), 1);
+        let page = page_size();
+        let f = MappedFile::open(&dest, false).unwrap();
+        let early = f.intact(f.record(HEADER_LEN as u64, 64).unwrap().to_vec()).unwrap();
+        assert_eq!(early, [1u8; 64]);
+        assert!(f.intact(f.record(8 * page, 64).unwrap().to_vec()).unwrap().iter().all(|&b| b & 1 == 1));
+        let patched = mapping_guard::patched_pages();
+        cut(&dest, 3 * page);
+        let late = f.record(8 * page, 64).unwrap().to_vec();
+        assert_eq!(late, [0u8; 64], "the faulting read completes with zeros");
+        assert!(mapping_guard::patched_pages() > patched, "the read faulted and was patched");
+        let err = f.intact(late).unwrap_err().to_string();
+        assert!(err.contains(dest.to_str().unwrap()) && err.contains("truncated or changed while mapped"), "{err}");
+        assert!(f.damaged());
+        assert!(f.intact(f.record(HEADER_LEN as u64, 64).unwrap().to_vec()).is_err(), "the whole file is distrusted");
+    }
+
+    /// The page holding a truncated file's new end stays mapped and reads zeros past it without
+    /// faulting: the end-magic check catches that.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_read_past_a_truncated_end_inside_its_page_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = build(dir.path(), 2);
+        let page = page_size();
+        let f = MappedFile::open(&dest, false).unwrap();
+        cut(&dest, 3 * page + 100);
+        let b = f.record(3 * page + 200, 64).unwrap().to_vec();
+        assert_eq!(b, [0u8; 64]);
+        let err = f.intact(b).unwrap_err().to_string();
+        assert!(err.contains("truncated or changed while mapped"), "{err}");
+        assert!(f.damaged());
     }
 
     /// Snapshot mappings are read at random (`rr`): a page fault must not pull the device's whole
