@@ -64,8 +64,8 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Config::write_timeout`].
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default [`Config::ws_queue_bytes`]: one answer of the largest size allowed.
-pub const DEFAULT_WS_QUEUE_BYTES: usize = crate::rpc::DEFAULT_MAX_RESPONSE_BYTES;
+/// Default [`Config::ws_queue_bytes`]: 4 MiB, hundreds of proofs.
+pub const DEFAULT_WS_QUEUE_BYTES: usize = 4 << 20;
 /// Default [`Config::ws_idle_timeout`].
 pub const DEFAULT_WS_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -164,9 +164,10 @@ pub struct Config {
     /// A write to a client that makes no progress for this long closes the connection (HTTP),
     /// or closes the WebSocket with code [`NOT_READING_CLOSE`].
     pub write_timeout: Duration,
-    /// Reply bytes a WebSocket connection may have queued ahead of its socket (at least
-    /// [`Limits::max_response_bytes`]); past it the connection reads no further request until
-    /// the client takes its replies.
+    /// Reply bytes a WebSocket connection may have queued ahead of its socket; past it the
+    /// connection reads no further request until the client takes its replies. An answer larger
+    /// than this (up to [`Limits::max_response_bytes`]) waits until the queue is empty and is
+    /// then queued alone.
     pub ws_queue_bytes: usize,
     /// A WebSocket connection without subscriptions that receives no message (pings count) for
     /// this long is closed with code 1000.
@@ -300,8 +301,8 @@ impl Service {
             max_subscriptions: config.max_subscriptions,
             record_buffer: config.record_buffer.max(1),
             blocking: Arc::new(Semaphore::new(max_blocking(config.max_blocking))),
-            // Any single answer fits, and a semaphore counts at most u32::MAX at once.
-            ws_queue_bytes: config.ws_queue_bytes.max(config.limits.max_response_bytes).clamp(1, u32::MAX as usize),
+            // A semaphore counts at most u32::MAX at once.
+            ws_queue_bytes: config.ws_queue_bytes.clamp(1, u32::MAX as usize),
             write_timeout: config.write_timeout,
             header_timeout: config.header_timeout,
             ws_idle_timeout: config.ws_idle_timeout,
@@ -1095,10 +1096,14 @@ fn refresh_records(
 ) -> Result<usize, aldb_snapshot::records::RecordsError> {
     let mut reader = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let fresh = reader.refresh()?;
+    let damage = reader.take_damage();
     // The feed holds what is served; the reader need not keep its own copy.
     reader.forget_before(u64::MAX);
     drop(reader);
     let added = records.push(&fresh);
+    records.note_damage(&damage);
+    metrics.record_log_damage.inc_by(damage.len() as u64);
+    metrics.record_log_damaged_bytes.inc_by(damage.iter().map(|d| d.bytes.end - d.bytes.start).sum());
     metrics.records_published.inc_by(added as u64);
     metrics.set_record_range(records.range());
     Ok(added)
