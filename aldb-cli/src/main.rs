@@ -19,6 +19,10 @@ use crate::accounts::{decode_key, read_chunks};
 /// Accounts hashed per batch while reading a file.
 const CHUNK: usize = 65_536;
 
+/// The longest proof text `aldb verify` reads: a proof has at most 256 siblings of about 60
+/// bytes of JSON each, so 1 MiB is ample and a mistaken or hostile input costs nothing more.
+const MAX_PROOF_BYTES: u64 = 1 << 20;
+
 #[derive(Parser)]
 #[command(name = "aldb", version, about = "aldb state commitments: roots, proofs, verification")]
 struct Cli {
@@ -123,10 +127,14 @@ fn main() -> Result<()> {
             let root = decode_key("root", &root)?;
             let key = decode_key("pubkey", &pubkey)?;
             let mut text = String::new();
-            match proof.as_deref() {
-                None => std::io::stdin().read_to_string(&mut text).context("cannot read proof from stdin")?,
-                Some(p) => open(p)?.read_to_string(&mut text).with_context(|| format!("cannot read {}", p.display()))?,
-            };
+            let source = proof.unwrap_or_else(|| PathBuf::from("-"));
+            let read = open(&source)?
+                .take(MAX_PROOF_BYTES + 1)
+                .read_to_string(&mut text)
+                .with_context(|| format!("cannot read the proof from {}", source.display()))?;
+            if read as u64 > MAX_PROOF_BYTES {
+                anyhow::bail!("the proof is longer than {MAX_PROOF_BYTES} bytes; no proof is that long");
+            }
             let proof = Proof::from_json_str(text.trim()).context("bad proof")?;
             match proof.verify(&root, &key).context("proof rejected")? {
                 Claim::Present { value } => println!("present {}", hash_to_base58(&value)),

@@ -1,5 +1,9 @@
 //! `aldb proof --url`: fetch an account and its proof from a Hyades service and verify both
 //! locally, so the answer does not rest on trusting the service's word for the account.
+//!
+//! The service's answers are outside input too: a body is read up to [`MAX_RESPONSE_BYTES`],
+//! within one timeout for the whole exchange body included ([`TIMEOUT`]), every hash is decoded
+//! by the bounded decoder, and errors quote the service only in excerpts.
 
 use std::time::Duration;
 
@@ -10,7 +14,18 @@ use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use serde_json::{json, Value};
 
-use crate::accounts::decode_key;
+use crate::accounts::{cut, decode_key};
+
+/// The largest answer read: a proof of the largest Solana account (10 MiB of data, 13.4 MiB in
+/// base64) with room for the proof and the other fields.
+pub(crate) const MAX_RESPONSE_BYTES: u64 = 16 << 20;
+
+/// The budget of one call, from connecting to the last byte of the body: a server that sends
+/// slowly cannot hold `aldb proof` longer than this.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How much of a service's own text (an error message, an unexpected answer) an error quotes.
+const MAX_QUOTE_CHARS: usize = 200;
 
 /// An account as the service returned it, decoded.
 pub(crate) struct Fetched {
@@ -39,16 +54,26 @@ fn call(agent: &ureq::Agent, url: &str, method: &str, params: Value) -> Result<V
         .send(body.to_string().as_bytes())
         .with_context(|| format!("{method}: cannot reach {url}"))?;
     let status = resp.status();
-    let text = resp.body_mut().read_to_string().with_context(|| format!("{method}: cannot read the response"))?;
+    // The agent's global timeout keeps running while the body is read, so a slow body counts
+    // against it too.
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(MAX_RESPONSE_BYTES)
+        .lossy_utf8(true)
+        .read_to_string()
+        .with_context(|| format!("{method}: cannot read the response (at most {MAX_RESPONSE_BYTES} bytes)"))?;
     let v: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{method}: HTTP {status}, response is not JSON: {}", text.chars().take(200).collect::<String>()))?;
+        .with_context(|| format!("{method}: HTTP {status}, response is not JSON: {}", cut(&text, MAX_QUOTE_CHARS)))?;
     if let Some(e) = v.get("error") {
-        let data = e.get("data").map(|d| format!(" {d}")).unwrap_or_default();
-        bail!("{method} failed: error {}: {}{data}", e["code"], e["message"].as_str().unwrap_or("?"));
+        let data = e.get("data").map(|d| format!(" {}", cut(&d.to_string(), MAX_QUOTE_CHARS))).unwrap_or_default();
+        let message = cut(e.get("message").and_then(Value::as_str).unwrap_or("?"), MAX_QUOTE_CHARS);
+        let code = cut(&e.get("code").map(Value::to_string).unwrap_or_default(), 24);
+        bail!("{method} failed: error {code}: {message}{data}");
     }
     match v.get("result") {
         Some(r) => Ok(r.clone()),
-        None => bail!("{method}: HTTP {status}, response has neither result nor error: {text}"),
+        None => bail!("{method}: HTTP {status}, response has neither result nor error: {}", cut(&text, MAX_QUOTE_CHARS)),
     }
 }
 
@@ -71,7 +96,7 @@ fn decode_account(a: &Value) -> Result<Fetched> {
     if let Some(space) = a.get("space")
         && space.as_u64() != Some(bytes.len() as u64)
     {
-        bail!("`account.space` {space} does not match the {} data bytes", bytes.len());
+        bail!("`account.space` {} does not match the {} data bytes", cut(&space.to_string(), 24), bytes.len());
     }
     Ok(Fetched {
         lamports: u64_field(a, "lamports").context("account")?,
@@ -86,7 +111,7 @@ fn decode_account(a: &Value) -> Result<Fetched> {
 pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, trusted_root: Option<[u8; 32]>) -> Result<Verified> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
+        .timeout_global(Some(TIMEOUT))
         .build()
         .into();
     let key = hash_to_base58(pubkey);

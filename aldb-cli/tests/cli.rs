@@ -9,7 +9,13 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn aldb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aldb")).args(args).output().expect("run aldb")
+    // Without a backtrace, stderr is exactly the error's message, whose length the tests bound.
+    Command::new(env!("CARGO_BIN_EXE_aldb"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
+        .output()
+        .expect("run aldb")
 }
 
 fn stdout(o: &Output) -> String {
@@ -83,7 +89,7 @@ fn bad_lines_are_named() {
     let good = r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#;
     let cases = [
         (r#"{"pubkey":"11111111111111111111111111111111","lamports":1}"#, "line 3"),
-        (r#"{"pubkey":"0OIl","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "pubkey is not base58"),
+        (r#"{"pubkey":"0OIl","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "pubkey \"0OIl\" is not base58"),
         (r#"{"pubkey":"1111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "32 bytes"),
         (r#"{"pubkey":"11111111111111111111111111111111","lamports":-1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "line 3"),
         (r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":"***"}"#, "base64"),
@@ -100,6 +106,43 @@ fn bad_lines_are_named() {
     }
     let out = aldb(&["root", dir.path().join("missing.jsonl").to_str().expect("utf8")]);
     assert!(!out.status.success());
+}
+
+#[test]
+fn a_million_digit_pubkey_is_refused_with_a_short_message() {
+    // Generic base58 decoding of this line takes minutes; the bounded decoder refuses it by its
+    // length alone, and the message quotes only an excerpt.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("huge.jsonl");
+    let owner = "11111111111111111111111111111111";
+    let huge = "2".repeat(1_000_000);
+    let line = format!(r#"{{"pubkey":"{huge}","lamports":1,"owner":"{owner}","executable":false,"data":""}}"#);
+    std::fs::write(&f, line).expect("write");
+    for args in [vec!["root", f.to_str().expect("utf8")], vec!["prove", f.to_str().expect("utf8"), owner]] {
+        let out = aldb(&args);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("line 1") && err.contains("too long (at most 44"), "{err}");
+        assert!(err.contains("\"2222222222222222…\" (1000000 bytes)"), "{err}");
+        assert!(err.len() < 500, "{} bytes of stderr", err.len());
+    }
+    // The same text as an argument (cut to what one argument may hold) is refused the same way.
+    let out = aldb(&["verify", "--root", &huge[..100_000], "--pubkey", owner]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("root \"2222222222222222…\" (100000 bytes)") && err.len() < 500, "{err}");
+}
+
+#[test]
+fn an_over_long_proof_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("proof.json");
+    std::fs::write(&f, " ".repeat((1 << 20) + 1)).expect("write");
+    let key = "11111111111111111111111111111111";
+    let out = aldb(&["verify", "--root", key, "--pubkey", key, f.to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("longer than 1048576 bytes"), "{err}");
 }
 
 #[test]

@@ -15,7 +15,13 @@ use hyades::{Config, Service};
 use serde_json::Value;
 
 fn aldb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aldb")).args(args).output().expect("run aldb")
+    // Without a backtrace, stderr is exactly the error's message, whose length the tests bound.
+    Command::new(env!("CARGO_BIN_EXE_aldb"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
+        .output()
+        .expect("run aldb")
 }
 
 fn text(b: &[u8]) -> String {
@@ -141,4 +147,94 @@ fn proof_from_a_running_service_verifies() {
     }
 
     rt.block_on(service.shutdown());
+}
+
+/// A loopback HTTP server that answers every JSON-RPC call with `answer(method)`, raw: a
+/// hostile service that needs no upstream.
+fn scripted_service(answer: fn(&str) -> Vec<u8>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Ok(read_half) = stream.try_clone() else { continue };
+            let mut reader = BufReader::new(read_half);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let out = answer(request["method"].as_str().unwrap_or(""));
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", out.len());
+            // The client may hang up before the end of an over-long answer; that is the point.
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&out));
+        }
+    });
+    format!("http://{addr}/")
+}
+
+fn result(value: Value) -> Vec<u8> {
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"context": {"slot": 5}, "value": value}}).to_string().into_bytes()
+}
+
+#[test]
+fn a_hostile_service_is_refused_fast_with_short_errors() {
+    let key = hash_to_base58(&[3; 32]);
+    let cases: [(fn(&str) -> Vec<u8>, &str); 5] = [
+        // A root of a million digits: minutes of generic base58 decoding, refused by its length.
+        (
+            |_| {
+                result(serde_json::json!({
+                    "slot": 5,
+                    "root": "2".repeat(1_000_000),
+                    "proof": {"version": 1, "siblings": [], "terminal": {"kind": "empty"}},
+                    "account": null,
+                }))
+            },
+            "root \"2222222222222222…\" (1000000 bytes) is not base58 of 32 bytes: base58 text of 1000000 bytes is too long",
+        ),
+        // A hash in the proof, likewise.
+        (
+            |_| {
+                let h = hash_to_base58(&[1; 32]);
+                result(serde_json::json!({
+                    "slot": 5,
+                    "root": h,
+                    "proof": {"version": 1, "siblings": [{"depth": 0, "hash": "2".repeat(1_000_000)}], "terminal": {"kind": "empty"}},
+                    "account": null,
+                }))
+            },
+            "`siblings[0].hash`: base58 text of 1000000 bytes is too long",
+        ),
+        // An answer past the body cap is not read to its end.
+        (|_| vec![b' '; (16 << 20) + 1], "cannot read the response (at most 16777216 bytes)"),
+        // A service's error message is quoted only in part.
+        (
+            |_| {
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "x".repeat(1_000_000)}})
+                    .to_string()
+                    .into_bytes()
+            },
+            "getAccountProof failed: error -32000: xxxxxxxxxx",
+        ),
+        (|_| format!("{{\"{}\": 1}}", "y".repeat(1_000_000)).into_bytes(), "response has neither result nor error"),
+    ];
+    for (i, (answer, want)) in cases.into_iter().enumerate() {
+        let url = scripted_service(answer);
+        let out = aldb(&["proof", "--url", &url, &key]);
+        assert!(!out.status.success(), "case {i} was believed: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(err.contains(want), "case {i}: {err}");
+        assert!(err.len() < 1000, "case {i}: {} bytes of stderr", err.len());
+    }
 }
