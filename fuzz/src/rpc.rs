@@ -105,10 +105,10 @@ impl Subscriptions for Subs {
 }
 
 fn answer_is_json(answer: Option<Vec<u8>>) {
-    if let Some(body) = answer {
-        if let Err(e) = serde_json::from_slice::<serde_json::Value>(&body) {
-            panic!("answer is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
-        }
+    if let Some(body) = answer
+        && let Err(e) = serde_json::from_slice::<serde_json::Value>(&body)
+    {
+        panic!("answer is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
     }
 }
 

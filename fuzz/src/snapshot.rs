@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use aldb_snapshot::format::{self, file_name, Header, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC};
-use aldb_snapshot::records::{LoggedRecord, RecordLogReader, RECORDS_DIR};
+use aldb_snapshot::records::{parse_segment, LoggedRecord, RecordLogReader, RECORDS_DIR};
+use aldb_verify::record::RECORD_LEN;
 use aldb_snapshot::Hyades;
 
 /// A directory private to this process, removed at exit: on tmpfs when there is one, so the
@@ -107,10 +108,15 @@ fn check_logged(records: &[LoggedRecord]) {
     }
 }
 
-/// A record-log segment through `RecordLogReader` (the follower Hyades runs): every record it
-/// hands out carries its own hash, damage is counted once, and reading the segment while it
-/// grows (a prefix, then the rest) gives the same records as reading it whole. The input is
-/// tried as written and with every entry's checksum recomputed.
+/// A record-log segment through `parse_segment` and through `RecordLogReader` (the follower
+/// Hyades runs). The input is tried as written and with every entry's checksum recomputed.
+///
+/// - `parse_segment`: entries and damaged spans lie in the bytes, in order, without overlap,
+///   and each entry holds the exact encoding of its record;
+/// - the reader: every record carries its own hash; damage is counted once (refreshing again
+///   counts nothing new, and no more bytes are counted damaged than the segment has); reading
+///   the segment while it grows (a prefix, then the rest) gives the same records as reading it
+///   whole.
 pub fn record_log(data: &[u8]) {
     let cut = data.last().map_or(0, |&b| data.len() * usize::from(b) / 255);
     read_segment(data, cut);
@@ -122,6 +128,23 @@ pub fn record_log(data: &[u8]) {
 }
 
 fn read_segment(segment: &[u8], cut: usize) {
+    let scan = parse_segment(segment);
+    let mut at = LOG_HEADER_LEN;
+    let mut spans = scan.damaged.iter().peekable();
+    for (offset, rec) in &scan.entries {
+        while let Some(span) = spans.next_if(|s| s.start < *offset) {
+            assert!(at <= span.start && span.start < span.end && span.end <= *offset, "damaged span {span:?} misplaced");
+            at = span.end;
+        }
+        assert!(*offset >= at, "entry at {offset} overlaps what came before (up to {at})");
+        let record_at = offset + 4;
+        assert_eq!(segment.get(record_at..record_at + RECORD_LEN), Some(&rec.record.encode()[..]));
+        check_logged(std::slice::from_ref(rec));
+        at = record_at + RECORD_LEN + 1 + 96 * rec.attestations.len() + 8;
+    }
+    assert!(spans.next().is_none(), "a damaged span after the last entry");
+    assert!(scan.end >= at && scan.end <= segment.len().max(LOG_HEADER_LEN));
+
     let dir = fresh_dir("whole");
     std::fs::create_dir_all(dir.join(RECORDS_DIR)).expect("records dir");
     write_segment(&dir, FIRST, segment);
@@ -130,13 +153,16 @@ fn read_segment(segment: &[u8], cut: usize) {
     if let Ok(records) = &whole {
         check_logged(records);
     }
-    // A newer segment after it: damage in the first is now skipped, and counted once.
+    // A newer segment after it: whatever of the first is left unread is now damage.
     write_segment(&dir, NEXT, b"aldbrlg1\x01\0\0\0\0\0\0\0");
     if let Ok(more) = reader.refresh() {
         check_logged(&more);
     }
+    let (bad, bytes) = (reader.bad_entries(), reader.damaged_bytes());
     let _ = reader.refresh();
-    assert!(reader.bad_entries() <= 1, "one damaged segment counted {} times", reader.bad_entries());
+    assert_eq!((reader.bad_entries(), reader.damaged_bytes()), (bad, bytes), "damage counted again");
+    assert!(bytes <= segment.len() as u64, "{bytes} bytes counted damaged in a segment of {}", segment.len());
+    assert!(reader.take_damage().len() as u64 <= bad);
     if let Some(latest) = reader.latest() {
         assert!(reader.get(latest.record.slot).is_some());
     }
