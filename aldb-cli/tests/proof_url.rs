@@ -149,9 +149,12 @@ fn proof_from_a_running_service_verifies() {
     rt.block_on(service.shutdown());
 }
 
+/// The raw body a scripted service answers a JSON-RPC method with.
+type Answer = fn(&str) -> Vec<u8>;
+
 /// A loopback HTTP server that answers every JSON-RPC call with `answer(method)`, raw: a
 /// hostile service that needs no upstream.
-fn scripted_service(answer: fn(&str) -> Vec<u8>) -> String {
+fn scripted_service(answer: Answer) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -190,7 +193,7 @@ fn result(value: Value) -> Vec<u8> {
 #[test]
 fn a_hostile_service_is_refused_fast_with_short_errors() {
     let key = hash_to_base58(&[3; 32]);
-    let cases: [(fn(&str) -> Vec<u8>, &str); 5] = [
+    let cases: [(Answer, &str); 5] = [
         // A root of a million digits: minutes of generic base58 decoding, refused by its length.
         (
             |_| {
