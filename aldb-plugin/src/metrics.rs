@@ -571,8 +571,36 @@ pub(crate) fn render(src: &Sources) -> String {
         o,
         "aldb_snapshot_errors_total",
         "counter",
-        "Snapshot writer errors (the writer stops at the first).",
+        "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing).",
         w.errors.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_writer_failing",
+        "gauge",
+        "1 while the snapshot writer cannot write and holds slots to retry, else 0.",
+        w.failing.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_recoveries_total",
+        "counter",
+        "Times the snapshot writer wrote again after failing.",
+        w.recoveries.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_gap_slots_total",
+        "counter",
+        "Committed slots never written because the writer was failing (Hyades answers -32012 for them).",
+        w.gap_slots.load(Relaxed),
+    );
+    single(
+        o,
+        "aldb_snapshot_writer_stopped",
+        "gauge",
+        "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0.",
+        w.stopped.load(Relaxed),
     );
 
     family(

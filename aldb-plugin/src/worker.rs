@@ -126,7 +126,7 @@ struct Sink<'a> {
     counters: &'a PluginCounters,
     /// Whether a full snapshot went in: the writer refuses deltas before one.
     started: bool,
-    /// Whether the writer reported an error (it then refuses everything).
+    /// Whether snapshots stopped for good (the writer stopped, or a commit came without a change set).
     failed: bool,
     /// A batch the writer is done with, for the next slot's accounts.
     spare: Option<AccountBatch>,
@@ -195,9 +195,9 @@ impl Sink<'_> {
                 self.counters.snapshot_submitted.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                // The writer stops at its first error (a later delta would be built on a file
-                // that does not exist); roots are still committed and counted.
-                log::error!("aldb-plugin: snapshots stopped at slot {}: {e}", c.slot);
+                // A failing writer holds slots and retries by itself; it refuses them only once
+                // stopped for good (see `SnapshotWriter`). Roots are still committed and counted.
+                log::error!("aldb-plugin: snapshots stopped at slot {} until restart: {e}", c.slot);
                 self.failed = true;
                 self.skip();
             }

@@ -242,6 +242,10 @@ pub fn file_name(seq: u32, slot: u64) -> String {
     format!("{seq:010}-{slot:020}.snap")
 }
 
+/// Appended by a starting writer to the name of a damaged or foreign file numbered above every
+/// valid one, so the number is free again; readers report such files and never serve them.
+pub const SET_ASIDE_SUFFIX: &str = ".damaged";
+
 /// Parses a published snapshot's file name into `(seq, slot)`.
 pub fn parse_file_name(name: &str) -> Option<(u32, u64)> {
     let stem = name.strip_suffix(".snap")?;

@@ -14,7 +14,7 @@ use aldb_verify::spec::{account_value, bit, branch_hash, key_path, Hash, EMPTY_R
 use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, SnapshotError};
-use crate::format::{node_arity, parse_file_name, Ref, FLAG_AFTER_GAP, MAX_ARITY};
+use crate::format::{node_arity, parse_file_name, Ref, FLAG_AFTER_GAP, MAX_ARITY, SET_ASIDE_SUFFIX};
 use crate::store::{Files, MappedFile};
 
 /// A published slot.
@@ -150,6 +150,12 @@ impl Hyades {
             let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
+            if let Some((_, named_slot)) = name.strip_suffix(SET_ASIDE_SUFFIX).and_then(parse_file_name) {
+                // Set aside by a starting writer: reported, never served.
+                let reason = "set aside by the snapshot writer as damaged or not its own".to_string();
+                bad.insert(name.to_string(), BadFile { inode: 0, seq: 0, slot: named_slot, reason });
+                continue;
+            }
             let Some((seq, named_slot)) = parse_file_name(name) else { continue };
             let meta = match entry.metadata() {
                 Ok(m) => m,
@@ -203,7 +209,8 @@ impl Hyades {
             by_name.insert(name.to_string(), (ino, f.clone()));
             files.insert(f);
         }
-        let bad_seqs: BTreeMap<u32, &BadFile> = bad.values().map(|b| (b.seq, b)).collect();
+        // Set-aside files (sequence 0 here) hold no number any served file reaches.
+        let bad_seqs: BTreeMap<u32, &BadFile> = bad.values().filter(|b| b.seq != 0).map(|b| (b.seq, b)).collect();
         let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
         for (name, b) in &bad {
             corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
@@ -224,6 +231,28 @@ impl Hyades {
                 corrupt.insert(*slot, format!("file #{} (slot {}) that it reaches into is damaged: {}", b.seq, b.slot, b.reason));
             }
             false
+        });
+        // The header's root must be the hash of the record it points at: a header edited with
+        // its checksum recomputed would otherwise serve another root for the slot (checked once
+        // per file; proofs are verified against the root on every query besides).
+        slots.retain(|slot, s| {
+            if old.slots.get(slot) == Some(s) {
+                return true;
+            }
+            let Some(f) = files.get(s.seq) else { return false };
+            match files.hash(f.header.root_ref) {
+                Ok(h) if h == s.root => true,
+                Ok(_) => {
+                    log::error!("snapshot file {}: its header's root is not its top record's hash", f.path.display());
+                    corrupt.insert(*slot, format!("file #{}: the header's root is not the hash of its top record", s.seq));
+                    false
+                }
+                Err(e) => {
+                    log::error!("{e}");
+                    corrupt.insert(*slot, e.to_string());
+                    false
+                }
+            }
         });
         // A slot served by a good file is not corrupt, even if another copy of it is damaged.
         corrupt.retain(|slot, _| !slots.contains_key(slot));

@@ -29,7 +29,7 @@ use aldb_verify::spec::Hash;
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
-use crate::format::{parse_file_name, Header, FOOTER_LEN, HEADER_LEN};
+use crate::format::{parse_file_name, Header, FOOTER_LEN, HEADER_LEN, SET_ASIDE_SUFFIX};
 use crate::serializer::{Published, Serializer, SlotInput, CAPTURE_OPTIONS};
 
 /// Writer settings.
@@ -160,6 +160,7 @@ struct Existing {
 fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
     let mut files = BTreeMap::new();
     let mut last_seq = 0;
+    let mut invalid = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| SnapshotError::io("list", dir, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| SnapshotError::io("list", dir, e))?;
@@ -176,19 +177,28 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
                 files.insert(seq, (slot, h.oldest_seq));
                 last_seq = last_seq.max(seq);
             }
-            Ok(h) => {
-                log::warn!(
-                    "snapshot {name}: its header says sequence {} slot {}; not numbering after it",
-                    h.seq,
-                    h.slot
-                );
-                files.entry(seq).or_insert((slot, u32::MAX));
-            }
-            Err(reason) => {
-                log::warn!("snapshot {name}: {reason}; not numbering after it");
-                files.entry(seq).or_insert((slot, u32::MAX));
-            }
+            Ok(h) => invalid.push((seq, slot, name.to_string(), format!("its header says sequence {} slot {}", h.seq, h.slot))),
+            Err(reason) => invalid.push((seq, slot, name.to_string(), reason)),
         }
+    }
+    // A damaged or foreign name numbered above every valid file would share its number with the
+    // next file published. It is set aside under a name no reader serves (its bytes kept for the
+    // operator), so the number is free and no reader confuses the two. Lower ones can never
+    // collide: they stay, reported by readers, and are pruned like any other file.
+    let mut moved = false;
+    for (seq, slot, name, reason) in invalid {
+        if seq > last_seq {
+            let to = dir.join(format!("{name}{SET_ASIDE_SUFFIX}"));
+            log::warn!("snapshot {name}: {reason}; set aside as {}", to.display());
+            std::fs::rename(dir.join(&name), &to).map_err(|e| SnapshotError::io("set aside", dir.join(&name), e))?;
+            moved = true;
+        } else {
+            log::warn!("snapshot {name}: {reason}; not served");
+            files.entry(seq).or_insert((slot, u32::MAX));
+        }
+    }
+    if moved {
+        sync_dir(dir)?;
     }
     Ok(Existing { files, last_seq })
 }
@@ -603,6 +613,8 @@ impl Run {
                 self.set_failure(Some(e.to_string()));
                 f.next_try = Instant::now() + f.backoff;
                 f.merged.add(input);
+                // Still every slot since the failure, not the one merged input.
+                f.merged.count = merged_slots;
                 self.failing = Some(f);
             }
         }
