@@ -38,6 +38,10 @@ pub struct Metrics {
     pub records_served: IntCounter,
     /// New root records read from the record log.
     pub records_published: IntCounter,
+    /// Damaged spans of the record log skipped (each one or more entries, or a segment header).
+    pub record_log_damage: IntCounter,
+    /// Bytes in those spans.
+    pub record_log_damaged_bytes: IntCounter,
     /// Open recordSubscribe subscriptions.
     pub record_subscribers: IntGauge,
     /// Newest root record slot (0 when none).
@@ -100,6 +104,12 @@ impl Metrics {
             IntCounter::new("hyades_records_served_total", "Root record documents sent (answers and notifications)")?;
         let records_published =
             IntCounter::new("hyades_records_published_total", "New root records read from the record log")?;
+        let record_log_damage = IntCounter::new(
+            "hyades_record_log_damaged_spans_total",
+            "Damaged spans of the record log skipped (one or more entries each, or a segment header)",
+        )?;
+        let record_log_damaged_bytes =
+            IntCounter::new("hyades_record_log_damaged_bytes_total", "Bytes in damaged spans of the record log")?;
         let record_subscribers = IntGauge::new("hyades_record_subscriptions", "Open recordSubscribe subscriptions")?;
         let newest_record_slot = IntGauge::new("hyades_newest_record_slot", "Newest root record slot (0 when none)")?;
         let oldest_record_slot = IntGauge::new("hyades_oldest_record_slot", "Oldest kept root record slot (0 when none)")?;
@@ -141,6 +151,9 @@ impl Metrics {
         for c in [&refresh_errors, &roots_published, &slow_disconnects, &records_served, &records_published] {
             registry.register(Box::new(c.clone()))?;
         }
+        for c in [&record_log_damage, &record_log_damaged_bytes] {
+            registry.register(Box::new(c.clone()))?;
+        }
         let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).chain(["unknown"]).collect();
         let requests = names.iter().map(|n| requests_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
         let latency = names.iter().map(|n| latency_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
@@ -158,6 +171,8 @@ impl Metrics {
             slow_disconnects,
             records_served,
             records_published,
+            record_log_damage,
+            record_log_damaged_bytes,
             record_subscribers,
             newest_record_slot,
             oldest_record_slot,

@@ -10,11 +10,17 @@
 //!
 //! The feed keeps the newest `keep` records in memory (the log's segments hold far more, and
 //! are deleted whole by the producer); older ones are "pruned" as far as clients are concerned.
+//!
+//! Damage in the log does not stop the feed: the reader skips damaged spans and reports them,
+//! the records after them are served, and a slot between the intact records around a span
+//! answers "record log damaged" (-32010) instead of "no record". Subscribers get the intact
+//! records in log order with no gap marker: a record whose parent record is missing shows the
+//! gap (its `parent` link names a slot the subscriber never received).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use aldb_snapshot::records::LoggedRecord;
+use aldb_snapshot::records::{Damage, LoggedRecord};
 use aldb_verify::record_json::attested_record_to_json_value;
 use serde_json::json;
 use tokio::sync::watch;
@@ -39,9 +45,20 @@ struct Store {
     base: u64,
     /// Strictly increasing slots.
     entries: VecDeque<Arc<FeedEntry>>,
+    /// Damaged spans of the log, as the slots of the intact records around them (exclusive; `None`:
+    /// unbounded), oldest first; an open upper bound is closed by the next record pushed.
+    damaged: VecDeque<(Option<u64>, Option<u64>)>,
 }
 
 impl Store {
+    /// Once records were pruned, drops damaged spans whose lower record is gone: those slots
+    /// answer "pruned".
+    fn forget_old_damage(&mut self) {
+        if let (true, Some(oldest)) = (self.base > 0, self.oldest()) {
+            self.damaged.retain(|(after, _)| after.is_some_and(|a| a >= oldest));
+        }
+    }
+
     fn head(&self) -> u64 {
         self.base + self.entries.len() as u64
     }
@@ -52,6 +69,11 @@ impl Store {
 
     fn newest(&self) -> Option<u64> {
         self.entries.back().map(|e| e.slot)
+    }
+
+    /// The damaged span around `slot`, if any.
+    fn damaged_around(&self, slot: u64) -> Option<(Option<u64>, Option<u64>)> {
+        self.damaged.iter().copied().find(|(after, before)| after.is_none_or(|a| a < slot) && before.is_none_or(|b| slot < b))
     }
 
     /// Index of the first entry with a slot at or above `slot`.
@@ -83,6 +105,16 @@ pub enum RecordQueryError {
         /// Newest record slot.
         newest: u64,
     },
+    /// The slot lies between the intact records around a damaged span of the record log: its
+    /// record may have been lost.
+    Damaged {
+        /// The slot asked for.
+        slot: u64,
+        /// The last intact record's slot before the damage, if any.
+        after: Option<u64>,
+        /// The first intact record's slot after it, if one has been read.
+        before: Option<u64>,
+    },
     /// The slot is in the kept range but has no record (skipped, or on another fork).
     NoRecord {
         /// The slot asked for.
@@ -107,6 +139,11 @@ impl RecordQueryError {
                 codes::SLOT_NOT_COMMITTED,
                 "slot not committed yet: newer than the newest root record",
                 data(slot, oldest, newest),
+            ),
+            Self::Damaged { slot, after, before } => RpcError::with_data(
+                codes::RECORD_CORRUPT,
+                format!("record log damaged around slot {slot}"),
+                json!({"slot": slot, "previousRecordSlot": after, "nextRecordSlot": before}),
             ),
             Self::NoRecord { slot, oldest, newest } => RpcError::with_data(
                 codes::SLOT_NO_SNAPSHOT,
@@ -181,24 +218,53 @@ impl RecordFeed {
             })
             .collect();
         let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
+        // The first record read after a damaged span still open bounds it.
+        let first = records[0].record.slot;
+        for d in store.damaged.iter_mut().filter(|d| d.1.is_none()) {
+            d.1 = Some(first);
+        }
         // Those skipped were new too, only already too old to keep.
         let mut added = skip;
+        let mut stale = 0usize;
         for e in encoded {
             if store.newest().is_some_and(|n| e.slot <= n) {
-                log::warn!("record log: record of slot {} is not newer than the newest record; ignored", e.slot);
+                stale += 1;
                 continue;
             }
             store.entries.push_back(e);
             added += 1;
         }
+        if stale > 0 {
+            // A copied or misplaced segment; one line, however many records it holds.
+            log::warn!("record log: {stale} records not newer than the newest record; ignored");
+        }
         while store.entries.len() > self.keep {
             store.entries.pop_front();
             store.base += 1;
         }
+        store.forget_old_damage();
         let head = store.head();
         drop(store);
         self.head.send_replace(head);
         added
+    }
+
+    /// Notes damaged spans the reader found, after [`push`](Self::push)ing the records read with
+    /// them (a span whose `before_slot` is `None` lies after all of those). Spans in a segment
+    /// header hold no record and are ignored.
+    pub fn note_damage(&self, damage: &[Damage]) {
+        let spans: Vec<_> = damage.iter().filter(|d| !d.in_header()).map(|d| (d.after_slot, d.before_slot)).collect();
+        if spans.is_empty() {
+            return;
+        }
+        let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
+        store.damaged.extend(spans);
+        // At most one span lies between two kept records that follow each other; more can only
+        // come from copies reordering the log.
+        while store.damaged.len() > self.keep + 1 {
+            store.damaged.pop_front();
+        }
+        store.forget_old_damage();
     }
 
     /// The oldest and newest record slots held.
@@ -210,6 +276,13 @@ impl RecordFeed {
     /// The record of `slot` and the newest record slot.
     pub fn get(&self, slot: u64) -> Result<(u64, Arc<FeedEntry>), RecordQueryError> {
         let s = self.read();
+        let found = s.entries.get(s.first_at_or_after(slot)).filter(|e| e.slot == slot);
+        if let (Some(e), Some(newest)) = (found, s.newest()) {
+            return Ok((newest, e.clone()));
+        }
+        if let Some((after, before)) = s.damaged_around(slot) {
+            return Err(RecordQueryError::Damaged { slot, after, before });
+        }
         let (Some(oldest), Some(newest)) = (s.oldest(), s.newest()) else {
             return Err(RecordQueryError::NothingPublished);
         };
@@ -219,10 +292,7 @@ impl RecordFeed {
         if slot < oldest {
             return Err(RecordQueryError::Pruned { slot, oldest, newest });
         }
-        match s.entries.get(s.first_at_or_after(slot)) {
-            Some(e) if e.slot == slot => Ok((newest, e.clone())),
-            _ => Err(RecordQueryError::NoRecord { slot, oldest, newest }),
-        }
+        Err(RecordQueryError::NoRecord { slot, oldest, newest })
     }
 
     /// The newest record.
@@ -323,5 +393,35 @@ mod tests {
         // A batch longer than what is kept: only its newest records.
         assert_eq!(feed.push(&(10..20).map(rec).collect::<Vec<_>>()), 10);
         assert_eq!(feed.range(), Some((16, 19)));
+    }
+
+    fn damage(after: Option<u64>, before: Option<u64>, bytes: std::ops::Range<u64>) -> Damage {
+        Damage { segment: "records-00000000000000000000.log".into(), bytes, after_slot: after, before_slot: before }
+    }
+
+    #[test]
+    fn slots_around_damage_answer_damaged_until_pruned() {
+        let feed = RecordFeed::new(4);
+        // A damaged log with nothing intact yet: every slot may have lost its record.
+        feed.note_damage(&[damage(None, None, 16..300)]);
+        assert_eq!(feed.get(7).err(), Some(RecordQueryError::Damaged { slot: 7, after: None, before: None }));
+        feed.push(&[rec(2), rec(3)]);
+        feed.note_damage(&[damage(Some(3), None, 600..900), damage(None, None, 0..16)]);
+        assert_eq!(feed.get(1).err(), Some(RecordQueryError::Damaged { slot: 1, after: None, before: Some(2) }));
+        assert_eq!(feed.get(3).map(|(_, e)| e.slot), Ok(3));
+        // Open above the newest record: closed by the next record pushed.
+        assert_eq!(feed.get(9).err(), Some(RecordQueryError::Damaged { slot: 9, after: Some(3), before: None }));
+        feed.push(&[rec(6)]);
+        assert_eq!(feed.get(5).err(), Some(RecordQueryError::Damaged { slot: 5, after: Some(3), before: Some(6) }));
+        assert!(matches!(feed.get(9), Err(RecordQueryError::NotYetCommitted { slot: 9, .. })));
+        let e = feed.get(4).unwrap_err().to_rpc();
+        assert_eq!(e.code, codes::RECORD_CORRUPT);
+        assert_eq!(e.message, "record log damaged around slot 4");
+        assert_eq!(e.data, Some(json!({"slot": 4, "previousRecordSlot": 3, "nextRecordSlot": 6})));
+        // Once the records around a span are pruned, its slots are pruned too.
+        feed.push(&[rec(7), rec(8), rec(9)]);
+        assert_eq!(feed.range(), Some((6, 9)));
+        assert!(matches!(feed.get(4), Err(RecordQueryError::Pruned { slot: 4, .. })));
+        assert_eq!(feed.read().damaged.len(), 0);
     }
 }

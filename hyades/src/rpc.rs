@@ -44,6 +44,9 @@ pub mod codes {
     pub const NOTHING_PUBLISHED: i64 = -32008;
     /// A WebSocket connection already holds the most subscriptions allowed.
     pub const TOO_MANY_SUBSCRIPTIONS: i64 = -32009;
+    /// Record methods: the slot lies between the intact records around a damaged span of the
+    /// record log, so its record may have been lost; `data` names those records' slots.
+    pub const RECORD_CORRUPT: i64 = -32010;
     /// The answer would exceed [`Limits::max_response_bytes`](super::Limits); ask for fewer
     /// items (a smaller range, fewer keys, a shorter batch).
     pub const RESPONSE_TOO_LARGE: i64 = -32020;

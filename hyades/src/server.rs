@@ -1097,13 +1097,14 @@ fn refresh_records(
     let mut reader = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let fresh = reader.refresh()?;
     let damage = reader.take_damage();
+    // The reader's totals count every span, also those its bounded report queue dropped.
+    metrics.record_log_damage.inc_by(reader.bad_entries().saturating_sub(metrics.record_log_damage.get()));
+    metrics.record_log_damaged_bytes.inc_by(reader.damaged_bytes().saturating_sub(metrics.record_log_damaged_bytes.get()));
     // The feed holds what is served; the reader need not keep its own copy.
     reader.forget_before(u64::MAX);
     drop(reader);
     let added = records.push(&fresh);
     records.note_damage(&damage);
-    metrics.record_log_damage.inc_by(damage.len() as u64);
-    metrics.record_log_damaged_bytes.inc_by(damage.iter().map(|d| d.bytes.end - d.bytes.start).sum());
     metrics.records_published.inc_by(added as u64);
     metrics.set_record_range(records.range());
     Ok(added)
