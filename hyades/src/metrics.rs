@@ -30,6 +30,9 @@ pub struct Metrics {
     pub ws_connections: IntGauge,
     /// Failed polls of the snapshot directory.
     pub refresh_errors: IntCounter,
+    /// Snapshot files in the directory found damaged and not served (the slots that need them
+    /// answer -32011).
+    pub damaged_files: IntGauge,
     /// Roots announced to subscribers (once per root, not per subscriber).
     pub roots_published: IntCounter,
     /// Connections closed because they did not keep up with notifications.
@@ -94,6 +97,8 @@ impl Metrics {
         let subscribers = IntGauge::new("hyades_subscribers", "Open rootSubscribe subscriptions")?;
         let ws_connections = IntGauge::new("hyades_websocket_connections", "Open WebSocket connections")?;
         let refresh_errors = IntCounter::new("hyades_refresh_errors_total", "Failed polls of the snapshot directory")?;
+        let damaged_files =
+            IntGauge::new("hyades_damaged_snapshot_files", "Snapshot files found damaged and not served")?;
         let roots_published =
             IntCounter::new("hyades_roots_published_total", "New roots announced to subscribers")?;
         let slow_disconnects = IntCounter::new(
@@ -145,6 +150,7 @@ impl Metrics {
             &connections,
             &ws_queued_bytes,
             &blocking_requests,
+            &damaged_files,
         ] {
             registry.register(Box::new(g.clone()))?;
         }
@@ -167,6 +173,7 @@ impl Metrics {
             subscribers,
             ws_connections,
             refresh_errors,
+            damaged_files,
             roots_published,
             slow_disconnects,
             records_served,

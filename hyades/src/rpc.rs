@@ -47,6 +47,13 @@ pub mod codes {
     /// Record methods: the slot lies between the intact records around a damaged span of the
     /// record log, so its record may have been lost; `data` names those records' slots.
     pub const RECORD_CORRUPT: i64 = -32010;
+    /// The slot was committed but a snapshot file it needs is damaged (checksum, a header that
+    /// disagrees with its name, truncated while mapped); `data.reason` names the file. An operator
+    /// should act: restore the file or let the writer's refresh retire it.
+    pub const SLOT_CORRUPT: i64 = -32011;
+    /// The slot was committed but never written: the snapshot writer was failing (a full disk)
+    /// and recovered at a later slot; `data` says which slots were lost.
+    pub const SLOT_NOT_WRITTEN: i64 = -32012;
     /// The answer would exceed [`Limits::max_response_bytes`](super::Limits); ask for fewer
     /// items (a smaller range, fewer keys, a shorter batch).
     pub const RESPONSE_TOO_LARGE: i64 = -32020;
@@ -663,6 +670,18 @@ impl Rpc {
                 RpcError::with_data(codes::SLOT_NOT_COMMITTED, "slot not committed yet", data)
             }
             QueryError::NoSnapshot { slot } => RpcError::with_data(codes::SLOT_NO_SNAPSHOT, "slot has no snapshot (skipped)", range(Some(slot))),
+            QueryError::Corrupt { slot, reason } => {
+                log::error!("slot {slot} not served: {reason}");
+                let mut data = range(Some(slot));
+                data["reason"] = Value::from(truncate(&reason, 300));
+                RpcError::with_data(codes::SLOT_CORRUPT, "slot cannot be served: a snapshot file it needs is damaged", data)
+            }
+            QueryError::NotWritten { slot, after, until } => {
+                let mut data = range(Some(slot));
+                data["writtenBefore"] = after.map_or(Value::Null, Value::from);
+                data["writtenAgain"] = Value::from(until);
+                RpcError::with_data(codes::SLOT_NOT_WRITTEN, "slot was not written: the snapshot writer was failing", data)
+            }
             QueryError::Storage(reason) => {
                 // The reason names files on the server; it goes to the log, not to clients.
                 log::error!("query failed: {reason}");
