@@ -326,3 +326,50 @@ fn a_record_subscriber_that_stops_reading_is_closed_with_4008_and_others_get_eve
     });
     assert!(s.metrics().contains("hyades_slow_subscriber_disconnects_total 1"));
 }
+
+#[test]
+fn records_after_a_damaged_entry_are_served_and_its_slot_answers_record_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = producer(dir.path());
+    for slot in 1..=10 {
+        p.produce(input(slot, slot.checked_sub(1))).unwrap();
+    }
+    drop(p);
+    // One signed record per entry: length, 187-byte record, count, one attestation, checksum.
+    let entry = 4 + 187 + 1 + 96 + 8;
+    let seg = dir.path().join("records").join(format!("records-{:020}.log", 0));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    assert_eq!(bytes.len(), 16 + 10 * entry);
+    bytes[16 + 4 * entry + 100] ^= 0x08; // slot 5's record
+    std::fs::write(&seg, &bytes).unwrap();
+
+    let s = Server::start_with(dir.path(), |c| c.record_poll_interval = Duration::from_millis(5));
+    wait_for(&s, 10);
+    for slot in [4, 6, 10] {
+        assert_eq!(s.ok("getRootRecord", json!([slot]))["value"]["slot"], slot);
+    }
+    let e = s.err("getRootRecord", json!([5]), codes::RECORD_CORRUPT);
+    assert_eq!(e["message"], "record log damaged around slot 5");
+    assert_eq!(e["data"], json!({"slot": 5, "previousRecordSlot": 4, "nextRecordSlot": 6}));
+    let r = s.ok("getRootRecords", json!([3, 7]));
+    let slots: Vec<u64> = r["value"].as_array().unwrap().iter().map(|v| v["slot"].as_u64().unwrap()).collect();
+    assert_eq!(slots, [3, 4, 6, 7]);
+    let m = s.metrics();
+    assert!(m.contains("hyades_record_log_damaged_spans_total 1"), "{m}");
+    assert!(m.contains(&format!("hyades_record_log_damaged_bytes_total {entry}")), "{m}");
+
+    s.rt.block_on(async {
+        let (mut a, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
+        let sub = request(&mut a, 1, "recordSubscribe", json!([{"fromSlot": 3}])).await["result"].as_u64().unwrap();
+        // Past the damage, no gap marker; then live records chained to the newest intact one.
+        assert_eq!(collect(&mut a, sub, 10).await, [3, 4, 6, 7, 8, 9, 10]);
+        let mut p = producer(dir.path());
+        let r11 = p.produce(input(11, Some(10))).unwrap().unwrap();
+        assert_eq!(collect(&mut a, sub, 11).await, [11]);
+        let r10 = attested_record_from_json_value(&s.ok("getRootRecord", json!([10]))["value"]).unwrap();
+        assert!(r11.record.extends(&r10.record, &r10.record_hash));
+    });
+    // The writer reopened without cutting anything: the damage is still counted once.
+    assert!(s.metrics().contains("hyades_record_log_damaged_spans_total 1"));
+    s.err("getRootRecord", json!([5]), codes::RECORD_CORRUPT);
+}
