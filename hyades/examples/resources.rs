@@ -157,9 +157,8 @@ async fn slowloris(addr: String, stop: Arc<AtomicBool>, seen: Arc<Seen>, body: b
             if tcp.write_all(b"x").await.is_err() {
                 break;
             }
-            match tokio::time::timeout(Duration::from_secs(1), tcp.read(&mut buf)).await {
-                Ok(Ok(0) | Err(_)) => break,
-                _ => {}
+            if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_secs(1), tcp.read(&mut buf)).await {
+                break;
             }
         }
         if !stop.load(Ordering::Relaxed) {
@@ -180,9 +179,8 @@ async fn silent(addr: String, stop: Arc<AtomicBool>, seen: Arc<Seen>) {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            match tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await {
-                Ok(Ok(0) | Err(_)) => break,
-                _ => {}
+            if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await {
+                break;
             }
         }
         seen.closed.fetch_add(1, Ordering::Relaxed);
@@ -209,7 +207,7 @@ async fn unread(addr: String, stop: Arc<AtomicBool>, seen: Arc<Seen>) {
         let mut i = 0u64;
         while !stop.load(Ordering::Relaxed) {
             i += 1;
-            let m = if i % 4 == 0 { batch.clone() } else { single.clone() };
+            let m = if i.is_multiple_of(4) { batch.clone() } else { single.clone() };
             match tokio::time::timeout(Duration::from_secs(1), tx.send(Message::text(m))).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => break,
