@@ -210,7 +210,7 @@ impl Hyades {
             files.insert(f);
         }
         // Set-aside files (sequence 0 here) hold no number any served file reaches.
-        let bad_seqs: BTreeMap<u32, &BadFile> = bad.values().filter(|b| b.seq != 0).map(|b| (b.seq, b)).collect();
+        let bad_seqs: BTreeMap<u32, (&String, &BadFile)> = bad.iter().filter(|(_, b)| b.seq != 0).map(|(n, b)| (b.seq, (n, b))).collect();
         let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
         for (name, b) in &bad {
             corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
@@ -227,8 +227,8 @@ impl Hyades {
             if (hi - lo) as u64 == u64::from(s.seq - oldest) + 1 {
                 return true;
             }
-            if let Some((_, b)) = bad_seqs.range(oldest..=s.seq).next() {
-                corrupt.insert(*slot, format!("file #{} (slot {}) that it reaches into is damaged: {}", b.seq, b.slot, b.reason));
+            if let Some((_, (name, b))) = bad_seqs.range(oldest..=s.seq).next() {
+                corrupt.insert(*slot, format!("file {name} that its records may reach is damaged: {}", b.reason));
             }
             false
         });

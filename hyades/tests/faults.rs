@@ -1,0 +1,58 @@
+//! A damaged snapshot directory, as the service answers it: -32011 naming the damage for every
+//! slot that needs a damaged file (never "pruned" or "skipped"), the other slots served and
+//! verified, and the damage counted in the metrics.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use aldb_snapshot::format::{file_checksum, parse_file_name, FOOTER_LEN, HEADER_LEN};
+use aldb_snapshot::WriterConfig;
+use common::{b58, Model, Server};
+use serde_json::json;
+
+#[test]
+fn damaged_files_answer_corrupt_and_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Model::new(WriterConfig { keep_slots: 1000, refresh_slots: 4, ..WriterConfig::new(dir.path()) }, 5);
+    m.commit_random(300);
+    for _ in 1..10 {
+        m.commit_random(40);
+    }
+    let roots = m.finish();
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| parse_file_name(n).is_some())
+        .collect();
+    names.sort();
+    // Slot 6's file gets another slot in its header, checksum recomputed (a renamed copy).
+    let victim = dir.path().join(&names[6]);
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[24..32].copy_from_slice(&8u64.to_le_bytes());
+    let end = bytes.len() - FOOTER_LEN;
+    let sum = file_checksum(&bytes[..HEADER_LEN], &bytes[HEADER_LEN..end]);
+    bytes[end..end + 16].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&victim, &bytes).unwrap();
+
+    let s = Server::start(dir.path());
+    let key = m.keys[3];
+    for slot in 0..10u64 {
+        let root = s.call("getStateRoot", json!([slot]));
+        let proof = s.call("getAccountProof", json!([b58(&key), {"slot": slot}]));
+        if slot < 6 {
+            assert_eq!(root["result"]["value"]["root"], b58(&roots[&slot]), "slot {slot}: {root}");
+            assert!(proof.get("result").is_some(), "slot {slot}: {proof}");
+        } else {
+            // Slot 6 names a file whose header disagrees; later slots' records may reach it.
+            for r in [&root, &proof] {
+                assert_eq!(r["error"]["code"], -32011, "slot {slot}: {r}");
+                assert_eq!(r["error"]["data"]["slot"], slot);
+                assert!(r["error"]["data"]["reason"].as_str().unwrap().contains(&names[6][..10]), "{r}");
+            }
+        }
+    }
+    let metrics = s.metrics();
+    assert!(metrics.lines().any(|l| l == "hyades_damaged_snapshot_files 1"), "{metrics}");
+    assert!(metrics.lines().any(|l| l.starts_with("hyades_errors_total{code=\"-32011\"}")), "{metrics}");
+}
