@@ -119,7 +119,7 @@ fn parse_entry(buf: &[u8]) -> Parsed {
     let mut w = [0u8; 4];
     w.copy_from_slice(len_bytes);
     let len = u32::from_le_bytes(w) as usize;
-    if !(RECORD_LEN + 1..=MAX_PAYLOAD).contains(&len) || (len - RECORD_LEN - 1) % ATTESTATION_LEN != 0 {
+    if !(RECORD_LEN + 1..=MAX_PAYLOAD).contains(&len) || !(len - RECORD_LEN - 1).is_multiple_of(ATTESTATION_LEN) {
         return Parsed::Bad;
     }
     let n = (len - RECORD_LEN - 1) / ATTESTATION_LEN;
