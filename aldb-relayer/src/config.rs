@@ -123,6 +123,14 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
 }
 
+/// At most 100 characters of a value quoted in an error: the file may hold anything.
+fn clip(s: &str) -> &str {
+    match s.char_indices().nth(100) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
 fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { field, reason: reason.into() }
 }
@@ -132,14 +140,14 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
 /// loopback or private address.
 pub fn websocket_url(endpoint: &str) -> Result<String, String> {
     let e = endpoint.trim();
-    let (scheme, rest) = e.split_once("://").ok_or_else(|| format!("{e:?} is not a URL (expected ws://host:port/ws)"))?;
+    let (scheme, rest) = e.split_once("://").ok_or_else(|| format!("{:?} is not a URL (expected ws://host:port/ws)", clip(e)))?;
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{e:?} has no host"));
+        return Err(format!("{:?} has no host", clip(e)));
     }
     match scheme.to_ascii_lowercase().as_str() {
         "ws" | "http" => Ok(format!("ws://{rest}")),
-        "wss" | "https" => Err(format!("{e:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)")),
-        other => Err(format!("{e:?}: unknown scheme {other:?} (expected ws:// or http://)")),
+        "wss" | "https" => Err(format!("{:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)", clip(e))),
+        other => Err(format!("{:?}: unknown scheme {:?} (expected ws:// or http://)", clip(e), clip(other))),
     }
 }
 
@@ -173,21 +181,21 @@ impl Config {
         for e in &raw.endpoints {
             let url = websocket_url(e).map_err(|r| invalid("endpoints", r))?;
             if endpoints.contains(&url) {
-                return Err(invalid("endpoints", format!("{url} is listed twice")));
+                return Err(invalid("endpoints", format!("{} is listed twice", clip(&url))));
             }
             endpoints.push(url);
         }
         let mut identities = Vec::with_capacity(raw.identities.len());
         for id in &raw.identities {
             let key = aldb_verify::hash_from_base58(id.trim())
-                .map_err(|e| invalid("identities", format!("{id:?} is not a base58 public key: {e}")))?;
+                .map_err(|e| invalid("identities", format!("{:?} is not a base58 public key: {e}", clip(id))))?;
             identities.push(key);
         }
         let quorum = Quorum::new(&identities, raw.threshold).map_err(|e| invalid("threshold", e.to_string()))?;
         let genesis_hash = aldb_verify::hash_from_base58(raw.genesis_hash.trim())
             .map_err(|e| invalid("genesis_hash", format!("not a base58 hash: {e}")))?;
         let commitment = Commitment::from_name(raw.commitment.trim())
-            .ok_or_else(|| invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", raw.commitment)))?;
+            .ok_or_else(|| invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", clip(&raw.commitment))))?;
         if raw.cursor_file.as_os_str().is_empty() {
             return Err(invalid("cursor_file", "must not be empty"));
         }
@@ -204,7 +212,7 @@ impl Config {
         }
         let metrics_addr = match &raw.metrics_addr {
             None => None,
-            Some(a) => Some(a.trim().parse().map_err(|e| invalid("metrics_addr", format!("{a:?} is not host:port: {e}")))?),
+            Some(a) => Some(a.trim().parse().map_err(|e| invalid("metrics_addr", format!("{:?} is not host:port: {e}", clip(a))))?),
         };
         Ok(Self {
             metrics_addr,
@@ -271,6 +279,22 @@ mod tests {
         assert!(matches!(Config::parse(&two, Path::new("")), Err(ConfigError::Invalid { field: "threshold", .. })));
         let tls = text("").replace("http://127.0.0.1:1/", "wss://x/");
         assert!(matches!(Config::parse(&tls, Path::new("")), Err(ConfigError::Invalid { field: "endpoints", .. })));
+    }
+
+    #[test]
+    fn any_text_gives_a_config_or_an_error() {
+        assert!(Config::from_json5_str(&text("")).is_ok());
+        for bad in ["", "{", "[]", "{endpoints: 1}", "\u{0}", "{ endpoints: [\"ws://h/ws\"], identities: [], threshold: 0 }"] {
+            assert!(Config::from_json5_str(bad).is_err(), "{bad:?}");
+        }
+        let long = text("").replace("threshold: 1", &format!("threshold: 1{}", "9".repeat(10_000)));
+        assert!(Config::from_json5_str(&long).is_err());
+        for (from, to) in [("http://127.0.0.1:1/", "z".repeat(10_000)), ("genesis_hash: \"", format!("genesis_hash: \"{}", "1".repeat(10_000)))] {
+            let e = Config::from_json5_str(&text("").replacen(from, &to, 1)).expect_err("invalid");
+            assert!(e.to_string().len() < 400, "{} characters", e.to_string().len());
+        }
+        let ids = text("").replace("identities: [\"", &format!("identities: [\"{}", "2".repeat(10_000)));
+        assert!(Config::from_json5_str(&ids).expect_err("invalid").to_string().len() < 400);
     }
 
     #[test]

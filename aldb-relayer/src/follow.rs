@@ -391,3 +391,74 @@ fn quote(s: &str) -> &str {
 pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::panic)]
+    use super::*;
+    use aldb_verify::record::Attestation;
+    use aldb_verify::record_json::attested_record_to_json_value;
+    use aldb_verify::{Commitment, RootRecord};
+    use ed25519_dalek::{Signer as _, SigningKey};
+
+    fn record() -> RootRecord {
+        RootRecord { genesis_hash: [7; 32], slot: 9, parent: None, commitment: Commitment::Finalized, state_root: [1; 32], block: None }
+    }
+
+    fn attest(i: u8, h: &[u8; 32]) -> Attestation {
+        let k = SigningKey::from_bytes(&[i; 32]);
+        Attestation { identity: k.verifying_key().to_bytes(), signature: k.sign(&aldb_verify::record::attestation_message(h)).to_bytes() }
+    }
+
+    #[test]
+    fn parses_feed_messages_and_refuses_the_rest_without_quoting_them_at_length() {
+        let r = record();
+        let doc = attested_record_to_json_value(&r, &[attest(1, &r.hash())]);
+        let note = json!({"jsonrpc": "2.0", "method": "recordNotification", "params": {"subscription": 1, "result": doc}});
+        match parse_message(&note.to_string()) {
+            Ok(FeedMessage::Record(got)) => assert_eq!((got.record, got.attestations.len()), (r, 1)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse_message(r#"{"jsonrpc":"2.0","id":1,"result":4}"#), Ok(FeedMessage::Subscribed)));
+        let pruned = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"pruned","data":{"oldestSlot":77}}}"#;
+        assert!(matches!(
+            parse_message(pruned),
+            Ok(FeedMessage::SubscribeFailed { code: Some(-32001), oldest_slot: Some(77), .. })
+        ));
+        let huge = format!(r#"{{"jsonrpc":"2.0","id":1,"error":{{"message":"{}"}}}}"#, "x".repeat(100_000));
+        match parse_message(&huge) {
+            Ok(FeedMessage::SubscribeFailed { error, .. }) => assert!(error.len() <= QUOTE),
+            other => panic!("{other:?}"),
+        }
+        let long = format!(r#"{{"method":"{}"}}"#, "y".repeat(100_000));
+        for (text, want) in [
+            ("{not json", "not JSON"),
+            (r#"{"method":"recordNotification"}"#, "without params.result"),
+            (r#"{"method":"recordNotification","params":{"result":{"bytes":"AAAA"}}}"#, "bad record"),
+            (long.as_str(), "unexpected"),
+            ("", "not JSON"),
+            ("[]", "unexpected"),
+        ] {
+            let e = parse_message(text).expect_err(text.get(..40).unwrap_or(text));
+            assert!(e.to_string().contains(want), "{e}");
+            assert!(e.to_string().len() < 300, "the error quotes at most {QUOTE} characters");
+        }
+    }
+
+    #[test]
+    fn trims_attestations_to_configured_identities_two_each() {
+        let r = record();
+        let h = r.hash();
+        let ids: Vec<[u8; 32]> = (1..=2).map(|i| attest(i, &h).identity).collect();
+        let quorum = Quorum::new(&ids, 1).expect("rule");
+        let mut forged = attest(1, &h);
+        forged.signature[3] ^= 1;
+        let mut rec = AttestedRecord {
+            record: r,
+            record_hash: h,
+            attestations: vec![forged, forged, attest(1, &h), attest(1, &h), attest(3, &h), attest(2, &h), attest(1, &h)],
+        };
+        assert_eq!(trim_attestations(&mut rec, &quorum), (1, 3));
+        assert_eq!(rec.attestations, vec![forged, attest(1, &h), attest(2, &h)]);
+    }
+}
