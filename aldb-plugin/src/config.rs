@@ -9,9 +9,17 @@
 //! plugin loads, and a bad one stops the validator from starting with a message naming the field,
 //! which is far cheaper than finding out hours later. `aldb-config-check` runs the same checks
 //! offline.
+//!
+//! Checked at load, beyond the values themselves: that `snapshot_dir` can be created and written
+//! (probed with a file that is removed at once), and that `keypair` and `genesis_path` are
+//! regular files of a plausible size, read with a byte bound, so a path such as `/dev/zero` or a
+//! FIFO is refused instead of reading until memory runs out or blocking forever.
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+use aldb_verify::Excerpt;
 
 use serde::{Deserialize, Serialize};
 
@@ -32,11 +40,30 @@ pub const DEFAULT_EXPECTED_ACCOUNTS: u64 = 1 << 20;
 /// Default log level of the plugin's own messages.
 pub const DEFAULT_LOG_LEVEL: log::LevelFilter = log::LevelFilter::Info;
 
-/// Upper bounds that catch typos (an extra zero or three) before they cost memory or threads.
+/// Upper bounds that catch typos (an extra zero or three) before they cost memory, threads or
+/// disk. `docs/PLUGIN.md` §2 gives each with its reason.
 const MAX_THREADS: usize = 1024;
 const MAX_PENDING_SLOTS: usize = 1 << 20;
-const MAX_SNAPSHOT_QUEUE: usize = 1 << 16;
+/// Each waiting slot holds its changed accounts (tens of MiB for a busy slot).
+pub const MAX_SNAPSHOT_QUEUE: usize = 256;
 const MAX_EXPECTED_ACCOUNTS: u64 = 1 << 40;
+/// Slots merged between two published snapshots are held in memory until the next is written:
+/// 1000 slots is about 7 minutes.
+pub const MAX_SNAPSHOT_EVERY: u64 = 1000;
+/// About 46 days of 400 ms slots, for `keep_slots` and `refresh_slots`: disk use is roughly
+/// `keep_slots + refresh_slots` slots of changes.
+pub const MAX_SNAPSHOT_SLOTS: u64 = 10_000_000;
+/// About 463 days of records, some 30 GB with one signature each.
+pub const MAX_RECORD_KEEP_SLOTS: u64 = 100_000_000;
+
+/// The longest config file read. agave reads the file itself first; this bound is for
+/// `aldb-config-check` and for a plugin loaded some other way.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+/// The longest `genesis_path` file hashed: 256 MiB, 25 times agave's default cap on an unpacked
+/// genesis archive (`MAX_GENESIS_ARCHIVE_UNPACKED_SIZE`, 10 MiB), which operators can raise with
+/// `--max-genesis-archive-unpacked-size`. The file is hashed as it streams, so the bound is on
+/// time, not memory. A larger genesis can be named by `genesis_hash` instead.
+pub const MAX_GENESIS_FILE_BYTES: u64 = 256 << 20;
 
 /// The default engine thread count: half the available cores (the validator needs the rest),
 /// at least one.
@@ -174,10 +201,82 @@ fn base58_opt<S: serde::Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok,
 
 /// The genesis hash of a ledger's `genesis.bin`: SHA-256 of the file's bytes (the bincode of
 /// agave's `GenesisConfig`, which is what `GenesisConfig::hash` and so `getGenesisHash` hash).
+/// The file must be a regular file of at most [`MAX_GENESIS_FILE_BYTES`]; it is hashed as it is
+/// read, never held whole.
 pub fn genesis_hash_of_file(path: &Path) -> std::io::Result<[u8; 32]> {
     use sha2::Digest;
-    let bytes = std::fs::read(path)?;
-    Ok(sha2::Sha256::digest(&bytes).into())
+    let file = open_regular(path)?;
+    let mut hasher = sha2::Sha256::new();
+    let read = std::io::copy(&mut file.take(MAX_GENESIS_FILE_BYTES + 1), &mut hasher)?;
+    if read > MAX_GENESIS_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "longer than {MAX_GENESIS_FILE_BYTES} bytes, more than any genesis.bin agave loads by default; \
+             set `genesis_hash` instead"
+        )));
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// Opens a file that must be a regular file. Its type is checked before opening, since opening a
+/// FIFO blocks until a writer appears, and again on the open file, in case the path was replaced
+/// between the two.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let not_regular = || std::io::Error::other("not a regular file");
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// Reads a config file of at most [`MAX_CONFIG_FILE_BYTES`]. Any kind of file is accepted (a
+/// pipe such as `<(...)` is a fine way to hand `aldb-config-check` a file), but only the bound is
+/// read.
+fn read_config_text(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    let read = std::fs::File::open(path)?.take(MAX_CONFIG_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if read as u64 > MAX_CONFIG_FILE_BYTES {
+        return Err(std::io::Error::other(format!("longer than {MAX_CONFIG_FILE_BYTES} bytes, so not a plugin config")));
+    }
+    Ok(text)
+}
+
+/// Checks that `dir` can hold snapshot files: if it exists it must be a directory, else its
+/// nearest existing ancestor must be one; either must accept a new file, which is created and
+/// removed at once. With `create`, the directory itself is created first (as the plugin does at
+/// load); without, nothing is left behind (as `aldb-config-check` promises).
+fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
+    if create {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut at = dir;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) if at == dir => return Err(format!("{} exists and is not a directory", dir.display())),
+            Ok(_) => return Err(format!("cannot be created: {} is not a directory", at.display())),
+            // Missing, or under something that is not a directory: look further up.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => match at.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => at = parent,
+                // A relative path with no existing component: the working directory holds it.
+                _ => {
+                    at = Path::new(".");
+                    break;
+                }
+            },
+            Err(e) => return Err(format!("cannot check {}: {e}", at.display())),
+        }
+    }
+    let probe = at.join(format!(".aldb-probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe);
+    let what = if at == dir { "is not writable" } else { "cannot be created" };
+    match made {
+        Ok(_) => std::fs::remove_file(&probe).map_err(|e| format!("cannot remove the probe {}: {e}", probe.display())),
+        Err(e) => Err(format!("{what}: cannot create a file in {}: {e}", at.display())),
+    }
 }
 
 fn level_name<S: serde::Serializer>(level: &log::LevelFilter, s: S) -> Result<S::Ok, S::Error> {
@@ -235,12 +334,14 @@ impl ConfigError {
 /// parser names only the position, and the line shows which field it is.
 fn parse_message(e: &json5::Error, text: &str) -> String {
     let near = e.position().and_then(|p| text.lines().nth(p.line)).map(str::trim).filter(|l| !l.is_empty());
+    // The parser's own message can quote a value or a field name of any length.
+    let message: String = e.to_string().chars().take(300).collect();
     match near {
         Some(line) => {
             let line: String = line.chars().take(80).collect();
-            format!("{e} (near `{line}`)")
+            format!("{message} (near `{line}`)")
         }
-        None => e.to_string(),
+        None => message,
     }
 }
 
@@ -262,13 +363,22 @@ fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
 }
 
 impl Config {
-    /// Reads and checks a config file. Relative `libpath` and `snapshot_dir` are resolved
-    /// against the file's directory.
+    /// Reads and checks a config file: the values, the files it names, and that `snapshot_dir`
+    /// could be created and written (without creating it: see [`Config::prepare_snapshot_dir`]).
+    /// Relative `libpath` and `snapshot_dir` are resolved against the file's directory.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = read_config_text(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         let base = path.parent().unwrap_or_else(|| Path::new(""));
-        Self::parse(&text, base).map_err(|e| e.with_path(path))
+        let config = Self::parse(&text, base).map_err(|e| e.with_path(path))?;
+        probe_snapshot_dir(&config.snapshot_dir, false).map_err(|r| invalid("snapshot_dir", r).with_path(path))?;
+        Ok(config)
+    }
+
+    /// Creates `snapshot_dir` if missing and checks that a file can be written in it (a probe
+    /// file, removed at once). The plugin runs this at load, so a directory it cannot use stops
+    /// the validator at start with the reason rather than failing on the first snapshot.
+    pub fn prepare_snapshot_dir(&self) -> Result<(), ConfigError> {
+        probe_snapshot_dir(&self.snapshot_dir, true).map_err(|r| invalid("snapshot_dir", r))
     }
 
     /// Parses and checks config text. Relative paths are resolved against `base` (pass `""` to
@@ -298,11 +408,16 @@ impl Config {
             MAX_PENDING_SLOTS,
         )?;
         let snapshot_every =
-            in_range("snapshot_every", raw.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY), 1, u64::MAX)?;
-        let keep_slots = in_range("keep_slots", raw.keep_slots.unwrap_or(DEFAULT_KEEP_SLOTS), 1, u64::MAX)?;
-        let refresh_slots = in_range("refresh_slots", raw.refresh_slots.unwrap_or(DEFAULT_REFRESH_SLOTS), 1, u64::MAX)?;
-        let record_keep_slots =
-            in_range("record_keep_slots", raw.record_keep_slots.unwrap_or(DEFAULT_RECORD_KEEP_SLOTS), 1, u64::MAX)?;
+            in_range("snapshot_every", raw.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY), 1, MAX_SNAPSHOT_EVERY)?;
+        let keep_slots = in_range("keep_slots", raw.keep_slots.unwrap_or(DEFAULT_KEEP_SLOTS), 1, MAX_SNAPSHOT_SLOTS)?;
+        let refresh_slots =
+            in_range("refresh_slots", raw.refresh_slots.unwrap_or(DEFAULT_REFRESH_SLOTS), 1, MAX_SNAPSHOT_SLOTS)?;
+        let record_keep_slots = in_range(
+            "record_keep_slots",
+            raw.record_keep_slots.unwrap_or(DEFAULT_RECORD_KEEP_SLOTS),
+            1,
+            MAX_RECORD_KEEP_SLOTS,
+        )?;
         let snapshot_queue =
             in_range("snapshot_queue", raw.snapshot_queue.unwrap_or(DEFAULT_SNAPSHOT_QUEUE), 1, MAX_SNAPSHOT_QUEUE)?;
         let expected_accounts = in_range(
@@ -314,13 +429,13 @@ impl Config {
         let metrics_addr = match raw.metrics_addr.as_deref() {
             None => None,
             Some(s) => Some(s.trim().parse::<SocketAddr>().map_err(|_| {
-                invalid("metrics_addr", format!("must be an IP address and port such as \"127.0.0.1:9898\", got {s:?}"))
+                invalid("metrics_addr", format!("must be an IP address and port such as \"127.0.0.1:9898\", got {}", Excerpt(s)))
             })?),
         };
         let log_level = match raw.log_level.as_deref() {
             None => DEFAULT_LOG_LEVEL,
             Some(s) => s.trim().parse::<log::LevelFilter>().map_err(|_| {
-                invalid("log_level", format!("must be one of off, error, warn, info, debug, trace; got {s:?}"))
+                invalid("log_level", format!("must be one of off, error, warn, info, debug, trace; got {}", Excerpt(s)))
             })?,
         };
         let keypair = match &raw.keypair {

@@ -176,7 +176,7 @@ fn block_info(info: &ReplicaBlockInfoVersions<'_>) -> Result<(u64, [u8; 32], Opt
         ReplicaBlockInfoVersions::V0_0_4(b) => (b.slot, b.blockhash, b.block_height),
     };
     let hash = aldb_verify::hash_from_base58(blockhash)
-        .map_err(|e| format!("block metadata of slot {slot}: blockhash {blockhash:?}: {e}"))?;
+        .map_err(|e| format!("block metadata of slot {slot}: blockhash {}: {e}", aldb_verify::Excerpt(blockhash)))?;
     Ok((slot, hash, height))
 }
 
@@ -253,10 +253,12 @@ impl GeyserPlugin for AldbPlugin {
         }
         // An error here stops the validator from starting, so the reason is logged first: agave
         // reports the returned error too, but in its own words.
-        let config = Config::from_file(Path::new(config_file)).map_err(|e| {
-            log::error!("aldb-plugin: not loading: {e}");
-            GeyserPluginError::ConfigFileReadError { msg: e.to_string() }
-        })?;
+        let config = Config::from_file(Path::new(config_file))
+            .and_then(|c| c.prepare_snapshot_dir().map(|()| c))
+            .map_err(|e| {
+                log::error!("aldb-plugin: not loading: {e}");
+                GeyserPluginError::ConfigFileReadError { msg: e.to_string() }
+            })?;
         log::set_max_level(config.log_level);
         let runtime = self.start(&config, is_reload).map_err(|msg| {
             log::error!("aldb-plugin: not loading: {msg}");
@@ -544,6 +546,21 @@ mod tests {
         assert!(p.config().is_none());
         let r = p.on_load(dir.path().join("missing.json").to_str().unwrap(), false);
         assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_snapshot_dir_the_plugin_cannot_use_fails_on_load() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), b"").unwrap();
+        let cfg = dir.path().join("aldb.json");
+        std::fs::write(&cfg, "{libpath: 'x.so', snapshot_dir: 'file/snap', threads: 1}").unwrap();
+        let mut p = AldbPlugin::new();
+        let r = p.on_load(cfg.to_str().unwrap(), false);
+        assert!(
+            matches!(&r, Err(GeyserPluginError::ConfigFileReadError { msg }) if msg.contains("`snapshot_dir` cannot be created")),
+            "{r:?}"
+        );
+        assert!(p.config().is_none());
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! ```
 //!
 //! Prints the effective config (defaults filled in, relative paths resolved against the file's
-//! directory) as JSON and exits 0, or prints the error and exits 2. It reads the file only:
-//! nothing is created, bound or started.
+//! directory) as JSON and exits 0, or prints the error and exits 2. Nothing is left behind:
+//! nothing is bound or started, and `snapshot_dir` is not created; that it could be is checked
+//! with a probe file in it or its nearest existing parent, removed at once.
 
 use std::path::Path;
 use std::process::ExitCode;

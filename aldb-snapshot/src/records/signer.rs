@@ -30,8 +30,10 @@ impl Signer {
     /// key. The public half must match the seed, so a damaged file is caught before it signs.
     pub fn from_keypair_file(path: &Path) -> Result<Self, RecordsError> {
         let bad = |reason: String| RecordsError::Keypair { path: path.to_path_buf(), reason };
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let bytes: Vec<u8> = serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON array of bytes: {e}")))?;
+        let text = read_keypair_text(path).map_err(|e| bad(e.to_string()))?;
+        // The parser's message can quote a string from the file: only its start is kept.
+        let bytes: Vec<u8> = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a JSON array of bytes: {}", e.to_string().chars().take(200).collect::<String>())))?;
         let Ok(full) = <[u8; 64]>::try_from(bytes.as_slice()) else {
             return Err(bad(format!("holds {} bytes, a keypair has 64", bytes.len())));
         };
@@ -44,6 +46,10 @@ impl Signer {
         Ok(signer)
     }
 
+    /// The longest keypair file read: a keypair is about 250 bytes of JSON, so anything near
+    /// this is not one, and a device such as `/dev/zero` cannot fill memory.
+    pub const MAX_KEYPAIR_FILE_BYTES: u64 = 64 << 10;
+
     /// The public key attestations are checked against.
     pub fn identity(&self) -> [u8; 32] {
         self.key.verifying_key().to_bytes()
@@ -53,6 +59,21 @@ impl Signer {
     pub fn attest(&self, record_hash: &Hash) -> Attestation {
         Attestation { identity: self.identity(), signature: self.key.sign(&attestation_message(record_hash)).to_bytes() }
     }
+}
+
+/// A keypair file's text: a regular file (checked before opening, since opening a FIFO blocks)
+/// of at most [`Signer::MAX_KEYPAIR_FILE_BYTES`].
+fn read_keypair_text(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(Signer::MAX_KEYPAIR_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > Signer::MAX_KEYPAIR_FILE_BYTES {
+        return Err(Error::other(format!("longer than {} bytes, so not a keypair", Signer::MAX_KEYPAIR_FILE_BYTES)));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
