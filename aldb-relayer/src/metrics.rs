@@ -1,4 +1,4 @@
-//! `GET /metrics` in the Prometheus text format, from [`Stats`](crate::stats::Stats).
+//! `GET /metrics` in the Prometheus text format, from [`Stats`].
 //!
 //! A minimal HTTP/1.1 responder: the relayer has no other HTTP surface, and the counters are a
 //! handful of atomics, so this avoids a web framework.
