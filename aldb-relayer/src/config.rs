@@ -154,8 +154,18 @@ pub fn websocket_url(endpoint: &str) -> Result<String, String> {
 impl Config {
     /// Reads and checks a config file; relative paths are resolved against its directory.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        // Read with a bound, so a path such as /dev/zero cannot fill memory: no config is 1 MiB.
+        const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+        let read = || -> std::io::Result<String> {
+            use std::io::Read;
+            let mut text = String::new();
+            std::fs::File::open(path)?.take(MAX_CONFIG_FILE_BYTES + 1).read_to_string(&mut text)?;
+            if text.len() as u64 > MAX_CONFIG_FILE_BYTES {
+                return Err(std::io::Error::other(format!("longer than {MAX_CONFIG_FILE_BYTES} bytes, so not a relayer config")));
+            }
+            Ok(text)
+        };
+        let text = read().map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         let base = path.parent().unwrap_or_else(|| Path::new(""));
         Self::parse(&text, base)
     }
@@ -302,5 +312,11 @@ mod tests {
         assert!(meets(Commitment::Finalized, Commitment::Confirmed));
         assert!(meets(Commitment::Finalized, Commitment::Finalized));
         assert!(!meets(Commitment::Confirmed, Commitment::Finalized));
+    }
+
+    #[test]
+    fn an_endless_config_file_is_read_only_to_a_bound() {
+        let e = Config::from_file(Path::new("/dev/zero")).expect_err("not a config");
+        assert!(matches!(&e, ConfigError::Read { .. }) && e.to_string().contains("longer than 1048576 bytes"), "{e}");
     }
 }
