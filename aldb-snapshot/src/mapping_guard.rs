@@ -31,6 +31,10 @@
 //!   the 1,000,000 validators are told to set); past that, opening a file fails with a clear
 //!   error rather than serving it unguarded.
 //!
+//! The handler is process-wide: a library or host that installs its own `SIGBUS` handler after
+//! ours without chaining replaces it, and a truncated file kills again. Ours chains to whatever
+//! was installed before it (Rust's runtime installs one for stack overflows).
+//!
 //! What this does not cover: a file rewritten in place to the same length with different bytes
 //! (nothing faults; the header's root and the proof's hashes no longer agree, which a verifying
 //! client sees), and a file truncated and grown back between a read and its check. If the kernel
@@ -64,10 +68,10 @@ impl Registration {
     /// file shorter than when it was mapped. Once set, it stays set.
     pub(crate) fn damaged(&self) -> bool {
         #[cfg(target_os = "linux")]
-        if let Some((_, s)) = self.slot {
-            if s.damaged.load(Ordering::Acquire) {
-                return true;
-            }
+        if let Some((_, s)) = self.slot
+            && s.damaged.load(Ordering::Acquire)
+        {
+            return true;
         }
         self.seen.load(std::sync::atomic::Ordering::Acquire)
     }
@@ -277,10 +281,10 @@ mod imp {
         INSTALL.call_once(|| {
             // SAFETY: sysconf has no preconditions.
             let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-            if let Ok(page) = usize::try_from(page) {
-                if page.is_power_of_two() {
-                    PAGE.store(page, Ordering::Relaxed);
-                }
+            if let Ok(page) = usize::try_from(page)
+                && page.is_power_of_two()
+            {
+                PAGE.store(page, Ordering::Relaxed);
             }
             // SAFETY: an all-zero sigaction is a valid value (SIG_DFL, empty mask, no flags).
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
