@@ -17,10 +17,11 @@ pub(crate) const MINT_LEN: u64 = 82;
 /// Size of an SPL Token account.
 pub(crate) const TOKEN_ACCOUNT_LEN: u64 = 165;
 
-/// A base58 address as 32 bytes.
+/// A base58 address as 32 bytes. The text often comes from a server, so it goes through the
+/// bounded decoder (over-long text refused unread) and errors quote only an excerpt.
 pub(crate) fn pubkey(text: &str) -> Result<Pubkey> {
-    let v = bs58::decode(text).into_vec().with_context(|| format!("`{text}` is not base58"))?;
-    v.as_slice().try_into().with_context(|| format!("`{text}` is {} bytes, not 32", v.len()))
+    aldb_verify::base58::decode_fixed::<32>(text)
+        .with_context(|| format!("{} is not base58 of 32 bytes", aldb_verify::Excerpt(text)))
 }
 
 /// An address in base58.
