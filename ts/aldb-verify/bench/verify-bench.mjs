@@ -2,13 +2,20 @@
 // from the wire form once, then verified (key path, shape checks, hashing up, root comparison)
 // round after round; also decode+verify, and strict Ed25519 attestation checks.
 //
-//   node bench/verify-bench.mjs [--seconds 3]
+//   node bench/verify-bench.mjs [--seconds 3] [--impl PATH]
+//
+// --impl loads another build of the package (its dist/index.js) instead of ../dist, so two
+// versions can be measured one after the other on the same machine with the same inputs.
 import { readFileSync } from "node:fs";
 import os from "node:os";
-import * as aldb from "../dist/index.js";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 
 const args = process.argv.slice(2);
-const seconds = Number(args[args.indexOf("--seconds") + 1] || 0) || 3;
+const opt = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+const seconds = Number(opt("--seconds") || 0) || 3;
+const impl = opt("--impl") ? pathToFileURL(resolve(opt("--impl"))).href : new URL("../dist/index.js", import.meta.url).href;
+const aldb = await import(impl);
 const root = new URL("../../../tests/vectors/", import.meta.url);
 const v = aldb.parseJson(readFileSync(new URL("v1.json", root), "utf8"));
 const r = aldb.parseJson(readFileSync(new URL("records-v1.json", root), "utf8"));
@@ -37,7 +44,8 @@ function run(name, unit, fn) {
   return rate;
 }
 
-console.log(`node ${process.version}, ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} logical CPUs), one thread`);
+console.log(`node ${process.version}, ${os.cpus()[0]?.model ?? "?"} (${os.cpus().length} logical CPUs), one thread, load ${os.loadavg()[0].toFixed(1)}`);
+console.log(`implementation ${impl}`);
 console.log(`${items.length} proofs from tests/vectors/v1.json, ${avgSiblings.toFixed(1)} siblings on average; ${seconds}s per figure`);
 const verify = run("verify (decoded proof)", "proofs", () => {
   for (const it of items) aldb.verifyProof(it.proof, it.root, it.pubkey);
@@ -82,4 +90,4 @@ const sig = run("attestation (strict Ed25519)", "signatures", () => {
   for (const a of atts) if (!aldb.verifyAttestation(a.hash, a.att)) throw new Error("bad vector");
   return atts.length;
 });
-console.log(JSON.stringify({ proofs_per_s: Math.round(verify), deep_proofs_per_s: Math.round(verifyDeep), blake2s_64b_per_s: Math.round(hashes), attestations_per_s: Math.round(sig), avg_siblings: avgSiblings, node: process.version }));
+console.log(JSON.stringify({ proofs_per_s: Math.round(verify), deep_proofs_per_s: Math.round(verifyDeep), blake2s_64b_per_s: Math.round(hashes), attestations_per_s: Math.round(sig), load1: os.loadavg()[0], avg_siblings: avgSiblings, node: process.version }));

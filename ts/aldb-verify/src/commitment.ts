@@ -1,6 +1,6 @@
 /** The v1 state commitment: the four hashes (§2, §3), bit order (§4) and the empty root (§5). */
 
-import { blake2s } from "./blake2s.js";
+import { blake2sHasher } from "./blake2s.js";
 import { ascii, concatBytes } from "./encoding.js";
 import { AldbError } from "./errors.js";
 
@@ -9,10 +9,9 @@ export type Hash = Uint8Array;
 /** The root of the empty tree: 32 zero bytes. */
 export const EMPTY_ROOT: Hash = new Uint8Array(32);
 
-const PERSONAL_PATH = ascii("aldbpath");
-const PERSONAL_ACCT = ascii("aldbacct");
-const PERSONAL_LEAF = ascii("aldbleaf");
-const PERSONAL_NODE = ascii("aldbnode");
+const H_PATH = blake2sHasher({ personal: ascii("aldbpath") });
+const H_ACCT = blake2sHasher({ personal: ascii("aldbacct") });
+const H_LEAF = blake2sHasher({ personal: ascii("aldbleaf") });
 const U64_MAX = (1n << 64n) - 1n;
 
 function need32(x: Uint8Array, what: string): void {
@@ -24,7 +23,7 @@ function need32(x: Uint8Array, what: string): void {
 /** `H_path(pubkey)` (§3.1). */
 export function keyPath(pubkey: Uint8Array): Hash {
   need32(pubkey, "pubkey");
-  return blake2s(pubkey, { personal: PERSONAL_PATH });
+  return H_PATH(pubkey);
 }
 
 /** An account as the commitment sees it (§3.2). */
@@ -68,21 +67,22 @@ export function accountValue(account: AccountFields): Hash {
   msg[40] = account.executable ? 1 : 0;
   msg.set(u64le(BigInt(data.length)), 41);
   msg.set(data, 49);
-  return blake2s(msg, { personal: PERSONAL_ACCT });
+  return H_ACCT(msg);
 }
 
 /** `H_leaf(path || value)` (§3.3). */
 export function leafHash(path: Hash, value: Hash): Hash {
   need32(path, "path");
   need32(value, "value");
-  return blake2s(concatBytes(path, value), { personal: PERSONAL_LEAF });
+  return H_LEAF(concatBytes(path, value));
 }
 
-const SALTS: Uint8Array[] = [];
+// One hasher per depth: the depth is the first salt byte.
+const H_NODE: ((data: Uint8Array) => Uint8Array)[] = [];
 for (let d = 0; d < 256; d++) {
-  const s = new Uint8Array(8);
-  s[0] = d;
-  SALTS.push(s);
+  const salt = new Uint8Array(8);
+  salt[0] = d;
+  H_NODE.push(blake2sHasher({ personal: ascii("aldbnode"), salt }));
 }
 
 /** `H_node(d, left || right)` (§3.4), `0 <= depth <= 255`. */
@@ -90,7 +90,7 @@ export function branchHash(depth: number, left: Hash, right: Hash): Hash {
   if (!Number.isInteger(depth) || depth < 0 || depth > 255) throw new AldbError("invalid_argument", "depth must be 0..255");
   need32(left, "left");
   need32(right, "right");
-  return blake2s(concatBytes(left, right), { personal: PERSONAL_NODE, salt: SALTS[depth] });
+  return H_NODE[depth](concatBytes(left, right));
 }
 
 /** Bit `d` of a path: bit 0 is the most significant bit of byte 0 (§4). */

@@ -50,7 +50,9 @@ export type ErrorCode =
   | RecordErrorCode
   | AttestationErrorCode
   | "invalid_argument"
-  | "json_syntax";
+  | "json_syntax"
+  | "account_mismatch"
+  | "quorum";
 
 export class AldbError extends Error {
   readonly code: ErrorCode;

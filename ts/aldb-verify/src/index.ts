@@ -1,9 +1,9 @@
 /**
- * @aldb/verify: a light-client verifier for aldb (docs/SPEC.md). No dependencies, synchronous,
- * runs in Node >= 18 and browsers.
+ * @aldb/verify: a light-client verifier for aldb (docs/SPEC.md) on @noble/hashes and
+ * @noble/curves. Synchronous; runs in Node >= 18 and browsers.
  */
 
-export { blake2s } from "./blake2s.js";
+export { blake2s, blake2sHasher } from "./blake2s.js";
 export type { Blake2sParams } from "./blake2s.js";
 export { sha512 } from "./sha512.js";
 export { checkEd25519Strict, verifyEd25519Strict, L as ED25519_L } from "./ed25519.js";
@@ -54,3 +54,5 @@ export {
   recordFromJson,
 } from "./record.js";
 export type { RootRecord, Commitment, Attestation, QuorumRule, QuorumResult, RecordWithAttestations } from "./record.js";
+export { decodeAccount, verifyAccountProof, attestedRoot } from "./account.js";
+export type { AccountJson, VerifiedAccount, VerifiedAnswer, AttestedRoot } from "./account.js";

@@ -1,6 +1,6 @@
 /** Root records (§9.1, §9.2), attestations (§9.3), the quorum and chain rules (§9.4), JSON (§9.5). */
 
-import { blake2s } from "./blake2s.js";
+import { blake2sHasher } from "./blake2s.js";
 import { Hash, readU64le, toU64, u64le } from "./commitment.js";
 import { checkEd25519Strict } from "./ed25519.js";
 import { ascii, base58DecodeExact, base58Encode, base64Decode, base64Encode, bytesEqual } from "./encoding.js";
@@ -17,7 +17,7 @@ const KNOWN_FLAGS = FLAG_PARENT | FLAG_CHAINED | FLAG_BLOCK | FLAG_BANK_HASH;
 
 /** "aldb-attest-v1", the 14-byte prefix of every attestation message. */
 export const ATTEST_PREFIX = ascii("aldb-attest-v1");
-const PERSONAL_REC = ascii("aldbrcrd");
+const H_REC = blake2sHasher({ personal: ascii("aldbrcrd") });
 
 export type Commitment = "confirmed" | "finalized";
 
@@ -128,7 +128,7 @@ export function encodeRecord(r: RootRecord): Uint8Array {
 /** `record_hash = H_rec(record)` (§9.2) of the 187-byte encoding. */
 export function recordHash(bytes: Uint8Array): Hash {
   if (bytes.length !== RECORD_LEN) throw new AldbError("length", `a record is ${RECORD_LEN} bytes, not ${bytes.length}`);
-  return blake2s(bytes, { personal: PERSONAL_REC });
+  return H_REC(bytes);
 }
 
 /** The 46-byte message an attestation signs: "aldb-attest-v1" || record_hash. */
