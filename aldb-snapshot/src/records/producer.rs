@@ -1,4 +1,9 @@
-//! Building, chaining, signing and logging one record per committed slot.
+//! Building, chaining, signing and logging root records: at most one per slot and commitment
+//! level.
+//!
+//! Each level has a chain of its own (`docs/SPEC.md` §9.4): a `finalized` record links to the
+//! parent slot's `finalized` record, a `confirmed` one to the parent's `confirmed` record. A
+//! relayer follows one level and never needs a record of the other to check a link.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,7 +24,8 @@ pub struct RecordInput {
     pub slot: u64,
     /// Its parent, unless genesis or the first slot after a snapshot start.
     pub parent: Option<u64>,
-    /// The level it was committed at.
+    /// The level of the record: the level the slot was committed at, or `Finalized` for a slot
+    /// committed at `Confirmed` and rooted since.
     pub commitment: Commitment,
     /// Its state root.
     pub state_root: Hash,
@@ -29,15 +35,33 @@ pub struct RecordInput {
     pub parent_bank_hash: Option<Hash>,
 }
 
-/// Produces the record chain of one producer (one validator, one snapshot directory).
+/// One level's chain: the newest record hashes and the newest slot logged.
+#[derive(Debug, Default)]
+struct Chain {
+    /// Record hash by slot, for the newest [`RECENT`] records of the level.
+    recent: BTreeMap<u64, Hash>,
+    last_slot: Option<u64>,
+}
+
+impl Chain {
+    fn remember(&mut self, slot: u64, hash: Hash) {
+        self.recent.insert(slot, hash);
+        while self.recent.len() > RECENT {
+            self.recent.pop_first();
+        }
+        self.last_slot = Some(self.last_slot.map_or(slot, |l| l.max(slot)));
+    }
+}
+
+/// Produces the record chains of one producer (one validator, one snapshot directory): one
+/// chain per commitment level, in one log.
 #[derive(Debug)]
 pub struct RecordProducer {
     log: RecordLogWriter,
     genesis_hash: Hash,
     signer: Option<Signer>,
-    /// Record hash by slot, for the newest [`RECENT`] records.
-    recent: BTreeMap<u64, Hash>,
-    last_slot: Option<u64>,
+    confirmed: Chain,
+    finalized: Chain,
 }
 
 impl RecordProducer {
@@ -51,19 +75,19 @@ impl RecordProducer {
                 found: bs58::encode(other.record.genesis_hash).into_string(),
             });
         }
-        let mut p = Self { log, genesis_hash, signer, recent: BTreeMap::new(), last_slot: None };
+        let mut p = Self { log, genesis_hash, signer, confirmed: Chain::default(), finalized: Chain::default() };
         for r in &logged {
-            p.remember(r.record.slot, r.record_hash);
+            p.chain(r.record.commitment).remember(r.record.slot, r.record_hash);
         }
         Ok(p)
     }
 
-    fn remember(&mut self, slot: u64, hash: Hash) {
-        self.recent.insert(slot, hash);
-        while self.recent.len() > RECENT {
-            self.recent.pop_first();
+    fn chain(&mut self, level: Commitment) -> &mut Chain {
+        match level {
+            Commitment::Finalized => &mut self.finalized,
+            // `Commitment` is non-exhaustive; anything else is the weaker level.
+            _ => &mut self.confirmed,
         }
-        self.last_slot = Some(self.last_slot.map_or(slot, |l| l.max(slot)));
     }
 
     /// The signer's identity, if records are signed.
@@ -71,23 +95,33 @@ impl RecordProducer {
         self.signer.as_ref().map(Signer::identity)
     }
 
-    /// The newest logged slot.
+    /// The newest logged slot, at either level.
     pub fn last_slot(&self) -> Option<u64> {
-        self.last_slot
+        self.confirmed.last_slot.max(self.finalized.last_slot)
     }
 
-    /// Builds the slot's record, chains it to the parent's record when that is logged, signs
-    /// it, and appends it durably. Returns `None` without writing anything for a slot at or
-    /// below the newest logged one: after a restart the validator commits replayed slots again,
-    /// and a producer never signs a second record for a slot.
+    /// The newest slot logged at `level`.
+    pub fn last_slot_at(&self, level: Commitment) -> Option<u64> {
+        match level {
+            Commitment::Finalized => self.finalized.last_slot,
+            _ => self.confirmed.last_slot,
+        }
+    }
+
+    /// Builds the slot's record at `input.commitment`, chains it to the parent slot's record of
+    /// the same level when that is logged, signs it, and appends it durably. Returns `None`
+    /// without writing anything for a slot at or below the newest one logged at that level:
+    /// after a restart the validator commits replayed slots again, and a producer never signs a
+    /// second record for one slot and level.
     pub fn produce(&mut self, input: RecordInput) -> Result<Option<LoggedRecord>, RecordsError> {
-        if self.last_slot.is_some_and(|last| input.slot <= last) {
+        let chain = self.chain(input.commitment);
+        if chain.last_slot.is_some_and(|last| input.slot <= last) {
             return Ok(None);
         }
         // A parent at or above the slot cannot be expressed; treat it as unknown.
         let parent = input.parent.filter(|&p| p < input.slot).map(|p| ParentLink {
             slot: p,
-            record_hash: self.recent.get(&p).copied(),
+            record_hash: chain.recent.get(&p).copied(),
             bank_hash: input.parent_bank_hash,
         });
         let record = RootRecord {
@@ -102,7 +136,7 @@ impl RecordProducer {
         let attestations: Vec<Attestation> = self.signer.iter().map(|s| s.attest(&record_hash)).collect();
         let logged = LoggedRecord { record, record_hash, attestations };
         self.log.append(&logged)?;
-        self.remember(input.slot, record_hash);
+        self.chain(input.commitment).remember(input.slot, record_hash);
         Ok(Some(logged))
     }
 
@@ -155,5 +189,57 @@ mod tests {
         let all = reader.refresh().expect("refresh");
         assert_eq!(all.iter().map(|r| r.record.slot).collect::<Vec<_>>(), vec![0, 1, 3, 4, 9]);
         assert!(matches!(RecordProducer::open(dir.path(), [6; 32], None), Err(RecordsError::OtherCluster { .. })));
+    }
+
+    fn at(slot: u64, parent: Option<u64>, level: Commitment) -> RecordInput {
+        RecordInput { commitment: level, ..input(slot, parent) }
+    }
+
+    #[test]
+    fn each_level_has_its_own_chain_and_a_restart_signs_no_slot_and_level_twice() {
+        use Commitment::{Confirmed, Finalized};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let genesis = [5; 32];
+        let signer = || Some(Signer::from_seed(&[1; 32]));
+        let mut p = RecordProducer::open(dir.path(), genesis, signer()).expect("open");
+        // Slots commit at `confirmed` and are rooted a little later, in the order a validator
+        // reports them: the two levels interleave in the log.
+        let c0 = p.produce(at(0, None, Confirmed)).expect("produce").expect("new");
+        let c1 = p.produce(at(1, Some(0), Confirmed)).expect("produce").expect("new");
+        let f0 = p.produce(at(0, None, Finalized)).expect("produce").expect("new");
+        let c2 = p.produce(at(2, Some(1), Confirmed)).expect("produce").expect("new");
+        let f1 = p.produce(at(1, Some(0), Finalized)).expect("produce").expect("new");
+        assert_ne!(c0.record_hash, f0.record_hash, "one record per level, differing in the level only");
+        assert_eq!((c0.record.state_root, c0.record.slot), (f0.record.state_root, f0.record.slot));
+        assert!(c1.record.extends(&c0.record, &c0.record_hash));
+        assert!(c2.record.extends(&c1.record, &c1.record_hash));
+        assert!(f1.record.extends(&f0.record, &f0.record_hash), "a finalized record links to the finalized parent");
+        assert!(!f1.record.extends(&c0.record, &c0.record_hash));
+        assert_eq!(f1.attestations[0].verify(&f1.record_hash), Ok(()));
+        // Again at either level: nothing.
+        assert_eq!(p.produce(at(1, Some(0), Finalized)).expect("produce"), None);
+        assert_eq!(p.produce(at(2, Some(1), Confirmed)).expect("produce"), None);
+        assert_eq!((p.last_slot_at(Confirmed), p.last_slot_at(Finalized), p.last_slot()), (Some(2), Some(1), Some(2)));
+        drop(p);
+
+        // Restarted: neither level signs a slot again, and both chains go on from the log.
+        let mut p = RecordProducer::open(dir.path(), genesis, signer()).expect("reopen");
+        assert_eq!((p.last_slot_at(Confirmed), p.last_slot_at(Finalized)), (Some(2), Some(1)));
+        for (slot, parent) in [(0, None), (1, Some(0))] {
+            assert_eq!(p.produce(at(slot, parent, Finalized)).expect("produce"), None, "finalized {slot}");
+        }
+        assert_eq!(p.produce(at(2, Some(1), Confirmed)).expect("produce"), None);
+        let f2 = p.produce(at(2, Some(1), Finalized)).expect("produce").expect("new");
+        let c3 = p.produce(at(3, Some(2), Confirmed)).expect("produce").expect("new");
+        assert!(f2.record.extends(&f1.record, &f1.record_hash));
+        assert!(c3.record.extends(&c2.record, &c2.record_hash));
+        drop(p);
+
+        let all = RecordLogReader::new(dir.path()).refresh().expect("refresh");
+        let got: Vec<(u64, Commitment)> = all.iter().map(|r| (r.record.slot, r.record.commitment)).collect();
+        assert_eq!(
+            got,
+            [(0, Confirmed), (1, Confirmed), (0, Finalized), (2, Confirmed), (1, Finalized), (2, Finalized), (3, Confirmed)]
+        );
     }
 }
