@@ -427,10 +427,10 @@ impl Pending {
         let mut out = AccountBatch::default();
         for (bi, b) in self.accounts.iter().enumerate() {
             for (i, e) in b.entries().iter().enumerate() {
-                if newest.get(&e.path) == Some(&(bi, i)) {
-                    if let Some(a) = b.get(i) {
-                        out.push(e.path, &a);
-                    }
+                if newest.get(&e.path) == Some(&(bi, i))
+                    && let Some(a) = b.get(i)
+                {
+                    out.push(e.path, &a);
                 }
             }
         }
