@@ -7,8 +7,9 @@
 //   --root R                            the state root of slot S (or of the newest slot), known
 //                                       from a source you trust;
 //   --identities FILE --threshold K     fetch getRootRecord for the slot and take its root once K
-//                                       of the validator identities in FILE attested it (§9.4);
-//                                       FILE is a JSON array of base58 keys, or one key a line;
+//     [--genesis-hash G]                of the validator identities in FILE attested it (§9.4);
+//                                       FILE is a JSON array of base58 keys, or one key a line
+//                                       (`#` comments); G refuses a record of another cluster;
 //   --trust-server                      take the server's own root: checks only that the server
 //                                       is consistent, not that it is honest (said on stderr).
 // Then getAccountProof([pubkey, {slot}]) gives the account (or null) and the proof; the proof is
@@ -31,14 +32,13 @@ async function rpc(url, method, params) {
   return body.result;
 }
 
-/** The base58 keys of an identities file: a JSON array, {"identities": [...]}, or one a line. */
+/** The base58 keys of an identities file (as `aldb proof` reads it): a JSON array, or one a line. */
 export function readIdentities(text) {
   const t = text.trim();
   let list;
-  if (t.startsWith("[") || t.startsWith("{")) {
-    const doc = JSON.parse(t);
-    list = Array.isArray(doc) ? doc : doc.identities;
-    if (!Array.isArray(list)) throw new Error("identities file: no array of keys");
+  if (t.startsWith("[")) {
+    list = JSON.parse(t);
+    if (!Array.isArray(list) || list.some((k) => typeof k !== "string")) throw new Error("identities file: not a JSON array of base58 keys");
   } else {
     list = t.split("\n").map((l) => l.replace(/#.*/, "").trim()).filter((l) => l !== "");
   }
@@ -54,7 +54,7 @@ export function readIdentities(text) {
 export async function trustedRoot(url, slot, trust) {
   if (trust.identities) {
     const rec = await rpc(url, "getRootRecord", slot === null ? [] : [slot]);
-    const a = aldb.attestedRoot(rec.value, { identities: trust.identities, threshold: trust.threshold });
+    const a = aldb.attestedRoot(rec.value, { identities: trust.identities, threshold: trust.threshold, genesisHash: trust.genesisHash });
     if (slot !== null && a.slot !== BigInt(slot)) throw new Error(`asked for the record of slot ${slot}, got slot ${a.slot}`);
     return { slot: Number(a.slot), root: a.root, source: `record ${a.recordHash} (${a.record.commitment}) attested by ${a.signers.length} of ${trust.identities.length} identities, ${trust.threshold} required` };
   }
@@ -86,7 +86,8 @@ export async function fetchVerifiedAccount(url, pubkeyText, slot, trust) {
   return { ...t, pubkey: pubkeyText, claim, account: answer.account };
 }
 
-const USAGE = "usage: node examples/fetch-proof.mjs [--url URL] [--slot S] (--root R | --identities FILE --threshold K | --trust-server) PUBKEY";
+const USAGE =
+  "usage: node examples/fetch-proof.mjs [--url URL] [--slot S] (--root R | --identities FILE --threshold K [--genesis-hash G] | --trust-server) PUBKEY";
 
 export function parseArgs(argv) {
   const o = { url: "http://127.0.0.1:8899", slot: null, trust: {}, rest: [] };
@@ -103,6 +104,7 @@ export function parseArgs(argv) {
     } else if (a === "--root") o.trust.root = value(i++);
     else if (a === "--identities") o.trust.identities = readIdentities(readFileSync(value(i++), "utf8"));
     else if (a === "--threshold") o.trust.threshold = Number(value(i++));
+    else if (a === "--genesis-hash") o.trust.genesisHash = value(i++);
     else if (a === "--trust-server") o.trust.trustServer = true;
     else if (a.startsWith("--")) throw new Error(`unknown option ${a}`);
     else o.rest.push(a);
@@ -111,6 +113,7 @@ export function parseArgs(argv) {
   const modes = [t.root !== undefined, t.identities !== undefined, t.trustServer === true].filter(Boolean).length;
   if (modes !== 1) throw new Error("give exactly one of --root, --identities with --threshold, --trust-server");
   if ((t.identities === undefined) !== (t.threshold === undefined)) throw new Error("--identities and --threshold go together");
+  if (t.genesisHash !== undefined && t.identities === undefined) throw new Error("--genesis-hash goes with --identities");
   if (t.identities && !(Number.isInteger(t.threshold) && t.threshold >= 1 && t.threshold <= t.identities.length)) {
     throw new Error(`--threshold must be 1..${t.identities.length}`);
   }

@@ -104,10 +104,17 @@ export interface AttestedRoot {
 /**
  * Reads a §9.5 record document (as `getRootRecord` returns it), checks its attestations against
  * `rule` (§9.4) and returns the state root it attests. Throws `quorum` when fewer than the
- * threshold of the rule's identities signed it.
+ * threshold of the rule's identities signed it, and `genesis_hash` when `rule.genesisHash` is
+ * given and the record names another cluster.
  */
-export function attestedRoot(recordDocument: unknown, rule: { identities: (string | Uint8Array)[]; threshold: number }): AttestedRoot {
+export function attestedRoot(
+  recordDocument: unknown,
+  rule: { identities: (string | Uint8Array)[]; threshold: number; genesisHash?: string | Uint8Array },
+): AttestedRoot {
   const { record, recordHash, attestations } = recordFromJson(recordDocument);
+  if (rule.genesisHash !== undefined && !bytesEqual(record.genesisHash, pubkeyBytes(rule.genesisHash, "genesis hash"))) {
+    throw new AldbError("genesis_hash", `the record names genesis ${base58Encode(record.genesisHash)}, not the cluster asked for`);
+  }
   const quorum: QuorumRule = { identities: rule.identities.map((i) => pubkeyBytes(i, "identity")), threshold: rule.threshold };
   const { attested, validIdentities } = checkQuorum(quorum, recordHash, attestations);
   if (!attested) {

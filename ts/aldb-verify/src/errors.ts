@@ -52,7 +52,8 @@ export type ErrorCode =
   | "invalid_argument"
   | "json_syntax"
   | "account_mismatch"
-  | "quorum";
+  | "quorum"
+  | "genesis_hash";
 
 export class AldbError extends Error {
   readonly code: ErrorCode;

@@ -38,7 +38,7 @@ test("fetch-proof example against aldb simulate + hyades, for each trust source"
     const identities = join(tmp, "identities.txt");
     writeFileSync(identities, `# the simulator's signer\n${identity}\n`);
     assert.deepEqual(readIdentities(`["${identity}"]`), [identity]);
-    assert.deepEqual(readIdentities(`{"identities": ["${identity}"]}`), [identity]);
+    assert.throws(() => readIdentities(`["${identity}", 5]`), /not a JSON array/);
 
     server = await startHyades(dir);
     let present = 0;
@@ -65,6 +65,11 @@ test("fetch-proof example against aldb simulate + hyades, for each trust source"
     // A record signed by someone outside the rule is refused.
     const stranger = aldb.base58Encode(new Uint8Array(32).fill(9));
     await assert.rejects(fetchVerifiedAccount(server.url, pk, 3, { identities: [stranger], threshold: 1 }), { code: "quorum" });
+
+    // A record of another cluster is refused when the genesis hash is given.
+    const genesis = "51ikJEpcxZMWLST5nSVjLqawCdqDNWBH93RVWHdLnZPB"; // aldb simulate's default
+    await fetchVerifiedAccount(server.url, pk, 3, { identities: [identity], threshold: 1, genesisHash: genesis });
+    await assert.rejects(fetchVerifiedAccount(server.url, pk, 3, { identities: [identity], threshold: 1, genesisHash: stranger }), { code: "genesis_hash" });
 
     // The command line: a trust source is required, --trust-server says so on stderr.
     const cli = (args) => spawnSync(process.execPath, [example, "--url", server.url, ...args], { encoding: "utf8" });
