@@ -44,7 +44,7 @@ async function main() {
     const identity = execFileSync(bin("aldb"), ["keygen", keypair, "--seed-hex", "33".repeat(32)], { encoding: "utf8" }).trim().split(/\s+/).pop();
     const out = execFileSync(bin("aldb"), ["simulate", "--dir", dir, "--slots", "8", "--leaves-log2", "8", "--slot-updates", "50", "--threads", "1", "--keypair", keypair], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
     const roots = new Map([...out.matchAll(/published slot=(\d+) root=(\w+)/g)].map((m) => [Number(m[1]), m[2]]));
-    const hyades = await startHyades(dir);
+    const hyades = await startHyades(dir, 4);
     cleanup.push(() => hyades.child.kill());
     const page = await startPageServer(hyades.url);
     cleanup.push(() => page.child.kill());

@@ -3,8 +3,8 @@
 // verifies accounts over JSON-RPC against roots from each trust source (the roots the simulator
 // printed, the signed records, the server's own word), checked against the printed roots. Needs
 // target/debug/aldb and target/debug/hyades (`cargo build -p aldb-cli -p hyades`; CI's cargo test
-// builds them) and is skipped without them. ALDB_TEST_PORT=P serves on 127.0.0.1:P (metrics on P+1) instead of
-// ports the system picks.
+// builds them) and is skipped without them. ALDB_TEST_PORT=P serves on 127.0.0.1:P (metrics on
+// P+1; the kit test takes P+2) instead of ports the system picks.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";

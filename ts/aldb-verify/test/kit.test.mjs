@@ -54,7 +54,7 @@ test("kit-proof example: a Solana RPC answer proven through Hyades", { skip, tim
     const keypair = join(tmp, "signer.json");
     const identity = execFileSync(bin("aldb"), ["keygen", keypair, "--seed-hex", "22".repeat(32)], { encoding: "utf8" }).trim().split(/\s+/).pop();
     execFileSync(bin("aldb"), ["simulate", "--dir", dir, "--slots", "8", "--leaves-log2", "8", "--slot-updates", "50", "--threads", "1", "--keypair", keypair]);
-    hyades = await startHyades(dir);
+    hyades = await startHyades(dir, 2);
     const slot = 5;
     let tamper = false;
     solana = await standInSolanaRpc(slot, async (pubkey) => {

@@ -25,8 +25,12 @@ export function workloadPubkey(seed, i) {
   return aldb.base58Encode(out);
 }
 
-export function startHyades(dir) {
-  const port = Number(process.env.ALDB_TEST_PORT ?? 0);
+/**
+ * Starts hyades over `dir` on a port the system picks, or with ALDB_TEST_PORT=P on P + `offset`
+ * (metrics one above): the test files run at once, so each passes its own offset.
+ */
+export function startHyades(dir, offset = 0) {
+  const port = process.env.ALDB_TEST_PORT ? Number(process.env.ALDB_TEST_PORT) + offset : 0;
   const args = ["--dir", dir, "--addr", `127.0.0.1:${port}`, "--metrics-addr", `127.0.0.1:${port ? port + 1 : 0}`, "--threads", "1"];
   const child = spawn(bin("hyades"), args, { env: { ...process.env, RUST_LOG: "info" }, stdio: ["ignore", "ignore", "pipe"] });
   return new Promise((resolve, reject) => {
