@@ -4,6 +4,7 @@ mod accounts;
 mod keygen;
 mod remote;
 mod simulate;
+mod trust;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -15,6 +16,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::accounts::{decode_key, read_chunks};
+use crate::trust::Trust;
 
 /// Accounts hashed per batch while reading a file.
 const CHUNK: usize = 65_536;
@@ -66,8 +68,12 @@ enum Command {
         /// File holding the proof JSON; stdin when absent or `-`.
         proof: Option<PathBuf>,
     },
-    /// Fetch PUBKEY's account and proof from a Hyades service and verify them locally; fails
-    /// unless the proof holds against the slot's root and commits to the returned account.
+    /// Fetch PUBKEY's account and proof from a Hyades service and verify them locally against
+    /// a root you trust; fails unless the proof holds against it and commits to the account.
+    ///
+    /// Name what to trust: --root R, or --identities FILE --threshold K (the slot's root record
+    /// must carry valid signatures of at least K of FILE's identities, and its root must be the
+    /// proof's), or --trust-server (the service's own root; a warning says so on stderr).
     Proof {
         /// The service's JSON-RPC URL, such as http://127.0.0.1:8899/.
         #[arg(long)]
@@ -77,10 +83,24 @@ enum Command {
         /// Slot to ask about (default: the newest published).
         #[arg(long)]
         slot: Option<u64>,
-        /// Base58 root you already trust for that slot; without it the service's own
-        /// `getStateRoot` answer is used.
-        #[arg(long)]
+        /// Base58 state root you already trust for that slot.
+        #[arg(long, conflicts_with_all = ["identities", "trust_server"])]
         root: Option<String>,
+        /// File of validator identities (base58 public keys): a JSON array, or one per line
+        /// with blank lines and `#` comments ignored.
+        #[arg(long, requires = "threshold", conflicts_with = "trust_server")]
+        identities: Option<PathBuf>,
+        /// How many distinct identities of --identities must have signed the slot's record.
+        #[arg(long, requires = "identities")]
+        threshold: Option<usize>,
+        /// With --identities: the cluster's genesis hash (base58); a record of another cluster
+        /// is refused.
+        #[arg(long, requires = "identities")]
+        genesis_hash: Option<String>,
+        /// Take the service's own root as the truth (for trying things out: a lying service
+        /// is caught only if it contradicts itself).
+        #[arg(long)]
+        trust_server: bool,
     },
 }
 
@@ -141,14 +161,25 @@ fn main() -> Result<()> {
                 Claim::Absent => println!("absent"),
             }
         }
-        Command::Proof { url, pubkey, slot, root } => {
+        Command::Proof { url, pubkey, slot, root, identities, threshold, genesis_hash, trust_server } => {
             let key = decode_key("pubkey", &pubkey)?;
-            let trusted = root.as_deref().map(|r| decode_key("root", r)).transpose()?;
-            let verified = remote::fetch_and_verify(&url, &key, slot, trusted)?;
-            println!("{}", remote::report(&key, &verified));
-            if !verified.root_trusted {
-                eprintln!("note: the root is the service's own; pass --root to check it against one you trust");
+            let trust = match (root, identities, threshold, trust_server) {
+                (Some(r), None, None, false) => Trust::Root(decode_key("root", &r)?),
+                (None, Some(file), Some(k), false) => {
+                    let genesis = genesis_hash.as_deref().map(|g| decode_key("genesis hash", g)).transpose()?;
+                    Trust::quorum(&trust::read_identities(&file)?, k, genesis)?
+                }
+                (None, None, None, true) => Trust::Server,
+                _ => anyhow::bail!("{}", trust::CHOOSE),
+            };
+            if matches!(trust, Trust::Server) {
+                eprintln!(
+                    "warning: --trust-server: the root is the service's own word, not checked against anything you trust; \
+                     use --root or --identities/--threshold"
+                );
             }
+            let verified = remote::fetch_and_verify(&url, &key, slot, &trust)?;
+            println!("{}", remote::report(&key, &verified));
         }
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! `aldb proof --url`: fetch an account and its proof from a Hyades service and verify both
-//! locally, so the answer does not rest on trusting the service's word for the account.
+//! locally against a root the caller trusts ([`Trust`]), so the answer does not rest on the
+//! service's word for the account, nor, unless `--trust-server` says so, for the root.
 //!
 //! The service's answers are outside input too: a body is read up to [`MAX_RESPONSE_BYTES`],
 //! within one timeout for the whole exchange body included ([`TIMEOUT`]), every hash is decoded
@@ -15,6 +16,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::accounts::{cut, decode_key};
+use crate::trust::{check_record, Basis, Trust};
 
 /// The largest answer read: a proof of the largest Solana account (10 MiB of data, 13.4 MiB in
 /// base64) with room for the proof and the other fields.
@@ -40,9 +42,8 @@ pub(crate) struct Verified {
     pub(crate) slot: u64,
     pub(crate) root: [u8; 32],
     pub(crate) account: Option<Fetched>,
-    /// Whether the root was checked against one the caller trusts (`--root`), rather than only
-    /// against the service's own `getStateRoot`.
-    pub(crate) root_trusted: bool,
+    /// Why the root is believed.
+    pub(crate) basis: Basis,
 }
 
 /// Calls one JSON-RPC method; returns its `result` or the service's error as an error.
@@ -107,8 +108,8 @@ fn decode_account(a: &Value) -> Result<Fetched> {
 }
 
 /// Fetches `pubkey` at `slot` (the newest if `None`) and verifies the proof against the slot's
-/// root: `trusted_root` if given, else the one `getStateRoot` returns.
-pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, trusted_root: Option<[u8; 32]>) -> Result<Verified> {
+/// root as `trust` establishes it.
+pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, trust: &Trust) -> Result<Verified> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(TIMEOUT))
@@ -129,23 +130,28 @@ pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, 
     }
     let claimed_root = decode_key("root", str_field(value, "root")?)?;
 
-    // The slot's root, asked for separately: the proof must hold against it.
-    let served = call(&agent, url, "getStateRoot", json!([slot_got]))?;
-    let served_root = decode_key("getStateRoot root", str_field(served.get("value").context("getStateRoot: no `value`")?, "root")?)?;
-    if served_root != claimed_root {
-        bail!(
-            "the proof's root {} differs from getStateRoot's {} at slot {slot_got}",
-            hash_to_base58(&claimed_root),
-            hash_to_base58(&served_root)
-        );
-    }
-    let root = match trusted_root {
-        Some(t) if t != served_root => {
-            bail!("the service's root {} at slot {slot_got} is not the trusted root {}", hash_to_base58(&served_root), hash_to_base58(&t))
+    let (root, basis) = match trust {
+        Trust::Root(t) => (*t, Basis::Given),
+        Trust::Quorum { quorum, identities, genesis_hash } => {
+            let doc = call(&agent, url, "getRootRecord", json!([slot_got]))?;
+            let doc = doc.get("value").context("getRootRecord: no `value`")?;
+            check_record(doc, slot_got, quorum, *identities, *genesis_hash)?
         }
-        Some(t) => t,
-        None => served_root,
+        Trust::Server => {
+            // The slot's root, asked for separately: at least the service must agree with itself.
+            let served = call(&agent, url, "getStateRoot", json!([slot_got]))?;
+            let value = served.get("value").context("getStateRoot: no `value`")?;
+            (decode_key("getStateRoot root", str_field(value, "root")?)?, Basis::Server)
+        }
     };
+    if root != claimed_root {
+        let whose = match basis {
+            Basis::Given => "the trusted root",
+            Basis::Record { .. } => "the root of the quorum-signed record",
+            Basis::Server => "getStateRoot's root",
+        };
+        bail!("the proof's root {} at slot {slot_got} is not {whose} {}", hash_to_base58(&claimed_root), hash_to_base58(&root));
+    }
 
     let proof = Proof::from_json_value(value.get("proof").context("getAccountProof: no `proof`")?).context("bad proof")?;
     let claim = proof.verify(&root, pubkey).context("proof rejected")?;
@@ -168,7 +174,7 @@ pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, 
         (Some(_), Claim::Absent) => bail!("the service returned an account, but the proof shows it is absent"),
         (None, Claim::Present { .. }) => bail!("the service returned no account, but the proof shows one is present"),
     }
-    Ok(Verified { slot: slot_got, root, account, root_trusted: trusted_root.is_some() })
+    Ok(Verified { slot: slot_got, root, account, basis })
 }
 
 /// The lines `aldb proof` prints for a verified answer.
@@ -189,6 +195,8 @@ pub(crate) fn report(pubkey: &[u8; 32], v: &Verified) -> String {
         }
         None => out.push_str(&format!("account {key}: absent\n")),
     }
+    out.push_str(&v.basis.describe());
+    out.push('\n');
     out.push_str(&format!("verified against root {} at slot {}", hash_to_base58(&v.root), v.slot));
     out
 }

@@ -81,8 +81,10 @@ fn proof_from_a_running_service_verifies() {
     let key = |i: u8| hash_to_base58(&[i; 32]);
 
     // Present, at the newest slot by default.
-    let out = aldb(&["proof", "--url", &url, &key(3)]);
+    let out = aldb(&["proof", "--url", &url, &key(3), "--trust-server"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("warning: --trust-server: the root is the service's own word"), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("root trusted: the service's own word (--trust-server)"), "{}", text(&out.stdout));
     let stdout = text(&out.stdout);
     assert!(stdout.contains(&format!("account {}", key(3))), "{stdout}");
     assert!(stdout.contains("lamports: 7"), "{stdout}");
@@ -96,10 +98,12 @@ fn proof_from_a_running_service_verifies() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("lamports: 1004"));
     assert!(text(&out.stdout).contains(&format!("verified against root {root0} at slot 0")));
+    assert!(text(&out.stdout).contains("root trusted: given with --root"));
+    assert!(!text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
 
     // Absent: deleted at slot 1, and never created.
     for k in [key(4), key(99)] {
-        let out = aldb(&["proof", "--url", &url, &k, "--slot", "1"]);
+        let out = aldb(&["proof", "--url", &url, &k, "--slot", "1", "--trust-server"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(text(&out.stdout).contains(&format!("account {k}: absent")), "{}", text(&out.stdout));
     }
@@ -108,12 +112,12 @@ fn proof_from_a_running_service_verifies() {
     let out = aldb(&["proof", "--url", &url, &key(3), "--slot", "1", "--root", &root0]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("is not the trusted root"), "{}", text(&out.stderr));
-    let out = aldb(&["proof", "--url", &url, &key(3), "--slot", "9"]);
+    let out = aldb(&["proof", "--url", &url, &key(3), "--slot", "9", "--trust-server"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("-32004"), "{}", text(&out.stderr));
-    let out = aldb(&["proof", "--url", &url, "nope"]);
+    let out = aldb(&["proof", "--url", &url, "nope", "--trust-server"]);
     assert!(!out.status.success());
-    let out = aldb(&["proof", "--url", "http://127.0.0.1:1/", &key(3)]);
+    let out = aldb(&["proof", "--url", "http://127.0.0.1:1/", &key(3), "--trust-server"]);
     assert!(!out.status.success());
 
     // A service that lies about the account, the proof or the root is caught.
@@ -141,7 +145,7 @@ fn proof_from_a_running_service_verifies() {
     ];
     for (i, lie) in lies.into_iter().enumerate() {
         let proxy = tampering_proxy(url.clone(), lie);
-        let out = aldb(&["proof", "--url", &proxy, &key(3)]);
+        let out = aldb(&["proof", "--url", &proxy, &key(3), "--trust-server"]);
         assert!(!out.status.success(), "lie {i} was believed: {}", text(&out.stdout));
         assert!(!text(&out.stdout).contains("verified"), "lie {i}");
     }
@@ -234,7 +238,7 @@ fn a_hostile_service_is_refused_fast_with_short_errors() {
     ];
     for (i, (answer, want)) in cases.into_iter().enumerate() {
         let url = scripted_service(answer);
-        let out = aldb(&["proof", "--url", &url, &key]);
+        let out = aldb(&["proof", "--url", &url, &key, "--trust-server"]);
         assert!(!out.status.success(), "case {i} was believed: {}", text(&out.stdout));
         let err = text(&out.stderr);
         assert!(err.contains(want), "case {i}: {err}");
