@@ -2,6 +2,10 @@
 //!
 //! [`Acceptor`] is pure logic, fed records as they arrive from any endpoint:
 //!
+//! - Only records at the configured commitment level count: each level is a chain of its own
+//!   (§9.4: a `finalized` record links to the parent slot's `finalized` record), and a producer
+//!   committing at `confirmed` logs both a `confirmed` and a `finalized` record for each rooted
+//!   slot. Records of the other level are ignored ([`Ignored::Commitment`]).
 //! - Records are grouped by slot and by record hash (recomputed from the bytes, never taken from
 //!   the server). Attestations for the same hash merge across endpoints; each configured identity
 //!   counts once per hash, after its signature verifies (strict ed25519, §9.3). Identities outside
@@ -31,7 +35,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use aldb_verify::record_json::AttestedRecord;
 use aldb_verify::{Commitment, Hash, Quorum, RootRecord};
 
-use crate::config::meets;
 
 /// Accepted record hashes remembered below the tip, to recognise conflicting late records.
 const HISTORY: usize = 4096;
@@ -76,7 +79,7 @@ pub struct Rules {
     pub quorum: Quorum,
     /// The cluster.
     pub genesis_hash: Hash,
-    /// The lowest commitment accepted.
+    /// The commitment level whose chain is followed: records of the other level are ignored.
     pub commitment: Commitment,
 }
 
@@ -98,7 +101,7 @@ pub struct Accepted {
 pub enum Ignored {
     /// Its genesis hash is not the configured cluster's.
     OtherCluster,
-    /// Committed below the configured commitment.
+    /// Of another commitment level than the configured one (another chain).
     Commitment,
     /// At or below the last accepted slot.
     Stale,
@@ -297,7 +300,7 @@ impl Acceptor {
             report.ignored = Some(Ignored::OtherCluster);
             return report;
         }
-        if !meets(rec.record.commitment, self.rules.commitment) {
+        if rec.record.commitment != self.rules.commitment {
             report.ignored = Some(Ignored::Commitment);
             return report;
         }
@@ -885,10 +888,18 @@ mod tests {
     }
 
     #[test]
-    fn lower_commitment_is_ignored() {
+    fn only_the_configured_levels_chain_counts() {
         let mut r = record(3, None, 3);
         r.commitment = Commitment::Confirmed;
         let mut a = Acceptor::new(rules(), Start::Anchor { from_slot: 0 });
         assert_eq!(a.offer(&attested(r, &[1, 2])).ignored, Some(Ignored::Commitment));
+        // A relayer following `confirmed` ignores the finalized records of the same slots, which
+        // would otherwise be a second attested record per slot (a conflict).
+        let mut confirmed = rules();
+        confirmed.commitment = Commitment::Confirmed;
+        let mut a = Acceptor::new(confirmed, Start::Anchor { from_slot: 0 });
+        assert_eq!(a.offer(&attested(record(3, None, 3), &[1, 2])).ignored, Some(Ignored::Commitment));
+        assert_eq!(a.offer(&attested(r, &[1, 2])).accepted.len(), 1);
+        assert_eq!(a.faulted().len(), 0);
     }
 }

@@ -9,7 +9,7 @@
 //!   threshold: 2,
 //!   // The cluster (as getGenesisHash returns it); records of any other cluster are rejected.
 //!   genesis_hash: "<base58>",
-//!   // The lowest commitment accepted: "finalized" (default) or "confirmed".
+//!   // The commitment level whose record chain is followed: "finalized" (default) or "confirmed".
 //!   commitment: "finalized",
 //!   // Chain state (`<slot> <record hash>`), replaced atomically after every accepted root.
 //!   cursor_file: "relayer.cursor",
@@ -107,7 +107,8 @@ pub struct Config {
     pub quorum: Quorum,
     /// The cluster's genesis hash.
     pub genesis_hash: Hash,
-    /// The lowest commitment accepted.
+    /// The commitment level whose record chain is followed; records of the other level are
+    /// ignored.
     pub commitment: Commitment,
     /// The cursor file.
     pub cursor_file: PathBuf,

@@ -27,6 +27,7 @@ mod ratelog;
 mod relayer;
 pub mod stats;
 pub mod store;
+mod waiting;
 
 pub use chain::{Accepted, Acceptor, Rules, Start, Tip};
 pub use config::Config;

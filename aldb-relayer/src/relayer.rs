@@ -14,6 +14,7 @@ use crate::follow::{follow, Incoming, Shared};
 use crate::ratelog::{RateLog, LOG_INTERVAL};
 use crate::stats::{inc, Stats};
 use crate::store::Store;
+use crate::waiting::{Waiting, WAITING_INTERVAL};
 
 /// Records queued from the followers to the acceptor.
 const QUEUE: usize = 4096;
@@ -140,11 +141,13 @@ fn accept_loop(
     let stats = &shared.stats;
     let mut log = RateLog::new(LOG_INTERVAL);
     let quiet = &stats.log_suppressed;
+    let mut waiting = Waiting::new(acceptor.rules().commitment, WAITING_INTERVAL, std::time::Instant::now());
     while let Some(Incoming { endpoint, record }) = rx.blocking_recv() {
         let url = urls.get(endpoint).map_or("?", String::as_str);
         let Some(es) = stats.endpoints.get(endpoint) else { continue };
         let slot = record.record.slot;
         let report = acceptor.offer(&record);
+        waiting.seen(&record.record);
         match report.ignored {
             Some(Ignored::OtherCluster) => {
                 inc(&es.other_cluster, 1);
@@ -157,7 +160,9 @@ fn accept_loop(
             }
             Some(Ignored::Commitment) => {
                 inc(&es.low_commitment, 1);
-                log::debug!("{url}: slot {slot}: committed at {}, below the configured level", record.record.commitment.name());
+                // Every slot has a record at each level: one line per record would be noise. Why
+                // nothing is accepted is said below, at most once per interval.
+                log::debug!("{url}: slot {slot}: record at commitment {}, not the level followed", record.record.commitment.name());
             }
             Some(Ignored::Faulted) => {
                 inc(&es.dropped_faulted, 1);
@@ -273,7 +278,12 @@ fn accept_loop(
                 h(a);
             }
         }
-        if !report.accepted.is_empty() {
+        if report.accepted.is_empty() {
+            if let Some(line) = waiting.line(std::time::Instant::now(), acceptor.tip().map(|t| t.slot), acceptor.pending_slots()) {
+                log::info!("{line}");
+            }
+        } else {
+            waiting.accepted(std::time::Instant::now());
             shared.window_end.send_if_modified(|end| {
                 let new = acceptor.window_end();
                 std::mem::replace(end, new) != new
