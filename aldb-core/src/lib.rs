@@ -24,12 +24,13 @@
 //! ```
 
 mod account;
-mod blake2s_x16;
+mod blake2s;
 mod bucket;
 mod bulk;
 mod changes;
 mod config;
 mod error;
+pub mod forks;
 mod huge;
 mod levels;
 mod multihash;
@@ -45,5 +46,6 @@ pub use bulk::{BulkBuilder, BulkEntry};
 pub use changes::{BucketChange, CaptureOptions, ChangeSet, NodeChange};
 pub use config::{Config, LEAVES_PER_BUCKET, MAX_BUCKET_BITS, MAX_SHARD_BITS};
 pub use error::CoreError;
+pub use forks::{ForkCounters, ForkEngine, ForkError, ForkLimits, ForkStats, Rooted};
 pub use pleiades::Pleiades;
 pub use prefetch::prefetch;

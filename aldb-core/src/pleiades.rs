@@ -9,7 +9,9 @@ use crate::changes::{CaptureSink, ChangeSet};
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::levels::{LevelScratch, LevelTree};
-use crate::shard::{Shard, ShardScratch};
+use crate::shard::{NoUndo, Shard, ShardScratch, UndoSink};
+
+mod record;
 
 /// Accounts hashed per task: enough for full SIMD batches, small enough to balance.
 const HASH_CHUNK: usize = 1024;
@@ -255,7 +257,7 @@ impl Pleiades {
                 .filter(|(_, ((_, ops), _))| !ops.is_empty())
                 .map_init(ShardScratch::default, |scratch, (i, ((shard, ops), c))| {
                     let ops: &[Update] = if sort { sort_keep_last(ops) } else { ops };
-                    apply_to_shard(i, shard, ops, scratch, c)
+                    apply_to_shard(i, shard, ops, scratch, c, &mut NoUndo)
                 })
                 .flatten()
                 .collect()
@@ -271,19 +273,20 @@ struct ShardResult {
     captured: bool,
 }
 
-fn apply_to_shard(
+fn apply_to_shard<U: UndoSink>(
     i: usize,
     shard: &mut Shard,
     ops: &[Update],
     scratch: &mut ShardScratch,
     mut capture: Option<CaptureSink<'_>>,
+    undo: &mut U,
 ) -> Option<ShardResult> {
     let before = shard.len() as isize;
     if let Some(c) = capture.as_mut() {
         c.part.clear();
     }
     let captured = capture.is_some();
-    let changed = shard.commit(ops, scratch, capture);
+    let changed = shard.commit(ops, scratch, capture, undo);
     changed.then(|| ShardResult { shard: i, delta: shard.len() as isize - before, captured })
 }
 

@@ -97,7 +97,15 @@ impl Shard {
 
     /// Applies updates sorted by path with unique paths, then rehashes what changed.
     /// Returns whether the shard's root may have changed. With `capture`, records what changed.
-    pub(crate) fn commit(&mut self, ops: &[Update], s: &mut ShardScratch, capture: Option<CaptureSink<'_>>) -> bool {
+    /// `undo` gets the old state of every path whose value changed, in path order, as the merge
+    /// meets it (no extra walk); with [`NoUndo`] it compiles away.
+    pub(crate) fn commit<U: UndoSink>(
+        &mut self,
+        ops: &[Update],
+        s: &mut ShardScratch,
+        capture: Option<CaptureSink<'_>>,
+        undo: &mut U,
+    ) -> bool {
         s.dirty.clear();
         let n = ops.len();
         let mut i = 0;
@@ -118,7 +126,7 @@ impl Shard {
             }
             let old = self.buckets[b];
             let before = old.len as usize;
-            if merge(self.slab.get(old), &ops[i..end], &mut s.merged) {
+            if merge(self.slab.get(old), &ops[i..end], &mut s.merged, undo) {
                 self.buckets[b] = self.slab.store(old, &s.merged);
                 self.len = self.len + s.merged.len() - before;
                 s.dirty.push(b as u32);
@@ -201,9 +209,41 @@ impl Shard {
     }
 }
 
-/// Merges sorted unique `ops` into sorted `old`, writing the bucket's new leaves into `out`.
+/// Receives the state a path had before a commit changed it: `None` when it was absent.
+pub(crate) trait UndoSink {
+    /// Called once per changed path, in path order.
+    fn record(&mut self, path: &Hash, old: Option<Hash>);
+}
+
+/// Records nothing: the plain commit.
+pub(crate) struct NoUndo;
+
+impl UndoSink for NoUndo {
+    #[inline(always)]
+    fn record(&mut self, _: &Hash, _: Option<Hash>) {}
+}
+
+/// Writes old states into a slice the caller sized to the shard's ops (a commit changes at most
+/// one path per op), counting them in `len`.
+pub(crate) struct UndoSlice<'a> {
+    pub(crate) buf: &'a mut [Update],
+    pub(crate) len: usize,
+}
+
+impl UndoSink for UndoSlice<'_> {
+    #[inline]
+    fn record(&mut self, path: &Hash, old: Option<Hash>) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = Update { path: *path, value: old };
+            self.len += 1;
+        }
+    }
+}
+
+/// Merges sorted unique `ops` into sorted `old`, writing the bucket's new leaves into `out` and
+/// the old state of each changed path into `undo`.
 /// Returns false when nothing changed (deletes of absent keys, rewrites of the same value).
-fn merge(old: &[Leaf], ops: &[Update], out: &mut Vec<Leaf>) -> bool {
+fn merge<U: UndoSink>(old: &[Leaf], ops: &[Update], out: &mut Vec<Leaf>, undo: &mut U) -> bool {
     out.clear();
     let mut changed = false;
     let (mut i, mut j) = (0, 0);
@@ -217,10 +257,20 @@ fn merge(old: &[Leaf], ops: &[Update], out: &mut Vec<Leaf>) -> bool {
         let exists = i < old.len() && old[i].path == op.path;
         match op.value {
             Some(value) => {
-                changed |= !exists || old[i].value != value;
+                if !exists {
+                    undo.record(&op.path, None);
+                    changed = true;
+                } else if old[i].value != value {
+                    undo.record(&op.path, Some(old[i].value));
+                    changed = true;
+                }
                 out.push(Leaf { path: op.path, value });
             }
-            None => changed |= exists,
+            None if exists => {
+                undo.record(&op.path, Some(old[i].value));
+                changed = true;
+            }
+            None => {}
         }
         if exists {
             i += 1;
@@ -246,9 +296,21 @@ mod tests {
             Update { path: [5; 32], value: Some([9; 32]) },
         ];
         let mut out = Vec::new();
-        assert!(merge(&old, &ops, &mut out));
+        let mut buf = [Update { path: [0; 32], value: None }; 4];
+        let mut undo = UndoSlice { buf: &mut buf, len: 0 };
+        assert!(merge(&old, &ops, &mut out, &mut undo));
         assert_eq!(out, vec![l(1, 1), l(2, 2), l(5, 9)]);
-        assert!(!merge(&old, &[Update { path: [3; 32], value: Some([3; 32]) }], &mut out));
-        assert!(!merge(&old, &[Update { path: [4; 32], value: None }], &mut out));
+        // The delete of an absent path changed nothing, so it has no undo entry.
+        let n = undo.len;
+        assert_eq!(
+            buf[..n],
+            [
+                Update { path: [2; 32], value: None },
+                Update { path: [3; 32], value: Some([3; 32]) },
+                Update { path: [5; 32], value: Some([5; 32]) },
+            ]
+        );
+        assert!(!merge(&old, &[Update { path: [3; 32], value: Some([3; 32]) }], &mut out, &mut NoUndo));
+        assert!(!merge(&old, &[Update { path: [4; 32], value: None }], &mut out, &mut NoUndo));
     }
 }
