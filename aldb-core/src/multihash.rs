@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 
 use aldb_verify::spec::{self, Hash};
 
-pub(crate) use crate::blake2s_x16::Parts;
-use crate::blake2s_x16::{chaining_value, hash_multi_blocks, hash_single_blocks};
+pub(crate) use crate::blake2s::Parts;
+use crate::blake2s::{chaining_value, hash_multi_blocks, hash_single_blocks};
 
 /// Prebuilt starting chaining values of every domain, so hot loops never rebuild them.
 pub(crate) struct Domains {
