@@ -28,10 +28,6 @@ impl Model {
         if slot == self.base { &self.base_state } else { &self.banks[&slot].1 }
     }
 
-    fn known(&self, slot: u64) -> bool {
-        slot == self.base || self.banks.contains_key(&slot)
-    }
-
     fn descends(&self, mut slot: u64, ancestor: u64) -> bool {
         while slot > ancestor {
             slot = self.banks[&slot].0;
@@ -312,7 +308,7 @@ impl Run {
                 }
             }
         }
-        assert_matches(&self.engine, &self.model, &ctx, i % 16 == 0);
+        assert_matches(&self.engine, &self.model, &ctx, i.is_multiple_of(16));
     }
 
     fn switch(&mut self, slot: u64, ctx: &str) {
