@@ -1,17 +1,25 @@
 //! Prometheus metrics: the plugin's own counters, the adapter's and the snapshot writer's, in the
-//! text exposition format, served by a small HTTP responder on a thread of its own.
+//! text exposition format (written by the `prometheus` crate's encoder, see [`families`]), served
+//! by a small HTTP responder on a thread of its own ([`server`]).
 //!
 //! Everything read here is an atomic or a lock-free snapshot ([`geyser_adapter::Adapter::stats`]),
 //! so a scrape never waits for a callback and a callback never waits for a scrape.
+//!
+//! The histograms recorded on the callback path stay hand-written rather than `prometheus`'
+//! `Histogram`: that one finds its bucket by a linear search over the bounds (136 of them for
+//! `aldb_callback_update_account_ns`) and adds to the float sum in a compare-and-swap loop, where
+//! [`NanosHistogram`] takes its bucket from the leading zeros and does three relaxed adds.
 
-use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod families;
+mod server;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{self, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use families::Families;
+pub(crate) use server::MetricsServer;
 
 use aldb_snapshot::WriterStats;
 use geyser_adapter::{Adapter, IgnoreReason, Irregularity, KeepAccounts, Stats};
@@ -38,18 +46,19 @@ impl Histogram {
         self.sum_nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Relaxed);
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0u64;
-        for (bound, b) in LATENCY_BOUNDS.iter().zip(&self.buckets) {
-            cumulative += b.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        let count = self.count.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{name}_sum {}", self.sum_nanos.load(Relaxed) as f64 / 1e9);
-        let _ = writeln!(out, "{name}_count {count}");
+    fn write(&self, f: &mut Families, name: &str, help: &str) {
+        let buckets = LATENCY_BOUNDS.iter().zip(cumulative(&self.buckets));
+        let sum = self.sum_nanos.load(Relaxed) as f64 / 1e9;
+        f.histogram(name, help, buckets.map(|(&b, c)| (b, c)), self.count.load(Relaxed), sum);
     }
+}
+
+/// Running totals of per-bucket counts: the cumulative counts the exposition format wants.
+fn cumulative(buckets: &[AtomicU64]) -> impl Iterator<Item = u64> + '_ {
+    buckets.iter().scan(0u64, |total, b| {
+        *total += b.load(Relaxed);
+        Some(*total)
+    })
 }
 
 /// Sub-buckets per power of two in [`NanosHistogram`] (about 19% resolution).
@@ -104,17 +113,9 @@ impl NanosHistogram {
         self.sum_nanos.fetch_add(ns, Relaxed);
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0u64;
-        for (i, b) in self.buckets.iter().enumerate() {
-            cumulative += b.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{}\"}} {cumulative}", Self::upper(i));
-        }
-        let count = self.count.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{name}_sum {}", self.sum_nanos.load(Relaxed));
-        let _ = writeln!(out, "{name}_count {count}");
+    fn write(&self, f: &mut Families, name: &str, help: &str) {
+        let buckets = cumulative(&self.buckets).enumerate().map(|(i, c)| (Self::upper(i) as f64, c));
+        f.histogram(name, help, buckets, self.count.load(Relaxed), self.sum_nanos.load(Relaxed) as f64);
     }
 }
 
@@ -191,26 +192,19 @@ impl CommitLag {
         }
     }
 
-    fn render(&self, out: &mut String) {
-        self.delay.render(
-            out,
+    fn write(&self, f: &mut Families) {
+        self.delay.write(
+            f,
             "aldb_processed_to_commit_seconds",
             "Time from a slot's Processed callback to its commit to the engine (slots whose Processed came after the commit are not counted).",
         );
-        let name = "aldb_commit_slots_behind";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Highest processed slot minus the slot being committed, observed at each commit.\n# TYPE {name} histogram"
+        f.histogram(
+            "aldb_commit_slots_behind",
+            "Highest processed slot minus the slot being committed, observed at each commit.",
+            BEHIND_BOUNDS.iter().zip(cumulative(&self.behind)).map(|(&b, c)| (b as f64, c)),
+            self.behind_count.load(Relaxed),
+            self.behind_sum.load(Relaxed) as f64,
         );
-        let mut cumulative = 0u64;
-        for (bound, b) in BEHIND_BOUNDS.iter().zip(&self.behind) {
-            cumulative += b.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        let count = self.behind_count.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{name}_sum {}", self.behind_sum.load(Relaxed));
-        let _ = writeln!(out, "{name}_count {count}");
     }
 }
 
@@ -304,18 +298,9 @@ pub(crate) struct Sources {
     pub(crate) plugin: Arc<PluginCounters>,
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
-    family(out, name, kind, help);
-    let _ = writeln!(out, "{name} {value}");
-}
-
 /// An optional slot as a gauge: `-1` until there is one, so dashboards can tell "none yet" from 0.
-fn slot_value(s: Option<u64>) -> String {
-    s.map_or_else(|| "-1".to_string(), |s| s.to_string())
+fn slot_value(s: Option<u64>) -> f64 {
+    s.map_or(-1.0, |s| s as f64)
 }
 
 /// Renders every metric in the Prometheus text format (version 0.0.4).
@@ -323,417 +308,218 @@ pub(crate) fn render(src: &Sources) -> String {
     let s: Stats = src.adapter.stats();
     let w = &src.writer;
     let p = &src.plugin;
-    let mut out = String::with_capacity(8192);
-    let o = &mut out;
+    let mut families = Families::default();
+    let o = &mut families;
 
-    single(
-        o,
+    o.counter(
         "aldb_account_updates_total",
-        "counter",
         "Account updates received from the validator, startup ones included.",
         s.updates_received,
     );
-    single(
-        o,
-        "aldb_startup_account_updates_total",
-        "counter",
-        "Startup (snapshot) account updates accepted.",
-        s.startup_updates,
-    );
-    single(o, "aldb_slot_statuses_total", "counter", "Slot status notifications received.", s.statuses_received);
-    single(
-        o,
+    o.counter("aldb_startup_account_updates_total", "Startup (snapshot) account updates accepted.", s.startup_updates);
+    o.counter("aldb_slot_statuses_total", "Slot status notifications received.", s.statuses_received);
+    o.counter(
         "aldb_slots_committed_total",
-        "counter",
         "Slots committed to the engine (a root each), the genesis or startup base included.",
         s.slots_committed,
     );
 
-    single(o, "aldb_block_metadata_total", "counter", "Block metadata notifications received.", s.blocks_received);
-    single(
-        o,
+    o.counter("aldb_block_metadata_total", "Block metadata notifications received.", s.blocks_received);
+    o.counter(
         "aldb_slots_without_block_metadata_total",
-        "counter",
         "Slots (not the genesis or startup base) committed before or without their block metadata.",
         s.slots_without_block,
     );
-    single(
-        o,
+    o.gauge(
         "aldb_records_enabled",
-        "gauge",
         "1 when root records are produced (a genesis hash is configured and the record log opened).",
         u8::from(p.records_enabled.load(Relaxed)),
     );
-    single(
-        o,
+    o.counter(
         "aldb_records_produced_total",
-        "counter",
         "Root records appended to the record log.",
         p.records_produced.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_records_signed_total",
-        "counter",
         "Root records appended with an attestation.",
         p.records_signed.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_records_skipped_total",
-        "counter",
         "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice.",
         p.records_skipped.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_record_errors_total",
-        "counter",
         "Committed slots whose root record could not be produced or logged.",
         p.record_errors.load(Relaxed),
     );
 
-    family(
-        o,
-        "aldb_slots_dropped_total",
-        "counter",
-        "Slots whose buffered updates were discarded without a root, by reason.",
-    );
-    for (reason, v) in [
+    let dropped = [
         ("dead", s.slots_dropped_dead),
         ("abandoned", s.slots_dropped_abandoned),
         ("overflow", s.slots_dropped_overflow),
-    ] {
-        let _ = writeln!(o, "aldb_slots_dropped_total{{reason=\"{reason}\"}} {v}");
-    }
-    single(
-        o,
-        "aldb_slots_restarted_total",
-        "counter",
-        "Slots whose bank was created again (restarted).",
-        s.slots_restarted,
+    ]
+    .map(|(reason, v)| ([("reason", reason)], v as f64));
+    o.counters(
+        "aldb_slots_dropped_total",
+        "Slots whose buffered updates were discarded without a root, by reason.",
+        dropped.iter().map(|(l, v)| (&l[..], *v)),
     );
-    single(
-        o,
+    o.counter("aldb_slots_restarted_total", "Slots whose bank was created again (restarted).", s.slots_restarted);
+    o.counter(
         "aldb_updates_discarded_total",
-        "counter",
         "Buffered account updates discarded with dropped or restarted slots.",
         s.updates_discarded,
     );
 
-    family(
-        o,
+    let ignored = IgnoreReason::ALL.map(|r| ([("reason", r.as_str())], s.ignored(r) as f64));
+    o.counters(
         "aldb_ignored_events_total",
-        "counter",
         "Events that changed nothing, by reason (update_below_base and status_below_base are routine).",
+        ignored.iter().map(|(l, v)| (&l[..], *v)),
     );
-    for r in IgnoreReason::ALL {
-        let _ = writeln!(o, "aldb_ignored_events_total{{reason=\"{}\"}} {}", r.as_str(), s.ignored(r));
-    }
-    family(
-        o,
+    let irregular = Irregularity::ALL.map(|k| ([("kind", k.as_str())], s.irregular(k) as f64));
+    o.counters(
         "aldb_irregular_events_total",
-        "counter",
         "Events handled that should not happen in a healthy run, by kind.",
+        irregular.iter().map(|(l, v)| (&l[..], *v)),
     );
-    for k in Irregularity::ALL {
-        let _ = writeln!(o, "aldb_irregular_events_total{{kind=\"{}\"}} {}", k.as_str(), s.irregular(k));
-    }
 
-    single(
-        o,
+    o.gauge(
         "aldb_pending_slots",
-        "gauge",
         "Slots tracked above the committed base, not yet committed or dropped.",
         s.pending_slots,
     );
-    single(
-        o,
-        "aldb_queued_commits",
-        "gauge",
-        "Slots decided for commit but not yet applied to the engine.",
-        s.queued_commits,
-    );
-    single(
-        o,
+    o.gauge("aldb_queued_commits", "Slots decided for commit but not yet applied to the engine.", s.queued_commits);
+    o.gauge(
         "aldb_last_committed_slot",
-        "gauge",
         "The last slot committed to the engine (-1: none yet).",
         slot_value(s.last_committed_slot),
     );
-    single(
-        o,
+    o.gauge(
         "aldb_base_slot",
-        "gauge",
         "The committed base: the last slot decided for commit (-1: none yet).",
         slot_value(s.base_slot),
     );
-    single(
-        o,
+    o.gauge(
         "aldb_highest_processed_slot",
-        "gauge",
         "The highest slot the validator reported processed (-1: none yet).",
         slot_value(s.highest_processed_slot),
     );
-    single(
-        o,
+    o.gauge(
         "aldb_commit_lag_slots",
-        "gauge",
         "Highest processed slot minus last committed slot (-1: unknown).",
         slot_value(s.lag()),
     );
 
-    p.commit_latency.render(
-        o,
+    p.commit_latency.write(o,
         "aldb_commit_seconds",
         "Engine time per commit batch: commit_ready calls that committed at least one slot.",
     );
-    p.submit_latency.render(
-        o,
+    p.submit_latency.write(o,
         "aldb_snapshot_submit_seconds",
         "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
     );
 
-    p.update_account_ns.render(
-        o,
+    p.update_account_ns.write(o,
         "aldb_callback_update_account_ns",
         "Nanoseconds spent in each update_account callback (hashing and buffering one account update).",
     );
-    p.commit_lag.render(o);
+    p.commit_lag.write(o);
 
-    single(
-        o,
-        "aldb_snapshot_queue_depth",
-        "gauge",
-        "Committed slots waiting for the snapshot writer.",
-        w.queue_depth(),
-    );
-    single(
-        o,
+    o.gauge("aldb_snapshot_queue_depth", "Committed slots waiting for the snapshot writer.", w.queue_depth());
+    o.counter(
         "aldb_snapshot_submitted_total",
-        "counter",
         "Committed slots handed to the snapshot writer.",
         p.snapshot_submitted.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_snapshot_skipped_total",
-        "counter",
         "Committed slots not written (writer stopped, or no change set).",
         p.snapshot_skipped.load(Relaxed),
     );
-    single(o, "aldb_snapshot_published_total", "counter", "Snapshot files published.", w.published.load(Relaxed));
-    single(o, "aldb_snapshot_last_published_slot", "gauge", "Newest published slot.", w.last_slot.load(Relaxed));
-    single(
-        o,
+    o.counter("aldb_snapshot_published_total", "Snapshot files published.", w.published.load(Relaxed));
+    o.gauge("aldb_snapshot_last_published_slot", "Newest published slot.", w.last_slot.load(Relaxed));
+    o.counter(
         "aldb_snapshot_full_queue_waits_total",
-        "counter",
         "Submissions that found the writer's queue full and waited.",
         w.full_waits.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_snapshot_full_queue_wait_seconds_total",
-        "counter",
         "Time the commit worker spent waiting on a full writer queue.",
         w.wait_nanos.load(Relaxed) as f64 / 1e9,
     );
-    single(
-        o,
+    o.counter(
         "aldb_snapshot_write_seconds_total",
-        "counter",
         "Time the writer spent writing and syncing files.",
         w.write_nanos.load(Relaxed) as f64 / 1e9,
     );
-    single(o, "aldb_snapshot_bytes_total", "counter", "Bytes of published snapshot files.", w.bytes.load(Relaxed));
-    single(
-        o,
+    o.counter("aldb_snapshot_bytes_total", "Bytes of published snapshot files.", w.bytes.load(Relaxed));
+    o.counter(
         "aldb_snapshot_account_bytes_total",
-        "counter",
         "Of those, bytes of account records.",
         w.account_bytes.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_snapshot_refresh_bytes_total",
-        "counter",
         "Of those, bytes rewritten by the refresh cycle.",
         w.refresh_bytes.load(Relaxed),
     );
-    single(
-        o,
-        "aldb_snapshot_pruned_files_total",
-        "counter",
-        "Snapshot files deleted by pruning.",
-        w.pruned_files.load(Relaxed),
-    );
-    single(
-        o,
+    o.counter("aldb_snapshot_pruned_files_total", "Snapshot files deleted by pruning.", w.pruned_files.load(Relaxed));
+    o.counter(
         "aldb_snapshot_errors_total",
-        "counter",
         "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing).",
         w.errors.load(Relaxed),
     );
-    single(
-        o,
+    o.gauge(
         "aldb_snapshot_writer_failing",
-        "gauge",
         "1 while the snapshot writer cannot write and holds slots to retry, else 0.",
         w.failing.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_snapshot_recoveries_total",
-        "counter",
         "Times the snapshot writer wrote again after failing.",
         w.recoveries.load(Relaxed),
     );
-    single(
-        o,
+    o.counter(
         "aldb_snapshot_gap_slots_total",
-        "counter",
         "Committed slots never written because the writer was failing (Hyades answers -32012 for them).",
         w.gap_slots.load(Relaxed),
     );
-    single(
-        o,
+    o.gauge(
         "aldb_snapshot_writer_stopped",
-        "gauge",
         "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0.",
         w.stopped.load(Relaxed),
     );
 
-    family(
-        o,
+    let by_callback = |counts: &[AtomicU64; Callback::ALL.len()]| {
+        Callback::ALL.map(|cb| {
+            let v = counts.get(cb as usize).map_or(0, |c| c.load(Relaxed));
+            ([("callback", cb.as_str())], v as f64)
+        })
+    };
+    let errors = by_callback(&p.callback_errors);
+    o.counters(
         "aldb_callback_errors_total",
-        "counter",
         "Callbacks that returned an error to the validator, by callback.",
+        errors.iter().map(|(l, v)| (&l[..], *v)),
     );
-    for cb in Callback::ALL {
-        let v = p.callback_errors.get(cb as usize).map_or(0, |c| c.load(Relaxed));
-        let _ = writeln!(o, "aldb_callback_errors_total{{callback=\"{}\"}} {v}", cb.as_str());
-    }
-    family(
-        o,
+    let panics = by_callback(&p.callback_panics);
+    o.counters(
         "aldb_callback_panics_total",
-        "counter",
         "Panics caught inside callbacks (returned to the validator as errors), by callback.",
+        panics.iter().map(|(l, v)| (&l[..], *v)),
     );
-    for cb in Callback::ALL {
-        let v = p.callback_panics.get(cb as usize).map_or(0, |c| c.load(Relaxed));
-        let _ = writeln!(o, "aldb_callback_panics_total{{callback=\"{}\"}} {v}", cb.as_str());
-    }
-    single(
-        o,
+    o.counter(
         "aldb_worker_panics_total",
-        "counter",
         "Panics caught on the commit worker; it stops committing after one.",
         p.worker_panics.load(Relaxed),
     );
-    single(
-        o,
-        "aldb_worker_running",
-        "gauge",
-        "1 while the commit worker runs.",
-        u8::from(p.worker_running.load(Relaxed)),
-    );
-    out
-}
-
-/// The HTTP responder: one thread, one connection at a time, which is plenty for a scraper.
-pub(crate) struct MetricsServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// Binds `addr` and serves `GET /metrics` until [`MetricsServer::stop`].
-    pub(crate) fn start(addr: SocketAddr, sources: Sources) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr)?;
-        // Non-blocking accept polled with a short sleep, so stopping needs no wake-up connection.
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
-            std::thread::Builder::new().name("aldb-metrics".into()).spawn(move || serve(&listener, &sources, &stop))?
-        };
-        Ok(Self { addr, stop, thread: Some(thread) })
-    }
-
-    /// The bound address (with the real port when the config asked for port 0).
-    pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops the thread and closes the socket.
-    pub(crate) fn stop(self) {
-        drop(self);
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve(listener: &TcpListener, sources: &Sources, stop: &AtomicBool) {
-    while !stop.load(Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                if let Err(e) = respond(stream, sources) {
-                    log::debug!("metrics request failed: {e}");
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => {
-                log::warn!("metrics accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
-}
-
-fn respond(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    // A slow or silent client must not hold the only responder thread for long.
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut buf = [0u8; 4096];
-    let mut len = 0;
-    // Read the request head (the request line is all that matters); ignore any body.
-    while len < buf.len() {
-        let n = stream.read(&mut buf[len..])?;
-        if n == 0 {
-            break;
-        }
-        len += n;
-        if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") || buf[..len].windows(2).any(|w| w == b"\n\n") {
-            break;
-        }
-    }
-    let head = String::from_utf8_lossy(&buf[..len]);
-    let mut words = head.lines().next().unwrap_or("").split_whitespace();
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(sources)),
-        ("GET", "/") => ("200 OK", "text/plain; charset=utf-8", "aldb-plugin: metrics at /metrics\n".to_string()),
-        ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".to_string()),
-        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
-    };
-    let header = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(header.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
-    stream.flush()
+    o.gauge("aldb_worker_running", "1 while the commit worker runs.", u8::from(p.worker_running.load(Relaxed)));
+    families.encode()
 }
 
 #[cfg(test)]
@@ -792,8 +578,9 @@ mod tests {
         let h = NanosHistogram::default();
         h.observe(Duration::from_nanos(100));
         h.observe(Duration::from_secs(100));
-        let mut s = String::new();
-        h.render(&mut s, "x", "help");
+        let mut f = Families::default();
+        h.write(&mut f, "x", "help");
+        let s = f.encode();
         assert!(s.contains("x_bucket{le=\"111\"} 1\n"), "{s}");
         assert!(s.contains("x_bucket{le=\"+Inf\"} 2\n"), "{s}");
     }
@@ -805,8 +592,9 @@ mod tests {
         lag.processed(12);
         lag.committed(10);
         lag.committed(11); // no Processed recorded: only slots behind
-        let mut s = String::new();
-        lag.render(&mut s);
+        let mut f = Families::default();
+        lag.write(&mut f);
+        let s = f.encode();
         assert!(s.contains("aldb_processed_to_commit_seconds_count 1\n"), "{s}");
         assert!(s.contains("aldb_commit_slots_behind_bucket{le=\"1\"} 1\n"), "{s}");
         assert!(s.contains("aldb_commit_slots_behind_bucket{le=\"2\"} 2\n"), "{s}");
@@ -819,12 +607,105 @@ mod tests {
         h.observe(Duration::from_micros(500));
         h.observe(Duration::from_millis(20));
         h.observe(Duration::from_secs(100));
-        let mut s = String::new();
-        h.render(&mut s, "x", "help");
+        let mut f = Families::default();
+        h.write(&mut f, "x", "help");
+        let s = f.encode();
         assert!(s.contains("x_bucket{le=\"0.001\"} 1\n"), "{s}");
         assert!(s.contains("x_bucket{le=\"0.025\"} 2\n"), "{s}");
         assert!(s.contains("x_bucket{le=\"60\"} 2\n"), "{s}");
         assert!(s.contains("x_bucket{le=\"+Inf\"} 3\n"), "{s}");
         assert!(s.contains("x_count 3\n"), "{s}");
+    }
+
+    /// Every family the plugin exported before its exposition moved onto the `prometheus` crate,
+    /// with its type and help text as they were: dashboards and alerts key on them.
+    const FAMILIES: [(&str, &str, &str); 48] = [
+        ("aldb_account_updates_total", "counter", "Account updates received from the validator, startup ones included."),
+        ("aldb_startup_account_updates_total", "counter", "Startup (snapshot) account updates accepted."),
+        ("aldb_slot_statuses_total", "counter", "Slot status notifications received."),
+        ("aldb_slots_committed_total", "counter", "Slots committed to the engine (a root each), the genesis or startup base included."),
+        ("aldb_block_metadata_total", "counter", "Block metadata notifications received."),
+        ("aldb_slots_without_block_metadata_total", "counter", "Slots (not the genesis or startup base) committed before or without their block metadata."),
+        ("aldb_records_enabled", "gauge", "1 when root records are produced (a genesis hash is configured and the record log opened)."),
+        ("aldb_records_produced_total", "counter", "Root records appended to the record log."),
+        ("aldb_records_signed_total", "counter", "Root records appended with an attestation."),
+        ("aldb_records_skipped_total", "counter", "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice."),
+        ("aldb_record_errors_total", "counter", "Committed slots whose root record could not be produced or logged."),
+        ("aldb_slots_dropped_total", "counter", "Slots whose buffered updates were discarded without a root, by reason."),
+        ("aldb_slots_restarted_total", "counter", "Slots whose bank was created again (restarted)."),
+        ("aldb_updates_discarded_total", "counter", "Buffered account updates discarded with dropped or restarted slots."),
+        ("aldb_ignored_events_total", "counter", "Events that changed nothing, by reason (update_below_base and status_below_base are routine)."),
+        ("aldb_irregular_events_total", "counter", "Events handled that should not happen in a healthy run, by kind."),
+        ("aldb_pending_slots", "gauge", "Slots tracked above the committed base, not yet committed or dropped."),
+        ("aldb_queued_commits", "gauge", "Slots decided for commit but not yet applied to the engine."),
+        ("aldb_last_committed_slot", "gauge", "The last slot committed to the engine (-1: none yet)."),
+        ("aldb_base_slot", "gauge", "The committed base: the last slot decided for commit (-1: none yet)."),
+        ("aldb_highest_processed_slot", "gauge", "The highest slot the validator reported processed (-1: none yet)."),
+        ("aldb_commit_lag_slots", "gauge", "Highest processed slot minus last committed slot (-1: unknown)."),
+        ("aldb_snapshot_queue_depth", "gauge", "Committed slots waiting for the snapshot writer."),
+        ("aldb_snapshot_submitted_total", "counter", "Committed slots handed to the snapshot writer."),
+        ("aldb_snapshot_skipped_total", "counter", "Committed slots not written (writer stopped, or no change set)."),
+        ("aldb_snapshot_published_total", "counter", "Snapshot files published."),
+        ("aldb_snapshot_last_published_slot", "gauge", "Newest published slot."),
+        ("aldb_snapshot_full_queue_waits_total", "counter", "Submissions that found the writer's queue full and waited."),
+        ("aldb_snapshot_full_queue_wait_seconds_total", "counter", "Time the commit worker spent waiting on a full writer queue."),
+        ("aldb_snapshot_write_seconds_total", "counter", "Time the writer spent writing and syncing files."),
+        ("aldb_snapshot_bytes_total", "counter", "Bytes of published snapshot files."),
+        ("aldb_snapshot_account_bytes_total", "counter", "Of those, bytes of account records."),
+        ("aldb_snapshot_refresh_bytes_total", "counter", "Of those, bytes rewritten by the refresh cycle."),
+        ("aldb_snapshot_pruned_files_total", "counter", "Snapshot files deleted by pruning."),
+        ("aldb_snapshot_errors_total", "counter", "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing)."),
+        ("aldb_snapshot_writer_failing", "gauge", "1 while the snapshot writer cannot write and holds slots to retry, else 0."),
+        ("aldb_snapshot_recoveries_total", "counter", "Times the snapshot writer wrote again after failing."),
+        ("aldb_snapshot_gap_slots_total", "counter", "Committed slots never written because the writer was failing (Hyades answers -32012 for them)."),
+        ("aldb_snapshot_writer_stopped", "gauge", "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0."),
+        ("aldb_callback_errors_total", "counter", "Callbacks that returned an error to the validator, by callback."),
+        ("aldb_callback_panics_total", "counter", "Panics caught inside callbacks (returned to the validator as errors), by callback."),
+        ("aldb_worker_panics_total", "counter", "Panics caught on the commit worker; it stops committing after one."),
+        ("aldb_worker_running", "gauge", "1 while the commit worker runs."),
+        ("aldb_commit_seconds", "histogram", "Engine time per commit batch: commit_ready calls that committed at least one slot."),
+        ("aldb_snapshot_submit_seconds", "histogram", "Time handing one committed slot to the snapshot writer, waits on a full queue included."),
+        ("aldb_callback_update_account_ns", "histogram", "Nanoseconds spent in each update_account callback (hashing and buffering one account update)."),
+        ("aldb_processed_to_commit_seconds", "histogram", "Time from a slot's Processed callback to its commit to the engine (slots whose Processed came after the commit are not counted)."),
+        ("aldb_commit_slots_behind", "histogram", "Highest processed slot minus the slot being committed, observed at each commit."),
+    ];
+
+    #[test]
+    fn every_family_of_before_is_still_exported_unchanged() {
+        let config = geyser_adapter::AdapterConfig::new(
+            geyser_adapter::Commitment::Confirmed,
+            aldb_core::Config::for_leaves(16, 1),
+        );
+        let adapter = Arc::new(Adapter::with_retain(config, KeepAccounts).unwrap());
+        let text = render(&Sources { adapter, writer: Arc::new(WriterStats::default()), plugin: Arc::default() });
+        for (name, kind, help) in FAMILIES {
+            assert!(text.contains(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n")), "{name} lost or changed");
+            let sample = if kind == "histogram" { format!("{name}_count ") } else { format!("{name}") };
+            assert!(text.lines().any(|l| l.starts_with(&sample)), "{name} has no sample");
+        }
+        // The labelled families keep their label names and every value.
+        let mut series: Vec<String> = ["dead", "abandoned", "overflow"]
+            .iter()
+            .map(|r| format!("aldb_slots_dropped_total{{reason=\"{r}\"}} 0"))
+            .collect();
+        series.extend(IgnoreReason::ALL.map(|r| format!("aldb_ignored_events_total{{reason=\"{}\"}} 0", r.as_str())));
+        series.extend(Irregularity::ALL.map(|k| format!("aldb_irregular_events_total{{kind=\"{}\"}} 0", k.as_str())));
+        for cb in ["update_account", "update_slot_status", "notify_end_of_startup", "notify_block_metadata"] {
+            series.push(format!("aldb_callback_errors_total{{callback=\"{cb}\"}} 0"));
+            series.push(format!("aldb_callback_panics_total{{callback=\"{cb}\"}} 0"));
+        }
+        for s in series {
+            assert!(text.lines().any(|l| l == s), "{s} missing");
+        }
+        // Bucket bounds print as before: plain decimals, no exponent, no trailing `.0`.
+        for line in [
+            "aldb_commit_seconds_bucket{le=\"0.001\"} 0",
+            "aldb_commit_seconds_bucket{le=\"60\"} 0",
+            "aldb_commit_slots_behind_bucket{le=\"1024\"} 0",
+            "aldb_callback_update_account_ns_bucket{le=\"34359738367\"} 0",
+            "aldb_callback_update_account_ns_bucket{le=\"+Inf\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing");
+        }
     }
 }
