@@ -249,6 +249,7 @@ fn read_config_text(path: &Path) -> std::io::Result<String> {
 /// removed at once. With `create`, the directory itself is created first (as the plugin does at
 /// load); without, nothing is left behind (as `aldb-config-check` promises).
 fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
+    use std::io::ErrorKind;
     if create {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
@@ -259,7 +260,7 @@ fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
             Ok(_) if at == dir => return Err(format!("{} exists and is not a directory", dir.display())),
             Ok(_) => return Err(format!("cannot be created: {} is not a directory", at.display())),
             // Missing, or under something that is not a directory: look further up.
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => match at.parent() {
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => match at.parent() {
                 Some(parent) if !parent.as_os_str().is_empty() => at = parent,
                 // A relative path with no existing component: the working directory holds it.
                 _ => {
@@ -270,7 +271,9 @@ fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
             Err(e) => return Err(format!("cannot check {}: {e}", at.display())),
         }
     }
-    let probe = at.join(format!(".aldb-probe-{}", std::process::id()));
+    // Process id and time: a probe left by a crashed process cannot collide with this one.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let probe = at.join(format!(".aldb-probe-{}-{nanos}", std::process::id()));
     let made = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe);
     let what = if at == dir { "is not writable" } else { "cannot be created" };
     match made {
