@@ -14,13 +14,11 @@ use anyhow::Context;
 use serde_json::{Map, Value, json};
 
 use crate::jmt_run::{AnchorOpts, AnchorReport};
-use crate::opts::{Opts, USAGE};
+use crate::opts::Opts;
 
 fn main() -> anyhow::Result<()> {
-    let Some(o) = Opts::parse(std::env::args().skip(1))? else {
-        print!("{USAGE}");
-        return Ok(());
-    };
+    // `--help` prints and exits 0; a bad flag prints the error and usage and exits 2.
+    let o = Opts::from_args(std::env::args().skip(1)).unwrap_or_else(|e| e.exit());
     // Generation of the untimed buffers runs on the global pool; size it like the engine's.
     rayon::ThreadPoolBuilder::new()
         .num_threads(o.threads)

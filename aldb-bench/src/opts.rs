@@ -1,83 +1,78 @@
 //! Command-line flags.
 
-use anyhow::{Context, bail};
-
-pub(crate) const USAGE: &str = "\
-aldb-bench: the AlDBaran workload (uniform random 32-byte pubkeys, 90% updates / 5% inserts /
-5% deletes, one root per slot) through Pleiades, with the Solana lattice hash, jmt and the nervos
-sparse-merkle-tree as anchors in the same run. Ends with one JSON line.
-
-USAGE: aldb-bench [FLAGS]
-
-  --leaves-log2 N        prefilled accounts = 2^N                           [26]
-  --slots N              slots, warm-up included                           [12]
-  --warmup N             leading slots excluded from the figures            [2]
-  --slot-updates N       account updates per slot                      [400000]
-  --threads N            worker threads            [available parallelism]
-  --data-len N           account data bytes (165: an SPL token account)   [165]
-  --seed N               seed of every random stream                [20240611]
-  --shard-bits N         override the engine layout's shard bits
-  --bucket-bits N        override the engine layout's bucket bits
-  --no-lattice           skip the lattice hash anchor
-  --jmt-leaves-log2 N    jmt prefilled accounts = 2^N                      [20]
-  --jmt-slot-updates N   jmt updates per slot                           [20000]
-  --jmt-slots N          jmt slots, the first one a warm-up                  [5]
-  --no-jmt               skip jmt
-  --smt-leaves-log2 N    nervos sparse-merkle-tree prefill = 2^N: its default store
-                         keeps ~256 branch nodes per leaf (2^16 leaves peak at ~8 GB
-                         RSS), so it runs far below jmt's size               [14]
-  --smt-slot-updates N   nervos tree updates per slot                    [5000]
-  --smt-slots N          nervos tree slots, the first one a warm-up          [5]
-  --no-smt               skip the nervos sparse-merkle-tree
-  -h, --help             this text
-";
+use anyhow::bail;
+use clap::{ArgAction, Parser};
 
 /// Every knob of a run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "aldb-bench",
+    about = "The AlDBaran workload through Pleiades, with the lattice hash, jmt and the nervos tree as anchors",
+    long_about = "aldb-bench: the AlDBaran workload (uniform random 32-byte pubkeys, 90% updates / 5% inserts / \
+                  5% deletes, one root per slot) through Pleiades, with the Solana lattice hash, jmt and the \
+                  nervos sparse-merkle-tree as anchors in the same run. Ends with one JSON line."
+)]
 pub(crate) struct Opts {
+    /// Prefilled accounts = 2^N.
+    #[arg(long, value_name = "N", default_value_t = 26)]
     pub(crate) leaves_log2: u32,
+    /// Slots, warm-up included.
+    #[arg(long, value_name = "N", default_value_t = 12)]
     pub(crate) slots: u64,
+    /// Leading slots excluded from the figures.
+    #[arg(long, value_name = "N", default_value_t = 2)]
     pub(crate) warmup: u64,
+    /// Account updates per slot.
+    #[arg(long, value_name = "N", default_value_t = 400_000)]
     pub(crate) slot_updates: usize,
+    /// Worker threads [default: available parallelism].
+    #[arg(long, value_name = "N", default_value_t = available_parallelism(), hide_default_value = true)]
     pub(crate) threads: usize,
+    /// Account data bytes (165: an SPL token account).
+    #[arg(long, value_name = "N", default_value_t = 165)]
     pub(crate) data_len: usize,
+    /// Seed of every random stream.
+    #[arg(long, value_name = "N", default_value_t = 20_240_611)]
     pub(crate) seed: u64,
+    /// Override the engine layout's shard bits.
+    #[arg(long, value_name = "N")]
     pub(crate) shard_bits: Option<u8>,
+    /// Override the engine layout's bucket bits.
+    #[arg(long, value_name = "N")]
     pub(crate) bucket_bits: Option<u8>,
+    /// Skip the lattice hash anchor.
+    #[arg(long = "no-lattice", action = ArgAction::SetFalse)]
     pub(crate) lattice: bool,
+    /// Skip jmt.
+    #[arg(long = "no-jmt", action = ArgAction::SetFalse)]
     pub(crate) jmt: bool,
+    /// jmt prefilled accounts = 2^N.
+    #[arg(long, value_name = "N", default_value_t = 20)]
     pub(crate) jmt_leaves_log2: u32,
+    /// jmt updates per slot.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub(crate) jmt_slot_updates: usize,
+    /// jmt slots, the first one a warm-up.
+    #[arg(long, value_name = "N", default_value_t = 5)]
     pub(crate) jmt_slots: u64,
+    /// Skip the nervos sparse-merkle-tree.
+    #[arg(long = "no-smt", action = ArgAction::SetFalse)]
     pub(crate) smt: bool,
+    /// Nervos sparse-merkle-tree prefill = 2^N: its default store keeps ~256 branch nodes per leaf
+    /// (2^16 leaves peak at ~8 GB RSS), so it runs far below jmt's size.
+    #[arg(long, value_name = "N", default_value_t = 14)]
     pub(crate) smt_leaves_log2: u32,
+    /// Nervos tree updates per slot.
+    #[arg(long, value_name = "N", default_value_t = 5_000)]
     pub(crate) smt_slot_updates: usize,
+    /// Nervos tree slots, the first one a warm-up.
+    #[arg(long, value_name = "N", default_value_t = 5)]
     pub(crate) smt_slots: u64,
 }
 
-impl Default for Opts {
-    fn default() -> Self {
-        Self {
-            leaves_log2: 26,
-            slots: 12,
-            warmup: 2,
-            slot_updates: 400_000,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            data_len: 165,
-            seed: 20_240_611,
-            shard_bits: None,
-            bucket_bits: None,
-            lattice: true,
-            jmt: true,
-            jmt_leaves_log2: 20,
-            jmt_slot_updates: 20_000,
-            jmt_slots: 5,
-            smt: true,
-            smt_leaves_log2: 14,
-            smt_slot_updates: 5_000,
-            smt_slots: 5,
-        }
-    }
+/// The default of `--threads`.
+fn available_parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Opts {
@@ -85,37 +80,12 @@ impl Opts {
         1u64 << self.leaves_log2
     }
 
-    /// Parses flags; `Ok(None)` means help was asked for.
-    pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> anyhow::Result<Option<Self>> {
-        let mut o = Self::default();
-        let mut it = args.into_iter();
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-            match flag.as_str() {
-                "-h" | "--help" => return Ok(None),
-                "--leaves-log2" => o.leaves_log2 = num(&flag, &value()?)?,
-                "--slots" => o.slots = num(&flag, &value()?)?,
-                "--warmup" => o.warmup = num(&flag, &value()?)?,
-                "--slot-updates" => o.slot_updates = num(&flag, &value()?)?,
-                "--threads" => o.threads = num(&flag, &value()?)?,
-                "--data-len" => o.data_len = num(&flag, &value()?)?,
-                "--seed" => o.seed = num(&flag, &value()?)?,
-                "--shard-bits" => o.shard_bits = Some(num(&flag, &value()?)?),
-                "--bucket-bits" => o.bucket_bits = Some(num(&flag, &value()?)?),
-                "--no-lattice" => o.lattice = false,
-                "--jmt-leaves-log2" => o.jmt_leaves_log2 = num(&flag, &value()?)?,
-                "--jmt-slot-updates" => o.jmt_slot_updates = num(&flag, &value()?)?,
-                "--jmt-slots" => o.jmt_slots = num(&flag, &value()?)?,
-                "--no-jmt" => o.jmt = false,
-                "--smt-leaves-log2" => o.smt_leaves_log2 = num(&flag, &value()?)?,
-                "--smt-slot-updates" => o.smt_slot_updates = num(&flag, &value()?)?,
-                "--smt-slots" => o.smt_slots = num(&flag, &value()?)?,
-                "--no-smt" => o.smt = false,
-                other => bail!("unknown flag {other:?}\n\n{USAGE}"),
-            }
-        }
-        o.check()?;
-        Ok(Some(o))
+    /// Parses `args` (without the program name) and checks the combination; `--help` and bad
+    /// flags come back as the clap error that prints them.
+    pub(crate) fn from_args(args: impl IntoIterator<Item = String>) -> Result<Self, clap::Error> {
+        let o = Self::try_parse_from(std::iter::once("aldb-bench".to_string()).chain(args))?;
+        o.check().map_err(|e| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n")))?;
+        Ok(o)
     }
 
     fn check(&self) -> anyhow::Result<()> {
@@ -151,35 +121,43 @@ impl Opts {
     }
 }
 
-fn num<T: std::str::FromStr>(flag: &str, v: &str) -> anyhow::Result<T>
-where
-    T::Err: std::error::Error + Send + Sync + 'static,
-{
-    v.parse()
-        .with_context(|| format!("{flag}: cannot parse {v:?}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(s: &str) -> anyhow::Result<Option<Opts>> {
-        Opts::parse(s.split_whitespace().map(String::from))
+    fn parse(s: &str) -> Result<Opts, clap::Error> {
+        Opts::from_args(s.split_whitespace().map(String::from))
     }
 
     #[test]
-    fn flags_parse_and_bad_input_is_an_error() -> anyhow::Result<()> {
+    fn flags_parse_and_bad_input_is_an_error() -> Result<(), clap::Error> {
         let o = parse("--leaves-log2 20 --slot-updates 100000 --slots 6 --shard-bits 5 --no-jmt")?;
-        let o = o.context("not help")?;
         assert_eq!(
             (o.leaves(), o.slot_updates, o.slots, o.shard_bits, o.jmt),
             (1 << 20, 100_000, 6, Some(5), false)
         );
-        assert!(parse("--help")?.is_none());
+        assert!(parse("--help").is_err_and(|e| e.kind() == clap::error::ErrorKind::DisplayHelp));
         assert!(parse("--slots").is_err());
         assert!(parse("--slots x").is_err());
         assert!(parse("--slots 2").is_err());
         assert!(parse("--bogus").is_err());
         Ok(())
+    }
+
+    /// The defaults the READMEs and BENCHMARKS.md quote.
+    #[test]
+    fn defaults_are_the_documented_ones() -> Result<(), clap::Error> {
+        let o = parse("")?;
+        assert_eq!((o.leaves_log2, o.slots, o.warmup, o.slot_updates, o.data_len, o.seed), (26, 12, 2, 400_000, 165, 20_240_611));
+        assert_eq!((o.shard_bits, o.bucket_bits, o.lattice, o.jmt, o.smt), (None, None, true, true, true));
+        assert_eq!((o.jmt_leaves_log2, o.jmt_slot_updates, o.jmt_slots), (20, 20_000, 5));
+        assert_eq!((o.smt_leaves_log2, o.smt_slot_updates, o.smt_slots), (14, 5_000, 5));
+        assert!(o.threads >= 1);
+        Ok(())
+    }
+
+    #[test]
+    fn every_flag_is_declared_consistently() {
+        <Opts as clap::CommandFactory>::command().debug_assert();
     }
 }

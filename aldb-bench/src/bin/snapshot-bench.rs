@@ -22,62 +22,45 @@ use std::time::Instant;
 use aldb_core::{BulkBuilder, ChangeSet, Config};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
-use anyhow::{bail, Context};
 use serde_json::json;
 
+/// Snapshot cost: the AlDBaran workload with the snapshot writer off, on, then off again.
+#[derive(clap::Parser)]
+#[command(name = "snapshot-bench")]
 struct Opts {
+    /// Prefilled accounts = 2^N (at most 28).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(..=28))]
     leaves_log2: u32,
+    /// Account updates per slot.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
     slot_updates: usize,
+    /// Timed slots per phase (at least 2).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..))]
     slots: u64,
+    /// Untimed slots per phase.
+    #[arg(long, value_name = "N", default_value_t = 2)]
     warmup: u64,
+    /// Engine threads [default: half the cores, as the plugin].
+    #[arg(long, value_name = "N", default_value_t = half_the_cores(), hide_default_value = true)]
     threads: usize,
+    /// Account data bytes.
+    #[arg(long, value_name = "N", default_value_t = 165)]
     data_len: usize,
+    /// Seed of every random stream.
+    #[arg(long, value_name = "S", default_value_t = 20240611)]
     seed: u64,
+    /// Slots per refresh cycle of the writer.
+    #[arg(long, value_name = "N", default_value_t = 512)]
     refresh_slots: u64,
+    /// Snapshot directory [default: a temp dir].
+    #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 
-fn parse() -> anyhow::Result<Opts> {
-    let mut o = Opts {
-        leaves_log2: 20,
-        slot_updates: 100_000,
-        slots: 10,
-        warmup: 2,
-        // The plugin's default (half the cores, at least one): the engine's workers, with the
-        // writer and the validator on the rest.
-        threads: (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1),
-        data_len: 165,
-        seed: 20240611,
-        refresh_slots: 512,
-        dir: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut v = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--leaves-log2" => o.leaves_log2 = v()?.parse()?,
-            "--slot-updates" => o.slot_updates = v()?.parse()?,
-            "--slots" => o.slots = v()?.parse()?,
-            "--warmup" => o.warmup = v()?.parse()?,
-            "--threads" => o.threads = v()?.parse()?,
-            "--data-len" => o.data_len = v()?.parse()?,
-            "--seed" => o.seed = v()?.parse()?,
-            "--refresh-slots" => o.refresh_slots = v()?.parse()?,
-            "--dir" => o.dir = Some(PathBuf::from(v()?)),
-            "-h" | "--help" => {
-                println!(
-                    "snapshot-bench [--leaves-log2 20] [--slot-updates 100000] [--slots 10 (timed, per phase)] [--warmup 2 (untimed, per phase)] \
-                     [--threads N (default: half the cores, as the plugin)] [--data-len 165] [--seed S] [--refresh-slots 512] [--dir DIR (default: a temp dir)]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown flag {other}"),
-        }
-    }
-    if o.leaves_log2 > 28 || o.slots < 2 {
-        bail!("--leaves-log2 must be at most 28 and --slots at least 2");
-    }
-    Ok(o)
+/// The plugin's default (half the cores, at least one): the engine's workers, with the writer and
+/// the validator on the rest.
+fn half_the_cores() -> usize {
+    (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1)
 }
 
 /// What this process's threads have used so far, summed by thread name (a pool's numbered
@@ -164,7 +147,7 @@ fn generate(o: &Opts, slots: std::ops::RangeInclusive<u64>, window: &mut KeyWind
 }
 
 fn main() -> anyhow::Result<()> {
-    let o = parse()?;
+    let o = <Opts as clap::Parser>::parse();
     let tmp;
     let dir = match &o.dir {
         Some(d) => d.clone(),
