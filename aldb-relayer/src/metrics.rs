@@ -1,12 +1,14 @@
-//! `GET /metrics` in the Prometheus text format, from [`Stats`].
+//! `GET /metrics` in the Prometheus text format, from [`Stats`], written by the `prometheus`
+//! crate's encoder ([`families`]).
 //!
 //! A minimal HTTP/1.1 responder: the relayer has no other HTTP surface, and the counters are a
 //! handful of atomics, so this avoids a web framework.
 
-use std::fmt::Write as _;
+mod families;
+
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,52 +16,54 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::stats::{EndpointStats, Stats};
+use families::Families;
 
 /// Picks one counter of an endpoint.
 type Field = fn(&EndpointStats) -> &AtomicU64;
 
-/// The exposition text.
+/// The exposition text; `urls[i]` labels `stats.endpoints[i]`.
 pub fn render(stats: &Stats, urls: &[String]) -> String {
-    let mut s = String::new();
+    let mut f = Families::default();
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    for (name, help, kind, value) in [
-        ("aldb_relayer_accepted_total", "Records accepted.", "counter", g(&stats.accepted)),
-        ("aldb_relayer_last_accepted_slot", "Slot of the last accepted record.", "gauge", g(&stats.last_slot)),
-        ("aldb_relayer_conflicts_total", "Conflicting records each signed by a quorum (safety faults).", "counter", g(&stats.conflicts)),
-        ("aldb_relayer_equivocations_total", "Identities seen signing two records for one slot.", "counter", g(&stats.equivocations)),
-        ("aldb_relayer_candidates", "Different records held, waiting for signatures or their parent.", "gauge", g(&stats.candidates)),
-        ("aldb_relayer_pending_slots", "Slots held above the last accepted one.", "gauge", g(&stats.pending_slots)),
-        ("aldb_relayer_rewinds_total", "Followers told to resubscribe lower after held records were dropped.", "counter", g(&stats.rewinds)),
-        ("aldb_relayer_log_lines_suppressed_total", "Log lines left out by the rate limit.", "counter", g(&stats.log_suppressed)),
+    for (name, help, counter, value) in [
+        ("aldb_relayer_accepted_total", "Records accepted.", true, g(&stats.accepted)),
+        ("aldb_relayer_last_accepted_slot", "Slot of the last accepted record.", false, g(&stats.last_slot)),
+        ("aldb_relayer_conflicts_total", "Conflicting records each signed by a quorum (safety faults).", true, g(&stats.conflicts)),
+        ("aldb_relayer_equivocations_total", "Identities seen signing two records for one slot.", true, g(&stats.equivocations)),
+        ("aldb_relayer_candidates", "Different records held, waiting for signatures or their parent.", false, g(&stats.candidates)),
+        ("aldb_relayer_pending_slots", "Slots held above the last accepted one.", false, g(&stats.pending_slots)),
+        ("aldb_relayer_rewinds_total", "Followers told to resubscribe lower after held records were dropped.", true, g(&stats.rewinds)),
+        ("aldb_relayer_log_lines_suppressed_total", "Log lines left out by the rate limit.", true, g(&stats.log_suppressed)),
     ] {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        if counter {
+            f.counter(name, help, value);
+        } else {
+            f.gauge(name, help, value);
+        }
     }
-    let _ = writeln!(
-        s,
-        "# HELP aldb_relayer_dropped_total Held records or signatures dropped later, by reason.\n\
-         # TYPE aldb_relayer_dropped_total counter"
+    let dropped = [("displaced", &stats.displaced), ("identity_quota", &stats.quota_evictions), ("window", &stats.window_pruned)]
+        .map(|(reason, c)| ([("reason", reason)], g(c) as f64));
+    f.counters(
+        "aldb_relayer_dropped_total",
+        "Held records or signatures dropped later, by reason.",
+        dropped.iter().map(|(l, v)| (&l[..], *v)),
     );
-    for (reason, c) in [("displaced", &stats.displaced), ("identity_quota", &stats.quota_evictions), ("window", &stats.window_pruned)] {
-        let _ = writeln!(s, "aldb_relayer_dropped_total{{reason=\"{reason}\"}} {}", g(c));
-    }
-    let _ = writeln!(
-        s,
-        "# HELP aldb_relayer_endpoint_dropped_total Well-formed records from an endpoint dropped without being held, by reason.\n\
-         # TYPE aldb_relayer_endpoint_dropped_total counter"
-    );
-    let dropped: [(&str, Field); 5] = [
+    let url = |i: usize| urls.get(i).map_or("?", String::as_str);
+    let reasons: [(&str, Field); 5] = [
         ("unsigned", |e| &e.dropped_unsigned),
         ("ahead", |e| &e.dropped_ahead),
         ("stale", |e| &e.dropped_stale),
         ("faulted", |e| &e.dropped_faulted),
         ("slot_full", |e| &e.dropped_slot_full),
     ];
-    for (i, e) in stats.endpoints.iter().enumerate() {
-        let url = label(urls.get(i).map_or("?", String::as_str));
-        for (reason, field) in dropped {
-            let _ = writeln!(s, "aldb_relayer_endpoint_dropped_total{{endpoint=\"{url}\",reason=\"{reason}\"}} {}", g(field(e)));
-        }
-    }
+    let endpoint_dropped: Vec<([(&str, &str); 2], f64)> = (stats.endpoints.iter().enumerate())
+        .flat_map(|(i, e)| reasons.map(|(reason, field)| ([("endpoint", url(i)), ("reason", reason)], g(field(e)) as f64)))
+        .collect();
+    f.counters(
+        "aldb_relayer_endpoint_dropped_total",
+        "Well-formed records from an endpoint dropped without being held, by reason.",
+        endpoint_dropped.iter().map(|(l, v)| (&l[..], *v)),
+    );
     let per: [(&str, &str, Field); 9] = [
         ("records", "Well-formed records received.", |e| &e.records),
         ("bad_messages", "Messages that are not a valid record notification.", |e| &e.bad_messages),
@@ -72,18 +76,11 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
         ("attestations_trimmed", "Attestations past the per-identity limit of one record, dropped.", |e| &e.attestations_trimmed),
     ];
     for (name, help, field) in per {
-        let _ = writeln!(s, "# HELP aldb_relayer_endpoint_{name}_total {help}\n# TYPE aldb_relayer_endpoint_{name}_total counter");
-        for (i, e) in stats.endpoints.iter().enumerate() {
-            let url = label(urls.get(i).map_or("?", String::as_str));
-            let _ = writeln!(s, "aldb_relayer_endpoint_{name}_total{{endpoint=\"{url}\"}} {}", g(field(e)));
-        }
+        let samples: Vec<([(&str, &str); 1], f64)> =
+            (stats.endpoints.iter().enumerate()).map(|(i, e)| ([("endpoint", url(i))], g(field(e)) as f64)).collect();
+        f.counters(&format!("aldb_relayer_endpoint_{name}_total"), help, samples.iter().map(|(l, v)| (&l[..], *v)));
     }
-    s
-}
-
-/// A label value, escaped.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    f.encode()
 }
 
 /// Serves `/metrics` on `listener` until `shutdown`.
@@ -153,5 +150,46 @@ mod tests {
         assert!(text.contains("aldb_relayer_dropped_total{reason=\"identity_quota\"} 6\n"));
         assert!(text.contains("aldb_relayer_candidates 7\n"));
         assert_eq!(text.matches("# TYPE").count(), 19);
+    }
+
+    /// Every family the relayer exported before its exposition moved onto the `prometheus` crate,
+    /// with its type and help text as they were: dashboards and alerts key on them.
+    const FAMILIES: [(&str, &str, &str); 19] = [
+        ("aldb_relayer_accepted_total", "counter", "Records accepted."),
+        ("aldb_relayer_last_accepted_slot", "gauge", "Slot of the last accepted record."),
+        ("aldb_relayer_conflicts_total", "counter", "Conflicting records each signed by a quorum (safety faults)."),
+        ("aldb_relayer_equivocations_total", "counter", "Identities seen signing two records for one slot."),
+        ("aldb_relayer_candidates", "gauge", "Different records held, waiting for signatures or their parent."),
+        ("aldb_relayer_pending_slots", "gauge", "Slots held above the last accepted one."),
+        ("aldb_relayer_rewinds_total", "counter", "Followers told to resubscribe lower after held records were dropped."),
+        ("aldb_relayer_log_lines_suppressed_total", "counter", "Log lines left out by the rate limit."),
+        ("aldb_relayer_dropped_total", "counter", "Held records or signatures dropped later, by reason."),
+        ("aldb_relayer_endpoint_dropped_total", "counter", "Well-formed records from an endpoint dropped without being held, by reason."),
+        ("aldb_relayer_endpoint_records_total", "counter", "Well-formed records received."),
+        ("aldb_relayer_endpoint_bad_messages_total", "counter", "Messages that are not a valid record notification."),
+        ("aldb_relayer_endpoint_bad_signatures_total", "counter", "Attestations by configured identities that do not verify."),
+        ("aldb_relayer_endpoint_outsiders_total", "counter", "Attestations by identities outside the configured set."),
+        ("aldb_relayer_endpoint_other_cluster_total", "counter", "Records of another genesis hash."),
+        ("aldb_relayer_endpoint_low_commitment_total", "counter", "Records below the configured commitment."),
+        ("aldb_relayer_endpoint_unchained_total", "counter", "Quorum-signed records that do not extend the chain."),
+        ("aldb_relayer_endpoint_disconnects_total", "counter", "Connections lost or refused."),
+        ("aldb_relayer_endpoint_attestations_trimmed_total", "counter", "Attestations past the per-identity limit of one record, dropped."),
+    ];
+
+    #[test]
+    fn every_family_of_before_is_still_exported_unchanged() {
+        let stats = Stats::new(1);
+        let text = render(&stats, &["ws://a/ws".into()]);
+        for (name, kind, help) in FAMILIES {
+            assert!(text.contains(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n")), "{name} lost or changed");
+            assert!(text.lines().any(|l| l.starts_with(name) && l.ends_with(" 0")), "{name} has no sample");
+        }
+        for reason in ["displaced", "identity_quota", "window"] {
+            assert!(text.contains(&format!("aldb_relayer_dropped_total{{reason=\"{reason}\"}} 0\n")), "{reason}");
+        }
+        for reason in ["unsigned", "ahead", "stale", "faulted", "slot_full"] {
+            let line = format!("aldb_relayer_endpoint_dropped_total{{endpoint=\"ws://a/ws\",reason=\"{reason}\"}} 0\n");
+            assert!(text.contains(&line), "{line}");
+        }
     }
 }
