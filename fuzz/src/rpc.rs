@@ -88,7 +88,7 @@ impl Subscriptions for Subs {
         self.roots.len() < before
     }
 
-    fn record_subscribe(&mut self, _from_slot: Option<u64>) -> Result<u64, RpcError> {
+    fn record_subscribe(&mut self, _from_slot: Option<u64>, _commitment: Option<Commitment>) -> Result<u64, RpcError> {
         if self.records.len() >= 4 {
             return Err(RpcError::new(-32005, "too many subscriptions"));
         }

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use aldb_snapshot::{Hyades, QueryError};
 use aldb_verify::json::{hash_from_base58, JsonError};
+use aldb_verify::Commitment;
 use serde_json::{json, Map, Value};
 
 use crate::encode;
@@ -163,11 +164,11 @@ pub enum Method {
     RootSubscribe,
     /// `rootUnsubscribe([id])` (WebSocket only).
     RootUnsubscribe,
-    /// `getRootRecord([slot?])`.
+    /// `getRootRecord([slot?, {"commitment"?}])`.
     GetRootRecord,
-    /// `getRootRecords([startSlot, endSlot])`.
+    /// `getRootRecords([startSlot, endSlot, {"commitment"?}])`.
     GetRootRecords,
-    /// `recordSubscribe([{"fromSlot"?}])` (WebSocket only).
+    /// `recordSubscribe([{"fromSlot"?, "commitment"?}])` (WebSocket only).
     RecordSubscribe,
     /// `recordUnsubscribe([id])` (WebSocket only).
     RecordUnsubscribe,
@@ -226,9 +227,9 @@ pub trait Subscriptions {
     /// Ends a subscription; false if this connection holds no subscription with that id.
     fn unsubscribe(&mut self, id: u64) -> bool;
     /// Starts a record subscription from `from_slot` (only records logged from now on when
-    /// `None`); returns its id.
-    fn record_subscribe(&mut self, from_slot: Option<u64>) -> Result<u64, RpcError> {
-        let _ = from_slot;
+    /// `None`), of one commitment level or both (`None`); returns its id.
+    fn record_subscribe(&mut self, from_slot: Option<u64>, commitment: Option<Commitment>) -> Result<u64, RpcError> {
+        let _ = (from_slot, commitment);
         Err(RpcError::new(codes::METHOD_NOT_FOUND, "Method not found: recordSubscribe is not available here"))
     }
     /// Ends a record subscription; false if this connection holds none with that id.
@@ -540,11 +541,17 @@ impl Rpc {
                 .to_string())
             }
             Method::GetRootRecord => {
-                at_most(params, 1)?;
-                let (newest, entry) = match opt_slot(params.first(), "slot")? {
-                    Some(slot) => self.records.get(slot).map_err(RecordQueryError::to_rpc)?,
+                at_most(params, 2)?;
+                // `[config]` alone asks for the newest record, as Solana's methods take a config.
+                let (slot, config) = match params.first() {
+                    Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
+                    first => (opt_slot(first, "slot")?, params.get(1)),
+                };
+                let level = config_commitment(config)?;
+                let (newest, entry) = match slot {
+                    Some(slot) => self.records.get(slot, level).map_err(RecordQueryError::to_rpc)?,
                     None => {
-                        let e = self.records.latest().ok_or_else(|| RecordQueryError::NothingPublished.to_rpc())?;
+                        let e = self.records.latest(level).ok_or_else(|| RecordQueryError::NothingPublished.to_rpc())?;
                         (e.slot, e)
                     }
                 };
@@ -552,7 +559,8 @@ impl Rpc {
                 Ok(encode::envelope(newest, |o| o.push_str(&entry.json)))
             }
             Method::GetRootRecords => {
-                at_most(params, 2)?;
+                at_most(params, 3)?;
+                let level = config_commitment(params.get(2))?;
                 let start = slot_param(params.first(), "startSlot")?;
                 let end = slot_param(params.get(1), "endSlot")?;
                 if start > end {
@@ -569,7 +577,7 @@ impl Rpc {
                         json!({"max": self.limits.max_record_range, "got": end - start}),
                     ));
                 }
-                let (newest, entries) = self.records.slots(start, end).map_err(RecordQueryError::to_rpc)?;
+                let (newest, entries) = self.records.slots(start, end, level).map_err(RecordQueryError::to_rpc)?;
                 // The documents are already serialised: their lengths are the answer's size.
                 let size = entries.iter().fold(64usize, |n, e| n.saturating_add(e.json.len() + 1));
                 if size > budget {
@@ -596,20 +604,20 @@ impl Rpc {
                 };
                 at_most(params, 1)?;
                 if method == Method::RecordSubscribe {
-                    let from_slot = match params.first() {
-                        None | Some(Value::Null) => None,
+                    let (from_slot, level) = match params.first() {
+                        None | Some(Value::Null) => (None, None),
                         Some(Value::Object(o)) => {
-                            if let Some(k) = o.keys().find(|k| k.as_str() != "fromSlot") {
+                            if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "fromSlot" | "commitment")) {
                                 return Err(RpcError::invalid_params(format!(
-                                    "unknown config field `{}` (only `fromSlot` is accepted)",
+                                    "unknown config field `{}` (only `fromSlot` and `commitment` are accepted)",
                                     truncate(k, 64)
                                 )));
                             }
-                            opt_slot(o.get("fromSlot"), "fromSlot")?
+                            (opt_slot(o.get("fromSlot"), "fromSlot")?, commitment_field(o.get("commitment"))?)
                         }
                         Some(_) => return Err(RpcError::invalid_params("config must be an object such as {\"fromSlot\": 123}")),
                     };
-                    return subs.record_subscribe(from_slot).map(|id| id.to_string());
+                    return subs.record_subscribe(from_slot, level).map(|id| id.to_string());
                 }
                 let id = match params.first() {
                     Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
@@ -721,6 +729,35 @@ fn opt_slot(v: Option<&Value>, name: &str) -> Result<Option<u64>, RpcError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(v) => slot_param(Some(v), name).map(Some),
+    }
+}
+
+/// The level of an optional `{"commitment": "confirmed" | "finalized"}` configuration object of
+/// the record methods; `None` when absent.
+fn config_commitment(v: Option<&Value>) -> Result<Option<Commitment>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => {
+            if let Some(k) = o.keys().find(|k| k.as_str() != "commitment") {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown config field `{}` (only `commitment` is accepted)",
+                    truncate(k, 64)
+                )));
+            }
+            commitment_field(o.get("commitment"))
+        }
+        Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"commitment\": \"finalized\"}")),
+    }
+}
+
+/// A record level by name. `processed` has no records: only what a validator committed is
+/// recorded.
+fn commitment_field(v: Option<&Value>) -> Result<Option<Commitment>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s == "confirmed" => Ok(Some(Commitment::Confirmed)),
+        Some(Value::String(s)) if s == "finalized" => Ok(Some(Commitment::Finalized)),
+        Some(_) => Err(RpcError::invalid_params("commitment must be \"confirmed\" or \"finalized\"")),
     }
 }
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use aldb_snapshot::records::RecordLogReader;
 use aldb_snapshot::Hyades;
+use aldb_verify::Commitment;
 use axum::body::Body;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
@@ -526,6 +527,8 @@ struct RecordSub {
     live_start: u64,
     /// Records below this slot are skipped.
     from_slot: Option<u64>,
+    /// Records of the other level are skipped.
+    commitment: Option<Commitment>,
 }
 
 /// One WebSocket connection's subscriptions.
@@ -585,7 +588,7 @@ impl ConnSubs {
                 At::Gone => return Err(()),
             };
             sub.next += 1;
-            if sub.from_slot.is_some_and(|f| entry.slot < f) {
+            if sub.from_slot.is_some_and(|f| entry.slot < f) || sub.commitment.is_some_and(|c| c != entry.commitment) {
                 continue;
             }
             let p = match permit.take() {
@@ -635,16 +638,16 @@ impl Subscriptions for ConnSubs {
         true
     }
 
-    fn record_subscribe(&mut self, from_slot: Option<u64>) -> Result<u64, RpcError> {
+    fn record_subscribe(&mut self, from_slot: Option<u64>, commitment: Option<Commitment>) -> Result<u64, RpcError> {
         self.check_room()?;
         let records = self.shared.rpc.records();
         // Receiver first: the head it shows is at least the cursor's live start, and every
         // later append wakes it.
         let rx = self.record_head_rx.get_or_insert_with(|| records.watch());
-        let cursor = records.cursor(from_slot).map_err(|e| e.to_rpc())?;
+        let cursor = records.cursor(from_slot, commitment).map_err(|e| e.to_rpc())?;
         self.record_head = self.record_head.max(*rx.borrow_and_update());
         let id = self.shared.next_subscription.fetch_add(1, Ordering::Relaxed);
-        self.records.insert(id, RecordSub { next: cursor.next, live_start: cursor.live_start, from_slot });
+        self.records.insert(id, RecordSub { next: cursor.next, live_start: cursor.live_start, from_slot, commitment });
         self.shared.metrics.record_subscribers.inc();
         Ok(id)
     }

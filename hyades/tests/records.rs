@@ -373,3 +373,66 @@ fn records_after_a_damaged_entry_are_served_and_its_slot_answers_record_corrupt(
     assert!(s.metrics().contains("hyades_record_log_damaged_spans_total 1"));
     s.err("getRootRecord", json!([5]), codes::RECORD_CORRUPT);
 }
+
+#[test]
+fn two_levels_per_slot_are_served_by_commitment() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |slot: u64, parent: Option<u64>, commitment| RecordInput { commitment, ..input(slot, parent) };
+    let (c, f) = (Commitment::Confirmed, Commitment::Finalized);
+    let mut p = producer(dir.path());
+    // How a producer committing at `confirmed` logs: each slot's finalized record once rooted.
+    for (slot, parent, level) in [(1, None, c), (2, Some(1), c), (1, None, f), (3, Some(2), c), (2, Some(1), f)] {
+        p.produce(at(slot, parent, level)).unwrap().unwrap();
+    }
+    let s = Server::start_with(dir.path(), |cfg| cfg.record_poll_interval = Duration::from_millis(5));
+    wait_for(&s, 3);
+    let level_of = |v: &Value| (v["slot"].as_u64().unwrap(), v["commitment"].as_str().unwrap().to_string());
+    let get = |params: Value| level_of(&s.ok("getRootRecord", params)["value"]);
+    assert_eq!(get(json!([2, {"commitment": "confirmed"}])), (2, "confirmed".into()));
+    assert_eq!(get(json!([2, {"commitment": "finalized"}])), (2, "finalized".into()));
+    assert_eq!(get(json!([2])), (2, "finalized".into()), "without a level: the strongest held");
+    assert_eq!(get(json!([3])), (3, "confirmed".into()));
+    assert_eq!(get(json!([{"commitment": "finalized"}])), (2, "finalized".into()), "the newest finalized");
+    assert_eq!(get(json!([null, {"commitment": "confirmed"}])), (3, "confirmed".into()));
+    assert_eq!(get(json!([])), (3, "confirmed".into()));
+    let e = s.err("getRootRecord", json!([3, {"commitment": "finalized"}]), codes::SLOT_NOT_COMMITTED);
+    assert_eq!(e["data"], json!({"slot": 3, "oldestSlot": 1, "newestSlot": 2}));
+    s.err("getRootRecord", json!([3, {"commitment": "processed"}]), codes::INVALID_PARAMS);
+    s.err("getRootRecord", json!([3, {"level": "finalized"}]), codes::INVALID_PARAMS);
+    // Both levels are signed, and each finalized record chains to the finalized parent.
+    let fin = s.ok("getRootRecords", json!([0, 10, {"commitment": "finalized"}]));
+    let docs: Vec<_> = fin["value"].as_array().unwrap().iter().map(|v| attested_record_from_json_value(v).unwrap()).collect();
+    assert_eq!(docs.iter().map(|d| d.record.slot).collect::<Vec<_>>(), [1, 2]);
+    assert!(docs[1].record.extends(&docs[0].record, &docs[0].record_hash));
+    assert_eq!(fin["context"]["slot"], 2);
+    let all = s.ok("getRootRecords", json!([0, 10]));
+    let levels: Vec<_> = all["value"].as_array().unwrap().iter().map(level_of).collect();
+    assert_eq!(levels, [(1, "confirmed".into()), (1, "finalized".into()), (2, "confirmed".into()), (2, "finalized".into()), (3, "confirmed".into())]);
+
+    s.rt.block_on(async {
+        let (mut a, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
+        let e = request(&mut a, 1, "recordSubscribe", json!([{"fromSlot": 1, "commitment": "processed"}])).await;
+        assert_eq!(e["error"]["code"], codes::INVALID_PARAMS, "{e}");
+        let sub = request(&mut a, 2, "recordSubscribe", json!([{"fromSlot": 2, "commitment": "finalized"}])).await["result"].as_u64().unwrap();
+        let (mut b, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
+        let sub_b = request(&mut b, 1, "recordSubscribe", json!([{"fromSlot": 2}])).await["result"].as_u64().unwrap();
+        // Live: 3 is rooted, 4 confirmed.
+        p.produce(at(3, Some(2), f)).unwrap().unwrap();
+        p.produce(at(4, Some(3), c)).unwrap().unwrap();
+        p.produce(at(4, Some(3), f)).unwrap().unwrap();
+        assert_eq!(collect(&mut a, sub, 4).await, [2, 3, 4], "finalized only, from slot 2");
+        // Both levels in log order, below-fromSlot records skipped: C2 C3 F2 F3 C4 F4.
+        let mut both = Vec::new();
+        while both.len() < 6 {
+            let n = next_json(&mut b, WAIT).await.expect("a notification");
+            assert_eq!(n["params"]["subscription"], sub_b, "{n}");
+            both.push(level_of(&n["params"]["result"]));
+        }
+        let want: Vec<(u64, String)> =
+            [(2, "confirmed"), (3, "confirmed"), (2, "finalized"), (3, "finalized"), (4, "confirmed"), (4, "finalized")]
+                .iter()
+                .map(|(s, l)| (*s, l.to_string()))
+                .collect();
+        assert_eq!(both, want);
+    });
+}
