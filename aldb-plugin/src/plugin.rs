@@ -28,7 +28,7 @@ use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, S
 use crate::config::Config;
 use crate::metrics::{Callback, MetricsServer, PluginCounters, Sources};
 use crate::panic_message;
-use crate::records::Records;
+use crate::records::{Records, RootedSlots};
 use crate::worker::Worker;
 
 /// The aldb geyser plugin: commits a provable state root for every slot of the chosen chain and
@@ -50,6 +50,8 @@ struct Runtime {
     adapter: Arc<Adapter<KeepAccounts>>,
     worker: Worker,
     metrics: Option<MetricsServer>,
+    /// Where `Rooted` statuses go for the `finalized` records, when slots commit at `confirmed`.
+    rooted: Option<Arc<RootedSlots>>,
 }
 
 impl std::fmt::Debug for AldbPlugin {
@@ -154,6 +156,7 @@ impl AldbPlugin {
             }
         };
         let records = Records::from_config(config)?;
+        let rooted = records.as_ref().and_then(Records::rooted_slots);
         let worker = Worker::spawn(adapter.clone(), writer, records, self.counters.clone())
             .map_err(|e| format!("cannot start the commit worker: {e}"))?;
         if is_reload {
@@ -162,7 +165,7 @@ impl AldbPlugin {
             // restarts (the pending bound keeps memory in check meanwhile).
             log::warn!("aldb-plugin reloaded while the validator runs: no roots until the validator restarts");
         }
-        Ok(Runtime { config: config.clone(), adapter, worker, metrics })
+        Ok(Runtime { config: config.clone(), adapter, worker, metrics, rooted })
     }
 }
 
@@ -330,6 +333,9 @@ impl GeyserPlugin for AldbPlugin {
             if matches!(status, SlotStatus::Processed) {
                 self.counters.commit_lag.processed(slot);
             }
+            if let (SlotStatus::Rooted, Some(rooted)) = (status, self.runtime.as_ref().and_then(|r| r.rooted.as_ref())) {
+                rooted.push(slot);
+            }
             if let Err(ig) = adapter.update_slot_status(SlotEvent::new(slot, parent, slot_status(status))) {
                 note_ignored(ig);
             }
@@ -441,7 +447,7 @@ mod tests {
     }
 
     #[test]
-    fn each_committed_slot_gets_a_signed_chained_record_with_its_block() {
+    fn each_committed_slot_gets_a_signed_chained_record_with_its_block_and_a_finalized_one_once_rooted() {
         use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaBlockInfo, ReplicaBlockInfoV2};
         use aldb_snapshot::records::{RecordLogReader, Signer};
 
@@ -506,11 +512,25 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let without = p.stats().unwrap().slots_without_block;
+        // Slot 2 rooted: it and its ancestors get their finalized records, 3 waits.
+        p.update_slot_status(2, Some(1), &SlotStatus::Rooted).unwrap();
+        let mut reader = RecordLogReader::new(&dir.path().join("snap"));
+        let mut all = Vec::new();
+        while all.len() < 7 {
+            assert!(std::time::Instant::now() < deadline, "finalized records not logged: {}", all.len());
+            all.extend(reader.refresh().unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         p.on_unload();
         assert_eq!(without, 1);
-
-        let mut reader = RecordLogReader::new(&dir.path().join("snap"));
-        let logged = reader.refresh().unwrap();
+        all.extend(reader.refresh().unwrap());
+        let (logged, finalized): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|r| r.record.commitment == aldb_verify::Commitment::Confirmed);
+        assert_eq!(finalized.iter().map(|r| r.record.slot).collect::<Vec<_>>(), [0, 1, 2]);
+        for w in finalized.windows(2) {
+            assert!(w[1].record.extends(&w[0].record, &w[0].record_hash), "finalized slot {}", w[1].record.slot);
+            w[1].attestations[0].verify(&w[1].record_hash).unwrap();
+        }
         assert_eq!(logged.iter().map(|r| r.record.slot).collect::<Vec<_>>(), [0, 1, 2, 3]);
         for (i, r) in logged.iter().enumerate() {
             let rec = &r.record;

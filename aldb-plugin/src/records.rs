@@ -1,6 +1,14 @@
-//! Root records (`docs/SPEC.md` §9): one per committed slot, made on the commit worker right after
-//! the engine commits the slot, signed when a keypair is configured, and appended to the record
-//! log under the snapshot directory, which Hyades serves.
+//! Root records (`docs/SPEC.md` §9): made on the commit worker right after the engine commits a
+//! slot, signed when a keypair is configured, and appended to the record log under the snapshot
+//! directory, which Hyades serves.
+//!
+//! With `commitment: "confirmed"` (the default) a slot gets two records: a `confirmed` one when
+//! it commits, and a `finalized` one once the validator reports it, or a descendant of it on the
+//! committed chain, `Rooted`. The committed slots wait in a bounded queue for that; `Rooted`
+//! statuses reach the worker through [`RootedSlots`], since the adapter has forgotten a slot by
+//! the time it is rooted. The committed chain is one chain (each commit's parent is the previous
+//! commit), so a rooted committed slot finalizes every committed slot before it. With
+//! `commitment: "finalized"` slots commit only once rooted and get the `finalized` record only.
 //!
 //! Nothing here can stop the validator or the roots. A record that cannot be made or logged is
 //! logged, counted and skipped. Because a failed append may leave a torn entry at the end of the
@@ -11,8 +19,10 @@
 //! record is missing breaks the chain there: its child's record is not `CHAINED` (relayers start
 //! a new chain segment, §9.4), and the records after that chain again.
 
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_verify::Commitment;
@@ -26,8 +36,36 @@ pub(crate) const RETRY_COMMITS: u64 = 64;
 /// Commits between two attempts to delete old record log segments (each holds 65,536 records,
 /// so nothing is gained by trying more often).
 const PRUNE_EVERY: u64 = 4096;
+/// Committed slots waiting to be rooted: about 27 minutes of slots. A slot pushed out of the
+/// queue never gets its `finalized` record (rooting lags confirmation by some 32 slots, so
+/// only a validator that stopped rooting gets there).
+pub(crate) const MAX_AWAITING_ROOT: usize = 4096;
+/// Rooted slots held until their commit comes (the worker can lag the callbacks, and replayed
+/// slots are rooted before they commit).
+const MAX_ROOTED: usize = 16_384;
 
-/// Makes one root record per committed slot.
+/// `Rooted` statuses on their way from the validator's callbacks to the commit worker.
+#[derive(Debug, Default)]
+pub(crate) struct RootedSlots {
+    slots: Mutex<Vec<u64>>,
+}
+
+impl RootedSlots {
+    /// Notes a rooted slot (called from `update_slot_status`: one short lock).
+    pub(crate) fn push(&self, slot: u64) {
+        let mut s = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        // Drained every worker round; the bound matters only if the worker stopped.
+        if s.len() < MAX_ROOTED {
+            s.push(slot);
+        }
+    }
+
+    fn take(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.slots.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Makes the root records of committed slots.
 pub(crate) struct Records {
     snapshot_dir: PathBuf,
     genesis_hash: [u8; 32],
@@ -42,6 +80,13 @@ pub(crate) struct Records {
     keep_slots: u64,
     /// Commits until the next pruning attempt.
     prune_in: u64,
+    /// `Rooted` statuses from the callbacks; `None` when slots commit at `finalized`.
+    rooted_in: Option<Arc<RootedSlots>>,
+    /// Committed slots (their record inputs, at `finalized`) not yet known to be rooted, in
+    /// commit order.
+    awaiting_root: VecDeque<RecordInput>,
+    /// Rooted slots not committed yet (or never to be: off the committed chain or below it).
+    rooted: BTreeSet<u64>,
 }
 
 impl Records {
@@ -69,6 +114,9 @@ impl Records {
             prune_in: PRUNE_EVERY,
             retry_in: 0,
             failing: 0,
+            rooted_in: (commitment == Commitment::Confirmed).then(Arc::default),
+            awaiting_root: VecDeque::new(),
+            rooted: BTreeSet::new(),
         };
         let signer = r.signer()?;
         let identity = signer.as_ref().map(Signer::identity);
@@ -102,6 +150,12 @@ impl Records {
                 Signer::from_keypair_file(path).map(Some).map_err(|e| format!("cannot read the signing key: {e}"))
             }
         }
+    }
+
+    /// Where `Rooted` statuses go, when slots commit at `confirmed` and so get a `finalized`
+    /// record later.
+    pub(crate) fn rooted_slots(&self) -> Option<Arc<RootedSlots>> {
+        self.rooted_in.clone()
     }
 
     /// Whether records are being produced right now.
@@ -141,24 +195,6 @@ impl Records {
     /// Produces, signs and logs the commit's record; errors are logged and counted, never
     /// returned.
     pub(crate) fn record<Rec>(&mut self, c: &Committed<Rec>, counters: &PluginCounters) {
-        self.record_inner(c, counters);
-        counters.records_enabled.store(self.enabled(), Ordering::Relaxed);
-    }
-
-    fn record_inner<Rec>(&mut self, c: &Committed<Rec>, counters: &PluginCounters) {
-        if self.producer.is_none() {
-            if self.retry_in > 1 {
-                self.retry_in -= 1;
-                self.failed(c.slot, "records paused", "the record log is not open", counters);
-                return;
-            }
-            if let Err(e) = self.reopen() {
-                self.failed(c.slot, "cannot open the record log", &e, counters);
-                return;
-            }
-            log::info!("aldb-plugin: record log reopened at slot {}", c.slot);
-        }
-        let Some(producer) = self.producer.as_mut() else { return };
         let input = RecordInput {
             slot: c.slot,
             parent: c.parent,
@@ -167,13 +203,86 @@ impl Records {
             block: c.block,
             parent_bank_hash: c.parent_bank_hash,
         };
+        self.produce(input, counters);
+        if self.rooted_in.is_some() {
+            // Also when the confirmed record was logged before a restart: its finalized one
+            // may not have been.
+            if self.awaiting_root.len() >= MAX_AWAITING_ROOT
+                && let Some(old) = self.awaiting_root.pop_front()
+            {
+                log::warn!("aldb-plugin: slot {} was not rooted within {MAX_AWAITING_ROOT} commits; no finalized record for it", old.slot);
+            }
+            self.awaiting_root.push_back(RecordInput { commitment: Commitment::Finalized, ..input });
+            self.finalize(counters);
+        }
+        counters.records_enabled.store(self.enabled(), Ordering::Relaxed);
+    }
+
+    /// Takes the `Rooted` statuses that came since the last call and logs the `finalized`
+    /// records of the committed slots they root. Called every worker round.
+    pub(crate) fn tick(&mut self, counters: &PluginCounters) {
+        if self.rooted_in.is_some() {
+            self.finalize(counters);
+            counters.records_enabled.store(self.enabled(), Ordering::Relaxed);
+        }
+    }
+
+    fn finalize(&mut self, counters: &PluginCounters) {
+        if let Some(rooted_in) = &self.rooted_in {
+            self.rooted.extend(rooted_in.take());
+        }
+        // The newest committed slot waiting that is rooted: it and every slot committed before
+        // it (its ancestors) are final.
+        let Some(upto) = self.awaiting_root.iter().rev().map(|i| i.slot).find(|s| self.rooted.contains(s)) else {
+            self.trim_rooted();
+            return;
+        };
+        while self.awaiting_root.front().is_some_and(|i| i.slot <= upto) {
+            if self.producer.is_none() && self.retry_in > 0 {
+                // Paused: they wait for the log (the queue's bound still holds).
+                break;
+            }
+            let Some(input) = self.awaiting_root.pop_front() else { break };
+            self.produce(input, counters);
+        }
+        self.trim_rooted();
+    }
+
+    /// Drops rooted slots that can no longer be matched: at or below the newest commit and not
+    /// waiting (commits come in slot order), and the oldest past [`MAX_ROOTED`].
+    fn trim_rooted(&mut self) {
+        if let Some(newest) = self.awaiting_root.back().map(|i| i.slot) {
+            let waiting = &self.awaiting_root;
+            self.rooted.retain(|s| *s > newest || waiting.binary_search_by_key(s, |i| i.slot).is_ok());
+        }
+        while self.rooted.len() > MAX_ROOTED {
+            self.rooted.pop_first();
+        }
+    }
+
+    /// Produces, signs and logs one record; errors are logged and counted, never returned.
+    fn produce(&mut self, input: RecordInput, counters: &PluginCounters) {
+        let slot = input.slot;
+        if self.producer.is_none() {
+            if self.retry_in > 1 {
+                self.retry_in -= 1;
+                self.failed(slot, "records paused", "the record log is not open", counters);
+                return;
+            }
+            if let Err(e) = self.reopen() {
+                self.failed(slot, "cannot open the record log", &e, counters);
+                return;
+            }
+            log::info!("aldb-plugin: record log reopened at slot {slot}");
+        }
+        let Some(producer) = self.producer.as_mut() else { return };
         match producer.produce(input) {
             Ok(Some(logged)) => {
                 counters.records_produced.fetch_add(1, Ordering::Relaxed);
                 self.prune_in = self.prune_in.saturating_sub(1);
                 if self.prune_in == 0 {
                     self.prune_in = PRUNE_EVERY;
-                    match producer.prune_before(c.slot.saturating_sub(self.keep_slots)) {
+                    match producer.prune_before(slot.saturating_sub(self.keep_slots)) {
                         Ok(0) => {}
                         Ok(n) => log::info!("aldb-plugin: deleted {n} old record log segment(s)"),
                         // Old records only cost disk: log and go on.
@@ -184,7 +293,7 @@ impl Records {
                     counters.records_signed.fetch_add(1, Ordering::Relaxed);
                 }
                 if self.failing > 0 {
-                    log::info!("aldb-plugin: root records resumed at slot {} after {} failures", c.slot, self.failing);
+                    log::info!("aldb-plugin: root records resumed at slot {slot} after {} failures", self.failing);
                     self.failing = 0;
                 }
             }
@@ -192,7 +301,7 @@ impl Records {
                 counters.records_skipped.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                self.failed(c.slot, "record log", &e.to_string(), counters);
+                self.failed(slot, "record log", &e.to_string(), counters);
                 // The append may have left a torn entry: start over from what the log holds.
                 if let Err(e) = self.reopen() {
                     log::error!(
@@ -275,5 +384,70 @@ mod tests {
         assert!(!counters.records_enabled.load(Ordering::Relaxed));
         assert_eq!(counters.record_errors.load(Ordering::Relaxed), RETRY_COMMITS + 1);
         assert_eq!(counters.records_produced.load(Ordering::Relaxed), 1);
+    }
+
+    fn levels(dir: &Path) -> Vec<(u64, Commitment)> {
+        let logged = RecordLogReader::new(&dir.join("snap")).refresh().unwrap();
+        logged.iter().map(|l| (l.record.slot, l.record.commitment)).collect()
+    }
+
+    #[test]
+    fn rooted_slots_get_a_finalized_record_chained_to_the_finalized_parent() {
+        use Commitment::{Confirmed, Finalized};
+        let dir = tempfile::tempdir().unwrap();
+        let counters = PluginCounters::default();
+        let mut r = Records::from_config(&config(dir.path(), [1; 32])).unwrap().unwrap();
+        let rooted = r.rooted_slots().expect("confirmed commits get finalized records");
+        for s in 0..4 {
+            r.record(&commit(s, s.checked_sub(1)), &counters);
+        }
+        // Rooted before its commit (a worker behind the callbacks): held until slot 5 commits.
+        rooted.push(5);
+        // Slot 2 rooted: it and its committed ancestors are final; 3 waits.
+        rooted.push(2);
+        rooted.push(1); // repeated by a later status: nothing new
+        r.tick(&counters);
+        r.tick(&counters);
+        assert_eq!(levels(dir.path()), [(0, Confirmed), (1, Confirmed), (2, Confirmed), (3, Confirmed), (0, Finalized), (1, Finalized), (2, Finalized)]);
+        // Slot 4 is skipped by the cluster: 5's parent is 3. Committing 5 finalizes 3 and 5.
+        r.record(&commit(5, Some(3)), &counters);
+        let all = levels(dir.path());
+        assert_eq!(&all[7..], [(5, Confirmed), (3, Finalized), (5, Finalized)]);
+        assert_eq!(counters.records_produced.load(Ordering::Relaxed), 10);
+        let logged = RecordLogReader::new(&dir.path().join("snap")).refresh().unwrap();
+        let fin: Vec<_> = logged.iter().filter(|l| l.record.commitment == Finalized).collect();
+        for w in fin.windows(2) {
+            assert!(w[1].record.extends(&w[0].record, &w[0].record_hash), "slot {}", w[1].record.slot);
+        }
+        drop(r);
+
+        // Restarted: the validator commits slots 3 to 6 again (replay) and roots them. Nothing
+        // is signed twice at either level; 6 gets both records, chained to 5's.
+        let mut r = Records::from_config(&config(dir.path(), [1; 32])).unwrap().unwrap();
+        let rooted = r.rooted_slots().unwrap();
+        for (s, p) in [(3, 2), (5, 3), (6, 5)] {
+            r.record(&commit(s, Some(p)), &counters);
+            rooted.push(s);
+            r.tick(&counters);
+        }
+        assert_eq!(&levels(dir.path())[10..], [(6, Confirmed), (6, Finalized)]);
+        assert_eq!(counters.records_skipped.load(Ordering::Relaxed), 4);
+        let logged = RecordLogReader::new(&dir.path().join("snap")).refresh().unwrap();
+        assert!(logged[11].record.extends(&logged[9].record, &logged[9].record_hash));
+    }
+
+    #[test]
+    fn at_finalized_commitment_there_is_one_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "{{libpath: 'x.so', snapshot_dir: 'snap', commitment: 'finalized', genesis_hash: '{}'}}",
+            aldb_verify::hash_to_base58(&[1; 32])
+        );
+        let mut r = Records::from_config(&Config::parse(&text, dir.path()).unwrap()).unwrap().unwrap();
+        assert!(r.rooted_slots().is_none());
+        let counters = PluginCounters::default();
+        r.record(&commit(0, None), &counters);
+        r.tick(&counters);
+        assert_eq!(levels(dir.path()), [(0, Commitment::Finalized)]);
     }
 }

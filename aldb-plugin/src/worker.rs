@@ -101,6 +101,10 @@ fn run(
                     sink.keep_spare(accounts);
                 }
             }
+            // Slots rooted since the last round get their finalized records.
+            if let Some(r) = records.as_mut() {
+                r.tick(counters);
+            }
         }));
         if let Err(payload) = step {
             // The engine may be half-way through a commit: committing on from there could publish
