@@ -38,7 +38,6 @@ mod pleiades;
 mod prefetch;
 mod shard;
 mod slab;
-pub mod sorted;
 
 pub use account::{hash_accounts, AccountRef, Update};
 pub use aldb_verify::{spec::Hash, Claim, Proof, EMPTY_ROOT};

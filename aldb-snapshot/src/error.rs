@@ -1,6 +1,8 @@
-//! Errors of snapshot writing and reading.
+//! Errors of snapshot writing.
 
 use std::path::PathBuf;
+
+use aldb_format::ReadError;
 
 /// What can go wrong with snapshot files.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +32,7 @@ pub enum SnapshotError {
         /// The file's sequence number.
         seq: u32,
     },
-    /// A snapshot file would outgrow what references can address ([`crate::format::MAX_RECORD_OFFSET`]).
+    /// A snapshot file would outgrow what references can address ([`aldb_format::format::MAX_RECORD_OFFSET`]).
     /// Nothing is published; the writer stops rather than write references that wrap.
     #[error("snapshot file #{seq} would exceed {max} bytes, the most references can address")]
     FileTooLarge {
@@ -64,56 +66,16 @@ impl SnapshotError {
     }
 }
 
-/// Why a query could not be answered.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QueryError {
-    /// Nothing has been published yet.
-    #[error("no snapshot has been published yet")]
-    NothingPublished,
-    /// The slot is newer than the newest published snapshot.
-    #[error("slot {slot} is not committed yet (newest published slot is {newest})")]
-    NotYetCommitted {
-        /// The slot asked for.
-        slot: u64,
-        /// The newest published slot.
-        newest: u64,
-    },
-    /// The slot is older than what is kept.
-    #[error("slot {slot} has been pruned (oldest kept slot is {oldest})")]
-    Pruned {
-        /// The slot asked for.
-        slot: u64,
-        /// The oldest slot still served.
-        oldest: u64,
-    },
-    /// The slot lies in the kept range but has no snapshot (skipped, dead or not snapshotted).
-    #[error("slot {slot} has no snapshot (skipped, or not on the committed chain)")]
-    NoSnapshot {
-        /// The slot asked for.
-        slot: u64,
-    },
-    /// The slot was committed, but a file it needs is damaged (fails its checksum, its header
-    /// disagrees with its name, or it changed while mapped): an operator should act.
-    #[error("slot {slot} cannot be served: {reason}")]
-    Corrupt {
-        /// The slot asked for.
-        slot: u64,
-        /// Which file and what is wrong with it.
-        reason: String,
-    },
-    /// The slot was committed but never written: the snapshot writer was failing (a full disk,
-    /// an I/O error) and wrote the slots after `after` up to `until` as one file at `until`.
-    #[error("slot {slot} was not written: the snapshot writer failed after slot {after_text} and recovered at slot {until}", after_text = after.map_or("(start)".to_string(), |a| a.to_string()))]
-    NotWritten {
-        /// The slot asked for.
-        slot: u64,
-        /// The newest slot written before the failure.
-        after: Option<u64>,
-        /// The first slot written after it.
-        until: u64,
-    },
-    /// The files are unreadable or inconsistent.
-    #[error("snapshot storage error: {0}")]
-    Storage(String),
+/// The writer reads the files it references (to copy records forward and to resume); what goes
+/// wrong there is reported as the same kinds of error.
+impl From<ReadError> for SnapshotError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Io { op, path, source } => Self::Io { op, path, source },
+            ReadError::Corrupt { path, reason } => Self::Corrupt { path, reason },
+            ReadError::MissingFile { seq } => Self::MissingFile { seq },
+            // `ReadError` is non-exhaustive: a kind added later is still a failed read.
+            other => Self::Io { op: "read", path: PathBuf::new(), source: std::io::Error::other(other.to_string()) },
+        }
+    }
 }

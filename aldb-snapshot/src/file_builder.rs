@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::Xxh3;
 
+use aldb_format::format::{checksum, Header, Ref, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAX_RECORD_OFFSET};
+
 use crate::error::SnapshotError;
-use crate::format::{checksum, Header, Ref, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAX_RECORD_OFFSET};
 
 /// Alignment of direct writes: offsets, lengths and buffer addresses. 4 KiB covers every
 /// logical block size Linux filesystems use on common devices.
@@ -396,7 +397,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), SnapshotError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::MappedFile;
+    use aldb_format::store::MappedFile;
 
     /// A header for test files: the fields that matter to a file's layout, others arbitrary.
     pub(crate) fn header(seq: u32) -> Header {

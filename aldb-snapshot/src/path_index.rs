@@ -3,6 +3,7 @@
 
 use std::cmp::Reverse;
 
+use aldb_format::format::prefix_of;
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountEntry;
@@ -33,13 +34,6 @@ impl PathIndex {
     pub(crate) fn sorted(&self) -> &[PathEntry] {
         &self.sorted
     }
-}
-
-/// The first 8 bytes of a path as a big-endian integer (so integers order as paths do).
-pub(crate) fn prefix_of(path: &Hash) -> u64 {
-    let mut p = [0u8; 8];
-    p.copy_from_slice(&path[..8]);
-    u64::from_be_bytes(p)
 }
 
 /// Sorts by path in linear time: paths are uniformly random, so one counting pass on their top

@@ -20,18 +20,19 @@ use std::sync::Arc;
 use aldb_core::{prefetch, CaptureOptions, ChangeSet};
 use aldb_verify::spec::{Hash, EMPTY_ROOT};
 
+use aldb_format::format::{
+    file_name, node_arity, node_len, node_stored, parse_file_name, prefix_of, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP,
+    FLAG_FULL, MAX_ARITY,
+};
+use aldb_format::store::{Files, MappedFile};
+
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane};
-use crate::format::{
-    file_name, node_arity, node_len, node_stored, parse_file_name, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP, FLAG_FULL,
-    MAX_ARITY,
-};
-use crate::path_index::{prefix_of, PathEntry, PathIndex};
-use crate::store::{Files, MappedFile};
+use crate::path_index::{PathEntry, PathIndex};
 
 /// What the writer reads of a change set: the levels it stores (even levels, without the one
-/// just above the buckets: see [`crate::format::node_stored`]) and the buckets' leaf paths. A
+/// just above the buckets: see [`aldb_format::format::node_stored`]) and the buckets' leaf paths. A
 /// commit captured with these options records well under half the bytes of a full capture; any
 /// capture that includes them is accepted.
 pub const CAPTURE_OPTIONS: CaptureOptions =
@@ -672,7 +673,7 @@ impl Serializer {
         let a = self.files.account(r)?;
         // Copied straight out of the mapping: checked after the copy (`AccountView::intact`).
         let copied = fb.record(&[a.raw])?;
-        a.intact(copied)
+        Ok(a.intact(copied)?)
     }
 }
 

@@ -24,12 +24,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::{CaptureOptions, ChangeSet};
+use aldb_format::format::{parse_file_name, Header, FOOTER_LEN, HEADER_LEN, SET_ASIDE_SUFFIX};
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
-use crate::format::{parse_file_name, Header, FOOTER_LEN, HEADER_LEN, SET_ASIDE_SUFFIX};
 use crate::serializer::{Published, Serializer, SlotInput, CAPTURE_OPTIONS};
 
 /// Writer settings.
@@ -229,7 +229,7 @@ fn newest_published(dir: &Path) -> Result<Option<(u32, PathBuf)>, SnapshotError>
         .iter()
         .rev()
         .find(|(_, (_, oldest))| *oldest != u32::MAX)
-        .map(|(seq, (slot, _))| (*seq, dir.join(crate::format::file_name(*seq, *slot)))))
+        .map(|(seq, (slot, _))| (*seq, dir.join(aldb_format::format::file_name(*seq, *slot)))))
 }
 
 impl SnapshotWriter {
@@ -715,7 +715,7 @@ fn prune(dir: PathBuf, keep: u64, mut files: BTreeMap<u32, (u64, u32)>, rx: Rece
             continue;
         }
         for (seq, slot) in doomed {
-            let path = dir.join(crate::format::file_name(seq, slot));
+            let path = dir.join(aldb_format::format::file_name(seq, slot));
             match std::fs::remove_file(&path) {
                 Ok(()) => {
                     stats.pruned_files.fetch_add(1, Ordering::Relaxed);

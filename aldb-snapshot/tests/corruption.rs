@@ -3,8 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use aldb_core::{AccountRef, ChangeSet, Config, Pleiades};
-use aldb_snapshot::format::{file_checksum, FOOTER_LEN, HEADER_LEN};
-use aldb_snapshot::{AccountBatch, Hyades, QueryError, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_format::format::{file_checksum, FOOTER_LEN, HEADER_LEN};
+use aldb_format::{QueryError, SnapshotReader};
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -52,7 +53,7 @@ fn a_flipped_byte_is_caught_by_the_checksum() {
     let at = HEADER_LEN + (bytes.len() - HEADER_LEN - FOOTER_LEN) / 2;
     bytes[at] ^= 0x10;
     std::fs::write(victim, &bytes).unwrap();
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     // The damaged slot and every later slot that may reach into it are refused as corrupt (an
     // operator must act), not served and not passed off as skipped or pruned.
     assert!(matches!(h.slot(Some(3)), Err(QueryError::Corrupt { slot: 3, .. })), "{:?}", h.slot(Some(3)));
@@ -73,7 +74,7 @@ fn truncated_and_foreign_files_are_refused() {
     std::fs::write(&fs[2], &bytes[..bytes.len() / 2]).unwrap();
     std::fs::write(dir.path().join("0000000009-00000000000000000009.snap"), b"not a snapshot").unwrap();
     std::fs::write(dir.path().join("0000000010-00000000000000000010.snap"), b"").unwrap();
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     assert_eq!(h.latest().map(|s| s.slot), Some(1));
 }
 
@@ -85,7 +86,7 @@ fn resealed_garbage_never_panics_and_never_verifies_falsely() {
     let fs = files(dir.path());
     let pristine: Vec<Vec<u8>> = fs.iter().map(|f| std::fs::read(f).unwrap()).collect();
     let roots: Vec<[u8; 32]> = {
-        let h = Hyades::open(dir.path()).unwrap();
+        let h = SnapshotReader::open(dir.path()).unwrap();
         (0..4).map(|s| h.slot(Some(s)).unwrap().root).collect()
     };
     let mut rng = ChaCha8Rng::seed_from_u64(5);
@@ -101,7 +102,7 @@ fn resealed_garbage_never_panics_and_never_verifies_falsely() {
         let sum = file_checksum(&bytes[..HEADER_LEN], &bytes[HEADER_LEN..end]);
         bytes[end..end + 16].copy_from_slice(&sum.to_le_bytes());
         std::fs::write(&fs[i], &bytes).unwrap();
-        let h = Hyades::open(dir.path()).unwrap();
+        let h = SnapshotReader::open(dir.path()).unwrap();
         for slot in 0..4u64 {
             for k in keys.iter().step_by(11) {
                 if let Ok(p) = h.prove(k, Some(slot)) {

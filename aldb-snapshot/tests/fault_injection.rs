@@ -15,8 +15,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aldb_core::{AccountRef, ChangeSet, Config, Pleiades};
-use aldb_snapshot::format::{file_checksum, file_name, parse_file_name, Header, FOOTER_LEN, HEADER_LEN};
-use aldb_snapshot::{AccountBatch, Hyades, QueryError, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_format::format::{file_checksum, file_name, parse_file_name, Header, FOOTER_LEN, HEADER_LEN};
+use aldb_format::{QueryError, SnapshotReader};
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -237,7 +238,7 @@ fn reach(pristine: &BTreeMap<String, Vec<u8>>) -> BTreeMap<u64, (u32, u32)> {
 }
 
 /// Checks a served proof of `key` at `slot` against the model.
-fn check_answer(h: &Hyades, chain: &Chain, slot: u64, key: &[u8; 32], strict: bool, what: &str) {
+fn check_answer(h: &SnapshotReader, chain: &Chain, slot: u64, key: &[u8; 32], strict: bool, what: &str) {
     let (root, state) = &chain.history[&slot];
     match h.prove(key, Some(slot)) {
         Ok(p) => {
@@ -327,7 +328,7 @@ fn random_damage_never_serves_a_wrong_answer_and_loses_nothing_intact() {
             assert!(*seq > 0 && !live.contains(seq), "{what}: the resumed writer reused sequence {seq} of a live name");
         }
 
-        let h = Hyades::open(&dir).unwrap();
+        let h = SnapshotReader::open(&dir).unwrap();
         for slot in 0..SLOTS + MORE {
             let (root, _) = chain.history[&slot];
             let damaged = slot < SLOTS && damaged_slot(slot);
@@ -404,7 +405,7 @@ fn a_failing_writer_resumes_by_itself_and_the_gap_is_visible() {
     let gap_slots = w.stats().gap_slots.load(Ordering::Relaxed);
     w.shutdown().unwrap();
     // The retry runs on the writer's own clock, so the slot it recovered at is read back.
-    let h = Hyades::open(&dir).unwrap();
+    let h = SnapshotReader::open(&dir).unwrap();
     let recovered_at = (6..=last).find(|&s| h.slot(Some(s)).is_ok()).unwrap();
     assert!(recovered_at >= 9, "recovered at {recovered_at}, before the slots held during the fault");
     assert_eq!(gap_slots, recovered_at - 6);
@@ -443,7 +444,7 @@ fn sequence_numbers_never_wrap() {
     w.submit(chain.slot(3, true)).unwrap();
     w.shutdown().unwrap();
     assert!(dir.join(file_name(4, 3)).exists(), "numbering goes on after the last valid file");
-    let h = Hyades::open(&dir).unwrap();
+    let h = SnapshotReader::open(&dir).unwrap();
     for slot in 0..4 {
         assert_eq!(h.slot(Some(slot)).unwrap().root, chain.history[&slot].0);
     }

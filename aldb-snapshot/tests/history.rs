@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use aldb_core::{AccountRef, ChangeSet, Claim, Config, Pleiades};
-use aldb_snapshot::{AccountBatch, Hyades, QueryError, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_format::{QueryError, SnapshotReader};
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -81,7 +82,7 @@ impl Run {
     }
 }
 
-fn check_slot(h: &Hyades, slot: u64, root: &[u8; 32], state: &State, probes: &[[u8; 32]]) {
+fn check_slot(h: &SnapshotReader, slot: u64, root: &[u8; 32], state: &State, probes: &[[u8; 32]]) {
     for pk in probes {
         let p = h.prove(pk, Some(slot)).unwrap_or_else(|e| panic!("slot {slot}: {e}"));
         assert_eq!(&p.root, root, "slot {slot}");
@@ -117,7 +118,7 @@ fn run_history(seed: u64, config: Config, wc: impl Fn(&std::path::Path) -> Write
     run.writer.flush().unwrap();
     let keep = wc(dir.path()).keep_slots;
     let every = wc(dir.path()).every;
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     let latest = h.latest().unwrap();
     assert_eq!(latest.slot, run.history.keys().rev().find(|s| (*s + 1) % every == 0).copied().unwrap());
     let mut probes: Vec<[u8; 32]> = keys.iter().step_by(3).copied().collect();
@@ -205,7 +206,7 @@ fn refresh_carries_forward_only_records_from_before_its_cycle() {
         }
     }
     run.writer.flush().unwrap();
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     // Cycles 2 and 3 completed, so the files of slots 0 and 1 are gone...
     assert!(matches!(h.slot(Some(1)), Err(QueryError::Pruned { .. })));
     // ...and every account is still served, with proofs, at the kept slots.

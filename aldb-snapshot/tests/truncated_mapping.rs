@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use aldb_core::{AccountRef, ChangeSet, Config, Pleiades};
-use aldb_snapshot::{AccountBatch, AccountProof, Hyades, QueryError, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_format::{AccountProof, QueryError, SnapshotReader};
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -67,7 +68,7 @@ fn truncate(path: &Path, len: u64) {
     f.sync_all().unwrap();
 }
 
-fn answers(h: &Hyades, keys: &[[u8; 32]], slot: u64) -> Vec<AccountProof> {
+fn answers(h: &SnapshotReader, keys: &[[u8; 32]], slot: u64) -> Vec<AccountProof> {
     keys.iter()
         .map(|k| {
             let p = h.prove(k, Some(slot)).unwrap();
@@ -82,7 +83,7 @@ fn a_file_truncated_while_mapped_fails_its_queries_by_name_and_the_rest_still_an
     let dir = tempfile::tempdir().unwrap();
     let keys = write_dir(dir.path(), 6);
     let probe: Vec<[u8; 32]> = keys.iter().step_by(37).copied().collect();
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     assert_eq!(h.latest().map(|s| s.slot), Some(5));
     let before: Vec<Vec<AccountProof>> = (0..6).map(|slot| answers(&h, &probe, slot)).collect();
 
@@ -124,7 +125,7 @@ fn a_file_cut_inside_a_page_is_caught_without_a_fault() {
     let dir = tempfile::tempdir().unwrap();
     let keys = write_dir(dir.path(), 3);
     let probe: Vec<[u8; 32]> = keys.iter().step_by(53).copied().collect();
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     let victim = files(dir.path()).pop().unwrap();
     let len = std::fs::metadata(&victim).unwrap().len();
     // A few bytes short of the footer: every record but the last is still in the file, and the
@@ -171,7 +172,7 @@ fn sigbus_child() {
     }
     let dir = tempfile::tempdir().unwrap();
     let keys = write_dir(dir.path(), 1);
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     truncate(&files(dir.path())[0], page_size());
     assert!(matches!(h.prove(&keys[0], None), Err(QueryError::Corrupt { .. })));
     println!("snapshot fault survived");

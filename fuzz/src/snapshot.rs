@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use aldb_snapshot::format::{self, file_name, Header, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC};
+use aldb_format::format::{self, file_name, Header, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC};
+use aldb_format::SnapshotReader;
 use aldb_snapshot::records::{parse_segment, LoggedRecord, RecordLogReader, RECORDS_DIR};
 use aldb_verify::record::RECORD_LEN;
-use aldb_snapshot::Hyades;
 
 /// A directory private to this process, removed at exit: on tmpfs when there is one, so the
 /// targets that go through files do not wear the disk.
@@ -186,7 +186,7 @@ fn read_segment(segment: &[u8], cut: usize) {
 const MAX_FILES: usize = 4;
 const PUBKEYS: [[u8; 32]; 4] = [[0; 32], [0xff; 32], [0x55; 32], [0xa3; 32]];
 
-/// Snapshot files through `Hyades::open` and `prove`. The input is one or more files, each
+/// Snapshot files through `SnapshotReader::open` and `prove`. The input is one or more files, each
 /// starting at the file magic; they are tried as written under fixed names, then repaired
 /// ([`repair_snapshot`]) and named after their headers, so the header fields, the cross-file
 /// references and the record walk are reached.
@@ -208,7 +208,7 @@ pub fn snapshot_file(data: &[u8]) {
 }
 
 fn serve(dir: &Path) {
-    let Ok(hyades) = Hyades::open(dir) else { return };
+    let Ok(hyades) = SnapshotReader::open(dir) else { return };
     let _ = hyades.refresh();
     let slots = hyades.slots(0, u64::MAX);
     assert_eq!(slots.first().copied(), hyades.oldest());

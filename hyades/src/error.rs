@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use aldb_snapshot::SnapshotError;
+use aldb_format::ReadError;
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -14,7 +14,7 @@ pub enum ServeError {
     NoDirectory(PathBuf),
     /// The snapshot directory could not be read.
     #[error("cannot open the snapshot directory: {0}")]
-    Open(#[source] SnapshotError),
+    Open(#[source] ReadError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -1,4 +1,5 @@
-//! Hyades: accounts and their proofs at any kept slot, read from snapshot files alone.
+//! The snapshot reader: accounts and their proofs at any kept slot, read from snapshot files
+//! alone.
 //!
 //! A query walks the file records of its slot from that slot's root, exactly as the engine walks
 //! its prefix array: a branch wherever both children are non-empty, straight through where one
@@ -9,11 +10,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use aldb_core::sorted::walk_sorted;
 use aldb_verify::spec::{account_value, bit, branch_hash, key_path, Hash, EMPTY_ROOT};
 use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
-use crate::error::{QueryError, SnapshotError};
+use crate::error::{QueryError, ReadError};
+use crate::sorted::walk_sorted;
 use crate::format::{node_arity, parse_file_name, Ref, FLAG_AFTER_GAP, MAX_ARITY, SET_ASIDE_SUFFIX};
 use crate::store::{Files, MappedFile};
 
@@ -103,20 +104,20 @@ fn inode(meta: &std::fs::Metadata) -> u64 {
 }
 
 /// A read-only view of a snapshot directory, shared by any number of query threads.
-pub struct Hyades {
+pub struct SnapshotReader {
     dir: PathBuf,
     index: RwLock<Arc<Index>>,
 }
 
-impl std::fmt::Debug for Hyades {
+impl std::fmt::Debug for SnapshotReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hyades").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("SnapshotReader").field("dir", &self.dir).finish_non_exhaustive()
     }
 }
 
-impl Hyades {
+impl SnapshotReader {
     /// Opens a snapshot directory and indexes what is published there.
-    pub fn open(dir: &Path) -> Result<Self, SnapshotError> {
+    pub fn open(dir: &Path) -> Result<Self, ReadError> {
         let h = Self { dir: dir.to_path_buf(), index: RwLock::new(Arc::new(Index::default())) };
         h.refresh()?;
         Ok(h)
@@ -137,7 +138,7 @@ impl Hyades {
     /// must be the ones in the file's name (a copied or renamed file would otherwise serve
     /// another slot's root), the checksum must match, and a mapping found changed since it was
     /// opened (truncated under us) is dropped.
-    pub fn refresh(&self) -> Result<Vec<SlotInfo>, SnapshotError> {
+    pub fn refresh(&self) -> Result<Vec<SlotInfo>, ReadError> {
         let old = self.current();
         let mut files = Files::default();
         let mut slots = BTreeMap::new();
@@ -145,9 +146,9 @@ impl Hyades {
         let mut by_name = BTreeMap::new();
         let mut fresh = Vec::new();
         let mut newest_named: Option<u64> = None;
-        let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| ReadError::io("list", &self.dir, e))?;
         for entry in rd {
-            let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
+            let entry = entry.map_err(|e| ReadError::io("list", &self.dir, e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if let Some((_, named_slot)) = name.strip_suffix(SET_ASIDE_SUFFIX).and_then(parse_file_name) {
@@ -161,7 +162,7 @@ impl Hyades {
                 Ok(m) => m,
                 // Deleted between listing and reading: pruned, not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(SnapshotError::io("stat", entry.path(), e)),
+                Err(e) => return Err(ReadError::io("stat", entry.path(), e)),
             };
             let ino = inode(&meta);
             newest_named = newest_named.max(Some(named_slot));
@@ -177,7 +178,7 @@ impl Hyades {
                 Some((_, f)) => f.clone(),
                 None => match MappedFile::open(&entry.path(), true) {
                     Ok(f) => Arc::new(f),
-                    Err(SnapshotError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
                         reject(e.to_string());
                         continue;
@@ -338,7 +339,7 @@ impl Hyades {
         let info = Self::lookup(&ix, slot)?;
         let corrupt = |reason: String| QueryError::Corrupt { slot: info.slot, reason };
         let answer = prove_in(&ix.files, &info, pubkey).map_err(|e| match e {
-            SnapshotError::Corrupt { .. } | SnapshotError::MissingFile { .. } => corrupt(e.to_string()),
+            ReadError::Corrupt { .. } | ReadError::MissingFile { .. } => corrupt(e.to_string()),
             e => QueryError::Storage(e.to_string()),
         })?;
         let claim = answer.proof.verify(&info.root, pubkey).map_err(|e| corrupt(format!("the proof read from the files does not verify against the root: {e}")))?;
@@ -364,9 +365,9 @@ fn combine(d: usize, left: &Hash, right: &Hash) -> Hash {
     }
 }
 
-fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<AccountProof, SnapshotError> {
+fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<AccountProof, ReadError> {
     let path = key_path(pubkey);
-    let top = files.get(info.seq).ok_or(SnapshotError::MissingFile { seq: info.seq })?;
+    let top = files.get(info.seq).ok_or(ReadError::MissingFile { seq: info.seq })?;
     let bucket_bits = usize::from(top.header.bucket_bits);
     let mut siblings = Vec::new();
     let mut r = top.header.root_ref;
@@ -381,7 +382,7 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     }
     // One step down at depth `d` between children hashed `lh` and `rh`: records the sibling
     // when both are non-empty and says which side the path takes.
-    let mut step = |d: usize, lh: Hash, rh: Hash| -> Result<usize, SnapshotError> {
+    let mut step = |d: usize, lh: Hash, rh: Hash| -> Result<usize, ReadError> {
         let want = usize::from(bit(&path, d));
         match (lh == EMPTY_ROOT, rh == EMPTY_ROOT) {
             (false, false) => {
@@ -391,7 +392,7 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
             (true, false) => Ok(1),
             (false, true) => Ok(0),
             (true, true) => {
-                Err(SnapshotError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
+                Err(ReadError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
             }
         }
     };
@@ -432,10 +433,10 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     }
     let pairs: Vec<(Hash, Hash)> = full.iter().map(|(p, v, _)| (*p, *v)).collect();
     if pairs.windows(2).any(|w| w[0].0 >= w[1].0) {
-        return Err(SnapshotError::corrupt(&top.path, "bucket leaves are not sorted by path"));
+        return Err(ReadError::corrupt(&top.path, "bucket leaves are not sorted by path"));
     }
     let Some((lp, lv)) = walk_sorted(&pairs, &path, &mut siblings) else {
-        return Err(SnapshotError::corrupt(&top.path, "empty bucket record"));
+        return Err(ReadError::corrupt(&top.path, "empty bucket record"));
     };
     let account = match full.iter().find(|(p, _, _)| lp == path && *p == lp) {
         // The data is copied out of the mapping here, so its file is checked after the copy.

@@ -1,4 +1,5 @@
-//! Memory-mapped snapshot files and bounds-checked record access.
+//! Memory-mapped snapshot files and bounds-checked record access, for the reader and for the
+//! writer, which reads the records it copies forward through the same checks.
 //!
 //! Every read goes through here, and every offset read from disk is checked against the file it
 //! points into before use, so a corrupt or truncated file yields an error, never a panic or a
@@ -13,13 +14,12 @@ use std::sync::Arc;
 use aldb_verify::spec::Hash;
 use memmap2::{Advice, Mmap};
 
-use crate::error::SnapshotError;
-use crate::mapping_guard::{self, Registration};
-use crate::path_index::prefix_of;
+use crate::error::ReadError;
 use crate::format::{
-    body_digest, checksum, hash_at, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC,
-    FOOTER_LEN, HEADER_LEN, MAX_ARITY, node_len,
+    body_digest, checksum, hash_at, node_len, prefix_of, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN,
+    BUCKET_LEAF_LEN, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAX_ARITY,
 };
+use crate::mapping_guard::{self, Registration};
 
 /// One published snapshot file, mapped read-only.
 ///
@@ -27,9 +27,11 @@ use crate::format::{
 /// file truncated under us reads as zeros instead of killing the process (see
 /// [`crate::mapping_guard`]), and that check is what keeps the zeros out of every answer.
 #[derive(Debug)]
-pub(crate) struct MappedFile {
-    pub(crate) header: Header,
-    pub(crate) path: PathBuf,
+pub struct MappedFile {
+    /// The file's header, checked when it was opened.
+    pub header: Header,
+    /// Where the file was opened from.
+    pub path: PathBuf,
     /// Declared before `map`, so dropped first: the range is unregistered before it is unmapped.
     guard: Registration,
     map: Mmap,
@@ -37,16 +39,16 @@ pub(crate) struct MappedFile {
 
 impl MappedFile {
     /// Maps a file and checks its header, size and (when `verify`) its checksum.
-    pub(crate) fn open(path: &Path, verify: bool) -> Result<Self, SnapshotError> {
-        let file = File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
+    pub fn open(path: &Path, verify: bool) -> Result<Self, ReadError> {
+        let file = File::open(path).map_err(|e| ReadError::io("open", path, e))?;
         // SAFETY: published snapshot files are immutable (written under a temporary name, then
         // renamed), so the mapping never changes under us; pruning only unlinks, which keeps the
         // mapped pages valid. An operator's tool that truncates one anyway breaks that contract:
         // the registration below turns the fault into zeros plus a flag, and every read is
         // checked against the flag afterwards (`intact`), so no such zeros are ever served.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| SnapshotError::io("map", path, e))?;
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| ReadError::io("map", path, e))?;
         // Registered before the first read of the mapping.
-        let guard = mapping_guard::register(map.as_ptr(), map.len()).map_err(|e| SnapshotError::io("map", path, e))?;
+        let guard = mapping_guard::register(map.as_ptr(), map.len()).map_err(|e| ReadError::io("map", path, e))?;
         match Self::check(&map, path, verify) {
             Ok(header) => {
                 let f = Self { header, path: path.to_path_buf(), guard, map };
@@ -67,7 +69,7 @@ impl MappedFile {
     }
 
     /// Checks a mapped file's header, size and (when `verify`) its checksum; returns the header.
-    fn check(map: &Mmap, path: &Path, verify: bool) -> Result<Header, SnapshotError> {
+    fn check(map: &Mmap, path: &Path, verify: bool) -> Result<Header, ReadError> {
         // A fault on a file mapping reads the device's whole read-ahead window around the page
         // (8 MiB on some virtual disks), yet records are read a few at a time, scattered: the
         // writer's reads of each new file's header and footer alone pulled 300 MB/s from the
@@ -76,23 +78,23 @@ impl MappedFile {
         if !verify {
             let _ = map.advise(Advice::Random);
         }
-        let header = Header::decode(map).map_err(|r| SnapshotError::corrupt(path, r))?;
+        let header = Header::decode(map).map_err(|r| ReadError::corrupt(path, r))?;
         let expect = (HEADER_LEN as u64).checked_add(header.body_len).and_then(|n| n.checked_add(FOOTER_LEN as u64));
         if expect != Some(map.len() as u64) {
-            return Err(SnapshotError::corrupt(path, format!("size {} does not match header", map.len())));
+            return Err(ReadError::corrupt(path, format!("size {} does not match header", map.len())));
         }
         let end = map.len() - FOOTER_LEN;
         if map[end + 24..] != END_MAGIC {
-            return Err(SnapshotError::corrupt(path, "bad end magic"));
+            return Err(ReadError::corrupt(path, "bad end magic"));
         }
         if map[end + 16..end + 24].iter().any(|&b| b != 0) {
-            return Err(SnapshotError::corrupt(path, "reserved footer bytes are not zero"));
+            return Err(ReadError::corrupt(path, "reserved footer bytes are not zero"));
         }
         let mut stored = [0u8; 16];
         stored.copy_from_slice(&map[end..end + 16]);
         if verify {
             if checksum(&map[..HEADER_LEN], body_digest(&map[HEADER_LEN..end])) != u128::from_le_bytes(stored) {
-                return Err(SnapshotError::corrupt(path, "checksum mismatch"));
+                return Err(ReadError::corrupt(path, "checksum mismatch"));
             }
             let _ = map.advise(Advice::Random);
         }
@@ -100,7 +102,7 @@ impl MappedFile {
     }
 
     /// `value`, if this file was intact while `value` was read from it; otherwise a
-    /// [`SnapshotError::Corrupt`] naming the file. Call it after the reads, never before: a page
+    /// [`ReadError::Corrupt`] naming the file. Call it after the reads, never before: a page
     /// past a shrunken end reads as zeros (through the fault handler's zero page, or as the
     /// zero tail of the page that holds the new end), and only a check made afterwards sees it.
     ///
@@ -110,7 +112,7 @@ impl MappedFile {
     /// profile, two busy cores): about 45 ns per read unchecked, 10 ns more for the flag alone,
     /// 25-35 ns more with the end magic too (its page is one more TLB entry per file). A proof's
     /// few dozen reads pay about a microsecond; the end magic is what catches a cut inside a page.
-    pub(crate) fn intact<T>(&self, value: T) -> Result<T, SnapshotError> {
+    pub fn intact<T>(&self, value: T) -> Result<T, ReadError> {
         // Makes the compiler finish computing `value` (every read of the mapping it depends on,
         // and every store of them into memory others can see) before what follows.
         let value = std::hint::black_box(value);
@@ -134,91 +136,103 @@ impl MappedFile {
 
     /// Whether this file was found truncated or changed while mapped: once set, nothing read from
     /// it is served again, and the index should drop it.
-    pub(crate) fn damaged(&self) -> bool {
+    pub fn damaged(&self) -> bool {
         self.guard.damaged()
     }
 
-    pub(crate) fn record(&self, offset: u64, len: usize) -> Result<&[u8], SnapshotError> {
+    /// The `len` bytes at `offset` of the body, or an error naming the file when they do not lie
+    /// wholly between the header and the footer. Read through the mapping: check what is made of
+    /// them with [`MappedFile::intact`].
+    pub fn record(&self, offset: u64, len: usize) -> Result<&[u8], ReadError> {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let body_end = self.map.len() - FOOTER_LEN;
         match start.checked_add(len) {
             Some(end) if start >= HEADER_LEN && end <= body_end => Ok(&self.map[start..end]),
-            _ => Err(SnapshotError::corrupt(&self.path, format!("record at {offset}+{len} is out of bounds"))),
+            _ => Err(ReadError::corrupt(&self.path, format!("record at {offset}+{len} is out of bounds"))),
         }
     }
 }
 
-fn truncated(path: &Path) -> SnapshotError {
-    SnapshotError::corrupt(path, "file was truncated or changed while mapped")
+fn truncated(path: &Path) -> ReadError {
+    ReadError::corrupt(path, "file was truncated or changed while mapped")
 }
 
 /// A prefix node record's child references (the first `arity` of `refs`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct NodeView {
-    pub(crate) refs: [Ref; MAX_ARITY],
+pub struct NodeView {
+    /// The child references; those past the node's arity are null.
+    pub refs: [Ref; MAX_ARITY],
 }
 
 /// An account record, borrowed from its file. The fixed fields were checked when it was read;
 /// `data` and `raw` are still read through the mapping, so check what is made of them with
 /// [`AccountView::intact`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct AccountView<'a> {
-    pub(crate) pubkey: Hash,
-    pub(crate) lamports: u64,
-    pub(crate) owner: Hash,
-    pub(crate) executable: bool,
-    pub(crate) data: &'a [u8],
+pub struct AccountView<'a> {
+    /// Address.
+    pub pubkey: Hash,
+    /// Balance.
+    pub lamports: u64,
+    /// Owning program.
+    pub owner: Hash,
+    /// Whether it is a loaded program.
+    pub executable: bool,
+    /// Data, in the mapping.
+    pub data: &'a [u8],
     /// The whole record, for copying it forward.
-    pub(crate) raw: &'a [u8],
+    pub raw: &'a [u8],
     file: &'a MappedFile,
 }
 
 impl AccountView<'_> {
     /// [`MappedFile::intact`] of the record's file: `value` (made from `data` or `raw`), if the
     /// file was intact while it was read.
-    pub(crate) fn intact<T>(&self, value: T) -> Result<T, SnapshotError> {
+    pub fn intact<T>(&self, value: T) -> Result<T, ReadError> {
         self.file.intact(value)
     }
 }
 
 /// Snapshot files by sequence number.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Files {
+pub struct Files {
     by_seq: BTreeMap<u32, Arc<MappedFile>>,
 }
 
 impl Files {
-    pub(crate) fn insert(&mut self, f: Arc<MappedFile>) {
+    /// Adds `f` under its header's sequence number, replacing any file there.
+    pub fn insert(&mut self, f: Arc<MappedFile>) {
         self.by_seq.insert(f.header.seq, f);
     }
 
-    pub(crate) fn remove_below(&mut self, seq: u32) {
+    /// Drops the files numbered below `seq`.
+    pub fn remove_below(&mut self, seq: u32) {
         self.by_seq = self.by_seq.split_off(&seq);
     }
 
     /// The files, by ascending sequence number.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<MappedFile>> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<MappedFile>> + '_ {
         self.by_seq.values()
     }
 
     /// Sequence numbers present, ascending.
-    pub(crate) fn seqs(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn seqs(&self) -> impl Iterator<Item = u32> + '_ {
         self.by_seq.keys().copied()
     }
 
-    pub(crate) fn get(&self, seq: u32) -> Option<&Arc<MappedFile>> {
+    /// The file numbered `seq`, if present.
+    pub fn get(&self, seq: u32) -> Option<&Arc<MappedFile>> {
         self.by_seq.get(&seq)
     }
 
-    fn file(&self, r: Ref) -> Result<&MappedFile, SnapshotError> {
-        self.by_seq.get(&r.seq()).map(|f| &**f).ok_or(SnapshotError::MissingFile { seq: r.seq() })
+    fn file(&self, r: Ref) -> Result<&MappedFile, ReadError> {
+        self.by_seq.get(&r.seq()).map(|f| &**f).ok_or(ReadError::MissingFile { seq: r.seq() })
     }
 
     /// Asks the kernel to read the records at `refs` in the background: files are written past
     /// the page cache, so records about to be copied forward would otherwise each cost a
     /// synchronous page fault to the device. Sorts `refs`; records within 64 KiB of each other
     /// share one request. A hint only: failures are ignored.
-    pub(crate) fn will_need(&self, refs: &mut [Ref]) {
+    pub fn will_need(&self, refs: &mut [Ref]) {
         const GAP: u64 = 64 << 10;
         // An account record is a few hundred bytes; one page past its start covers nearly all.
         const TAIL: u64 = 4096;
@@ -241,7 +255,7 @@ impl Files {
     }
 
     /// The subtree hash a reference points to: the first 32 bytes of a node or bucket record.
-    pub(crate) fn hash(&self, r: Ref) -> Result<Hash, SnapshotError> {
+    pub fn hash(&self, r: Ref) -> Result<Hash, ReadError> {
         if r.is_null() {
             return Ok(aldb_verify::EMPTY_ROOT);
         }
@@ -249,7 +263,8 @@ impl Files {
         f.intact(hash_at(f.record(r.offset(), 32)?, 0))
     }
 
-    pub(crate) fn node(&self, r: Ref, arity: usize) -> Result<NodeView, SnapshotError> {
+    /// The child references of the prefix node record at `r`, which has `arity` of them.
+    pub fn node(&self, r: Ref, arity: usize) -> Result<NodeView, ReadError> {
         let f = self.file(r)?;
         let b = f.record(r.offset(), node_len(arity))?;
         let mut refs = [Ref::NULL; MAX_ARITY];
@@ -261,20 +276,20 @@ impl Files {
 
     /// The full `(path, value)` of the leaf whose account record is at `r`, recomputed from the
     /// record and checked to lie in `bucket` (the top `bucket_bits` bits of its path).
-    pub(crate) fn leaf(&self, r: Ref, bucket: u64, bucket_bits: u8) -> Result<(Hash, Hash, AccountView<'_>), SnapshotError> {
+    pub fn leaf(&self, r: Ref, bucket: u64, bucket_bits: u8) -> Result<(Hash, Hash, AccountView<'_>), ReadError> {
         let a = self.account(r)?;
         let path = aldb_verify::spec::key_path(&a.pubkey);
         let top = if bucket_bits == 0 { 0 } else { prefix_of(&path) >> (64 - u32::from(bucket_bits)) };
         if top != bucket {
             let f = self.file(r)?;
-            return Err(SnapshotError::corrupt(&f.path, "account record does not belong to its bucket"));
+            return Err(ReadError::corrupt(&f.path, "account record does not belong to its bucket"));
         }
         let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
         a.intact((path, value, a))
     }
 
     /// A bucket record's hash and leaves.
-    pub(crate) fn bucket(&self, r: Ref, out: &mut Vec<Ref>) -> Result<Hash, SnapshotError> {
+    pub fn bucket(&self, r: Ref, out: &mut Vec<Ref>) -> Result<Hash, ReadError> {
         out.clear();
         let f = self.file(r)?;
         let head = f.record(r.offset(), BUCKET_HEAD_LEN)?;
@@ -284,7 +299,8 @@ impl Files {
         f.intact(hash_at(head, 0))
     }
 
-    pub(crate) fn account(&self, r: Ref) -> Result<AccountView<'_>, SnapshotError> {
+    /// The account record at `r`, its fixed fields checked.
+    pub fn account(&self, r: Ref) -> Result<AccountView<'_>, ReadError> {
         let f = self.file(r)?;
         let head = f.record(r.offset(), ACCOUNT_HEAD_LEN)?;
         let data_len = u32_at(head, 76) as usize;
@@ -304,8 +320,7 @@ impl Files {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file_builder::tests::header;
-    use crate::file_builder::{FileBuilder, IoLane};
+    use std::io::Write;
 
     /// The `VmFlags` of every mapping of `path` in this process, from `/proc/self/smaps`.
     #[cfg(target_os = "linux")]
@@ -332,16 +347,41 @@ mod tests {
         u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
     }
 
-    /// A published file of 10,000 64-byte records (about 640 KiB).
-    fn build(dir: &Path, seq: u32) -> PathBuf {
-        let mut lane = IoLane::start().unwrap();
-        let dest = dir.join(format!("{seq}.snap"));
-        let mut fb = FileBuilder::create(&dir.join(format!(".{seq}.tmp")), seq, &mut lane, false).unwrap();
-        for i in 0..10_000u32 {
-            fb.record(&[&[i as u8 | 1; 64]]).unwrap();
+    /// A valid file of 10,000 64-byte records, record `i` all bytes `fill(i)` (about 640 KiB),
+    /// laid out as the writer lays one out: header, records, footer with its checksum.
+    fn write_file(dir: &Path, seq: u32, fill: impl Fn(u32) -> u8) -> PathBuf {
+        let body: Vec<u8> = (0..10_000u32).flat_map(|i| [fill(i); 64]).collect();
+        let header = Header {
+            flags: 0,
+            seq,
+            bucket_bits: 4,
+            slot: 7,
+            parent: Some(6),
+            root: [9; 32],
+            root_ref: Ref::NULL,
+            oldest_seq: 1,
+            body_len: body.len() as u64,
+            accounts: 0,
+            nodes: 0,
+            buckets: 0,
+            gap_after: None,
         }
-        fb.publish(header(seq), &dest).unwrap();
+        .encode();
+        let mut footer = [0u8; FOOTER_LEN];
+        footer[..16].copy_from_slice(&checksum(&header, body_digest(&body)).to_le_bytes());
+        footer[24..].copy_from_slice(&END_MAGIC);
+        let dest = dir.join(format!("{seq}.snap"));
+        let mut f = File::create(&dest).unwrap();
+        f.write_all(&header).unwrap();
+        f.write_all(&body).unwrap();
+        f.write_all(&footer).unwrap();
+        f.sync_all().unwrap();
         dest
+    }
+
+    /// A published file of 10,000 64-byte records with no zero bytes.
+    fn build(dir: &Path, seq: u32) -> PathBuf {
+        write_file(dir, seq, |i| i as u8 | 1)
     }
 
     fn cut(path: &Path, len: u64) {
@@ -398,13 +438,7 @@ mod tests {
     #[test]
     fn mappings_are_read_at_random() {
         let dir = tempfile::tempdir().unwrap();
-        let mut lane = IoLane::start().unwrap();
-        let dest = dir.path().join("1.snap");
-        let mut fb = FileBuilder::create(&dir.path().join(".1.tmp"), 1, &mut lane, false).unwrap();
-        for i in 0..10_000u32 {
-            fb.record(&[&[i as u8; 64]]).unwrap();
-        }
-        fb.publish(header(1), &dest).unwrap();
+        let dest = write_file(dir.path(), 1, |i| i as u8);
         assert!(mapping_flags(&dest).is_empty());
         for verify in [false, true] {
             let f = MappedFile::open(&dest, verify).unwrap();

@@ -259,7 +259,7 @@ pub fn parse_file_name(name: &str) -> Option<(u32, u64)> {
 /// The footer checksum: XXH3-128 of the header followed by the XXH3-128 of the body, so a
 /// writer can stream the body and write the header last. It detects corruption (torn writes, bit
 /// rot); authenticity comes from the roots, not from this.
-pub(crate) fn checksum(header: &[u8], body_digest: u128) -> u128 {
+pub fn checksum(header: &[u8], body_digest: u128) -> u128 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(header);
     h.update(&body_digest.to_le_bytes());
@@ -269,6 +269,14 @@ pub(crate) fn checksum(header: &[u8], body_digest: u128) -> u128 {
 /// The footer checksum of a complete header and body (what a verifier of a whole file computes).
 pub fn file_checksum(header: &[u8], body: &[u8]) -> u128 {
     checksum(header, body_digest(body))
+}
+
+/// The first 8 bytes of a key path as a big-endian integer (so integers order as paths do): its
+/// top `bucket_bits` bits are the path's bucket.
+pub fn prefix_of(path: &Hash) -> u64 {
+    let mut p = [0u8; 8];
+    p.copy_from_slice(&path[..8]);
+    u64::from_be_bytes(p)
 }
 
 /// Digest of a whole body, as the streaming writer computes it.

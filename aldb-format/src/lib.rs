@@ -1,0 +1,25 @@
+//! The aldb file formats: the contract between the process that writes (the validator's
+//! snapshot writer and record producer) and every process that reads (Hyades, the `aldb` tool,
+//! relayers).
+//!
+//! - [`format`]: the snapshot file layout, version [`FORMAT_VERSION`] (`docs/FORMAT.md` is its
+//!   prose version): header, records, references, names, checksum.
+//! - [`SnapshotReader`] reads a snapshot directory, in another process and with no access to the
+//!   engine, and answers "what was account X at slot S" with a proof against S's root.
+//! - [`store`]: the memory-mapped files and bounds-checked record access both the reader and
+//!   the writer (which copies records forward) go through; a file truncated while mapped is an
+//!   error, not a crash.
+//! - [`sorted`]: the compressed subtree over a bucket's sorted leaves, the last steps of a proof.
+//!
+//! The writer lives in `aldb-snapshot`; nothing here depends on the engine.
+
+mod error;
+pub mod format;
+mod mapping_guard;
+mod reader;
+pub mod sorted;
+pub mod store;
+
+pub use error::{QueryError, ReadError};
+pub use format::FORMAT_VERSION;
+pub use reader::{Account, AccountProof, SlotInfo, SnapshotReader};
