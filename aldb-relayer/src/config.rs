@@ -22,6 +22,8 @@
 //!   reconnect: { initial_ms: 100, max_ms: 10000 },
 //!   // Serve Prometheus metrics at http://ADDR/metrics. Default: off.
 //!   metrics_addr: "127.0.0.1:9900",
+//!   // Serve accepted roots as JSON at http://ADDR/roots?from=SLOT&limit=N. Default: off.
+//!   roots_addr: "127.0.0.1:9901",
 //! }
 //! ```
 //!
@@ -94,6 +96,9 @@ pub struct RawConfig {
     /// Prometheus `/metrics` listener, e.g. `"127.0.0.1:9900"`; none by default.
     #[serde(default)]
     pub metrics_addr: Option<String>,
+    /// `GET /roots` listener, e.g. `"127.0.0.1:9901"`; none by default.
+    #[serde(default)]
+    pub roots_addr: Option<String>,
 }
 
 /// A checked configuration.
@@ -122,6 +127,8 @@ pub struct Config {
     pub backoff_max: Duration,
     /// Where to serve Prometheus metrics, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where to serve accepted roots as JSON (`GET /roots`), if anywhere.
+    pub roots_addr: Option<SocketAddr>,
 }
 
 /// At most 100 characters of a value quoted in an error: the file may hold anything.
@@ -225,8 +232,16 @@ impl Config {
             None => None,
             Some(a) => Some(a.trim().parse().map_err(|e| invalid("metrics_addr", format!("{:?} is not host:port: {e}", clip(a))))?),
         };
+        let roots_addr = match &raw.roots_addr {
+            None => None,
+            Some(a) => Some(a.trim().parse().map_err(|e| invalid("roots_addr", format!("{:?} is not host:port: {e}", clip(a))))?),
+        };
+        if roots_addr.is_some() && roots_addr == metrics_addr {
+            return Err(invalid("roots_addr", "must differ from metrics_addr"));
+        }
         Ok(Self {
             metrics_addr,
+            roots_addr,
             endpoints,
             identities,
             quorum,
@@ -286,6 +301,12 @@ mod tests {
         assert_eq!((c.commitment, c.start_slot), (Commitment::Confirmed, 9));
         assert_eq!(c.metrics_addr, Some(SocketAddr::from(([127, 0, 0, 1], 9))));
         assert!(matches!(Config::parse(&text("metrics_addr: \"x\","), Path::new("")), Err(ConfigError::Invalid { .. })));
+        let c = Config::parse(&text("roots_addr: \"127.0.0.1:10\","), Path::new("")).expect("valid");
+        assert_eq!(c.roots_addr, Some(SocketAddr::from(([127, 0, 0, 1], 10))));
+        assert!(matches!(
+            Config::parse(&text("roots_addr: \"127.0.0.1:9\", metrics_addr: \"127.0.0.1:9\","), Path::new("")),
+            Err(ConfigError::Invalid { field: "roots_addr", .. })
+        ));
         let two = text("").replace("threshold: 1", "threshold: 2");
         assert!(matches!(Config::parse(&two, Path::new("")), Err(ConfigError::Invalid { field: "threshold", .. })));
         let tls = text("").replace("http://127.0.0.1:1/", "wss://x/");

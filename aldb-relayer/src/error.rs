@@ -102,6 +102,14 @@ pub enum RelayError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The `/roots` listener could not be bound.
+    #[error("cannot listen for /roots on {addr}: {source}")]
+    Roots {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// An internal task ended unexpectedly.
     #[error("relayer task failed: {0}")]
     Task(String),

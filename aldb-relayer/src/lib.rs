@@ -8,6 +8,7 @@
 //!   restart reconciles them.
 //! - [`follow`]: reading one server's record feed ([`follow::parse_message`]).
 //! - [`Relayer`]: one WebSocket follower per endpoint feeding one acceptor.
+//! - [`roots`]: accepted roots as JSON, for `--json-lines` and `GET /roots?from=S`.
 //!
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
@@ -22,9 +23,11 @@ pub mod chain;
 pub mod config;
 mod error;
 pub mod follow;
+mod http;
 pub mod metrics;
 mod ratelog;
 mod relayer;
+pub mod roots;
 pub mod stats;
 pub mod store;
 mod waiting;

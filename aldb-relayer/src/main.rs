@@ -1,9 +1,12 @@
 //! `aldb-relayer`: accept state roots signed by a quorum of validators, from Hyades servers.
 
+use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use aldb_relayer::{Config, Relayer};
+use aldb_relayer::{AcceptHook, Accepted, Config, Relayer};
 use anyhow::{Context, Result};
 use clap::Parser;
 
@@ -16,6 +19,10 @@ struct Cli {
     /// Log the counters this often, in seconds (0: only at exit).
     #[arg(long, default_value_t = 60)]
     stats_secs: u64,
+    /// Also print each accepted root on stdout as one JSON object per line (slot, root,
+    /// recordHash, commitment, signers), once its output line is durable.
+    #[arg(long)]
+    json_lines: bool,
 }
 
 fn main() -> Result<()> {
@@ -34,7 +41,10 @@ fn main() -> Result<()> {
             config.cursor_file.display()
         );
         let urls = config.endpoints.clone();
-        let relayer = Relayer::new(config);
+        let mut relayer = Relayer::new(config);
+        if cli.json_lines {
+            relayer = relayer.on_accept(json_lines());
+        }
         let stats = relayer.stats();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut run = tokio::spawn(relayer.run(stop_rx));
@@ -51,6 +61,21 @@ fn main() -> Result<()> {
                 }
                 _ = tick.tick(), if cli.stats_secs > 0 => log::info!("{}", stats.summary(&urls)),
             }
+        }
+    })
+}
+
+/// Prints each accepted root as a JSON line on stdout, flushed at once so a reading process sees
+/// it. A closed stdout (the reader went away) is reported once; accepting goes on.
+fn json_lines() -> AcceptHook {
+    let failed = AtomicBool::new(false);
+    Arc::new(move |a: &Accepted| {
+        let mut out = std::io::stdout().lock();
+        let line = aldb_relayer::roots::accepted_json(a);
+        if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush())
+            && !failed.swap(true, Ordering::Relaxed)
+        {
+            log::error!("cannot write accepted roots to stdout ({e}); the output file still gets them");
         }
     })
 }

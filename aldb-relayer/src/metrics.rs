@@ -1,7 +1,7 @@
 //! `GET /metrics` in the Prometheus text format, from [`Stats`], written by the `prometheus`
 //! crate's encoder ([`families`]).
 //!
-//! A minimal HTTP/1.1 responder: the relayer has no other HTTP surface, and the counters are a
+//! Served by the relayer's minimal HTTP/1.1 responder ([`crate::http`]); the counters are a
 //! handful of atomics, so this avoids a web framework.
 
 mod families;
@@ -9,12 +9,11 @@ mod families;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::http::Response;
 use crate::stats::{EndpointStats, Stats};
 use families::Families;
 
@@ -84,50 +83,17 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
 }
 
 /// Serves `/metrics` on `listener` until `shutdown`.
-pub(crate) async fn serve(listener: TcpListener, stats: Arc<Stats>, urls: Arc<Vec<String>>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        let tcp = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((tcp, _)) => tcp,
-                Err(e) => {
-                    log::warn!("metrics listener: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = crate::follow::stopped(&mut shutdown) => return,
-        };
-        let (stats, urls) = (stats.clone(), urls.clone());
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(tcp, &stats, &urls)).await;
-        });
-    }
-}
-
-async fn answer(mut tcp: TcpStream, stats: &Stats, urls: &[String]) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-        let n = tcp.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let (status, ctype, body) = if buf.starts_with(b"GET /metrics ") {
-        ("200 OK", "text/plain; version=0.0.4", render(stats, urls))
-    } else {
-        ("404 Not Found", "text/plain", "not found\n".to_string())
+pub(crate) async fn serve(listener: TcpListener, stats: Arc<Stats>, urls: Arc<Vec<String>>, shutdown: watch::Receiver<bool>) {
+    let handle = move |target: &str| match target {
+        "/metrics" => Response::new("200 OK", "text/plain; version=0.0.4", render(&stats, &urls)),
+        _ => Response::not_found(),
     };
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    tcp.write_all(head.as_bytes()).await?;
-    tcp.write_all(body.as_bytes()).await?;
-    tcp.shutdown().await
+    crate::http::serve(listener, handle, shutdown).await;
 }
 
 /// Binds the metrics listener.
 pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    crate::http::bind(addr).await
 }
 
 #[cfg(test)]

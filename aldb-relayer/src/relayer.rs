@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::error::RelayError;
 use crate::follow::{follow, Incoming, Shared};
 use crate::ratelog::{RateLog, LOG_INTERVAL};
+use crate::roots::{AcceptedRoot, RootLog};
 use crate::stats::{inc, Stats};
 use crate::store::Store;
 use crate::waiting::{Waiting, WAITING_INTERVAL};
@@ -61,8 +62,18 @@ impl Relayer {
     /// Runs until `shutdown` turns true, or the output cannot be written (or a stored root
     /// conflicts with an accepted one), which is an error.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), RelayError> {
-        let Relayer { config, stats, on_accept } = self;
+        let Relayer { config, stats, mut on_accept } = self;
         let (store, resume) = Store::open(&config.output_file, &config.cursor_file)?;
+        // Read after the store cut any torn line, and before anything is accepted.
+        let roots = match config.roots_addr {
+            Some(addr) => {
+                let log = RootLog::from_output(&config.output_file)
+                    .map_err(|e| crate::error::StoreError::io("read", &config.output_file, e))?;
+                let listener = crate::roots::bind(addr).await.map_err(|source| RelayError::Roots { addr, source })?;
+                Some((Arc::new(log), listener))
+            }
+            None => None,
+        };
         if resume.truncated > 0 {
             log::warn!("{}: cut off a torn last line ({} bytes)", config.output_file.display(), resume.truncated);
         }
@@ -102,6 +113,19 @@ impl Relayer {
             }
             let urls = Arc::new(config.endpoints.clone());
             followers.push(tokio::spawn(crate::metrics::serve(listener, stats.clone(), urls, stop_rx.clone())));
+        }
+        if let Some((log, listener)) = roots {
+            if let Ok(a) = listener.local_addr() {
+                log::info!("accepted roots on http://{a}/roots?from=SLOT");
+            }
+            followers.push(tokio::spawn(crate::roots::serve(listener, log.clone(), stop_rx.clone())));
+            let next = on_accept.take();
+            on_accept = Some(Arc::new(move |a: &Accepted| {
+                log.push(AcceptedRoot::from_accepted(a));
+                if let Some(h) = &next {
+                    h(a);
+                }
+            }));
         }
         for (i, url) in config.endpoints.iter().enumerate() {
             followers.push(tokio::spawn(follow(i, url.clone(), shared.clone(), tx.clone(), stop_rx.clone())));

@@ -1,0 +1,303 @@
+//! Accepted roots in a form a bridge's submitter can follow without parsing logs: one JSON
+//! object per accepted root ([`accepted_json`]), printed as JSON lines on stdout
+//! (`--json-lines`) and served page by page at `GET /roots?from=S&limit=N` (`roots_addr`).
+//!
+//! The HTTP view holds the newest [`RETAIN`] accepted roots in memory. On start it is filled
+//! from the output file's last lines, which carry only a slot and a root: entries accepted by an
+//! earlier run show `null` for the record hash, commitment and signers until the chain accepts
+//! that slot again.
+
+use std::collections::VecDeque;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Mutex;
+
+use aldb_verify::{hash_to_base58, Commitment, Hash};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::chain::Accepted;
+use crate::http::Response;
+
+/// Accepted roots held for `GET /roots`: about 7 hours of 400 ms slots, about 10 MB with three
+/// signers each.
+pub const RETAIN: usize = 65_536;
+
+/// The most roots one `GET /roots` answers with, and the default `limit`.
+pub const MAX_PAGE: usize = 1000;
+
+/// The longest output line: a 20-digit slot, a space, 44 base58 characters and a newline.
+const MAX_LINE: u64 = 20 + 1 + 44 + 1;
+
+/// One accepted root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcceptedRoot {
+    /// The slot.
+    pub slot: u64,
+    /// Its state root.
+    pub root: Hash,
+    /// The accepted record's hash; `None` for a root read back from the output file.
+    pub record_hash: Option<Hash>,
+    /// The record's commitment level; `None` likewise.
+    pub commitment: Option<Commitment>,
+    /// The identities whose attestations counted, sorted; `None` likewise.
+    pub signers: Option<Vec<[u8; 32]>>,
+}
+
+impl AcceptedRoot {
+    /// The entry of a root the chain accepted.
+    pub fn from_accepted(a: &Accepted) -> Self {
+        Self {
+            slot: a.record.slot,
+            root: a.record.state_root,
+            record_hash: Some(a.record_hash),
+            commitment: Some(a.record.commitment),
+            signers: Some(a.signers.clone()),
+        }
+    }
+
+    /// `{"slot", "root", "recordHash", "commitment", "signers"}`, hashes and identities in base58.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "slot": self.slot,
+            "root": hash_to_base58(&self.root),
+            "recordHash": self.record_hash.map(|h| hash_to_base58(&h)),
+            "commitment": self.commitment.map(|c| c.name()),
+            "signers": self.signers.as_ref().map(|s| s.iter().map(hash_to_base58).collect::<Vec<_>>()),
+        })
+    }
+}
+
+/// The JSON object of a root the chain accepted, as one line of `--json-lines`.
+pub fn accepted_json(a: &Accepted) -> Value {
+    AcceptedRoot::from_accepted(a).to_json()
+}
+
+/// Why a page cannot be served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageError {
+    /// `from` is below the oldest root held, and roots below it are no longer held.
+    Gone {
+        /// The oldest slot held.
+        oldest: u64,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: VecDeque<AcceptedRoot>,
+    /// Whether accepted roots older than the first entry exist that are not held.
+    truncated: bool,
+}
+
+/// The newest accepted roots, in slot order.
+#[derive(Debug, Default)]
+pub struct RootLog {
+    inner: Mutex<Inner>,
+}
+
+impl RootLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A log holding the last [`RETAIN`] complete lines of the output file at `path` (none if it
+    /// does not exist yet). Only the file's tail is read; a torn last line is left out.
+    pub fn from_output(path: &Path) -> std::io::Result<Self> {
+        let mut file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::new()),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        let start = len.saturating_sub(RETAIN as u64 * MAX_LINE);
+        file.seek(SeekFrom::Start(start))?;
+        let mut text = String::new();
+        file.take(len - start).read_to_string(&mut text)?;
+        let mut lines: Vec<&str> = text.split_inclusive('\n').filter(|l| l.ends_with('\n')).collect();
+        if start > 0 && !lines.is_empty() {
+            // Reading began mid-file: the first line may be a fragment.
+            lines.remove(0);
+        }
+        let log = Self::new();
+        let mut skipped = start > 0;
+        for line in lines {
+            match parse_line(line.trim_end()) {
+                Some((slot, root)) => log.push(AcceptedRoot { slot, root, record_hash: None, commitment: None, signers: None }),
+                None => skipped = true,
+            }
+        }
+        if let Ok(mut g) = log.inner.lock() {
+            let excess = g.entries.len().saturating_sub(RETAIN);
+            g.entries.drain(..excess);
+            g.truncated |= skipped || excess > 0;
+        }
+        Ok(log)
+    }
+
+    /// Adds an accepted root. A slot the log already holds (accepted again after a restart)
+    /// only fills in what the output file could not say, if the root agrees.
+    pub fn push(&self, entry: AcceptedRoot) {
+        let Ok(mut g) = self.inner.lock() else { return };
+        match g.entries.back() {
+            Some(last) if entry.slot <= last.slot => {
+                if let Ok(i) = g.entries.binary_search_by_key(&entry.slot, |e| e.slot)
+                    && g.entries[i].root == entry.root
+                {
+                    g.entries[i] = entry;
+                }
+            }
+            _ => {
+                g.entries.push_back(entry);
+                if g.entries.len() > RETAIN {
+                    g.entries.pop_front();
+                    g.truncated = true;
+                }
+            }
+        }
+    }
+
+    /// Up to `limit` roots (at most [`MAX_PAGE`]) from slot `from` up, oldest first.
+    pub fn page(&self, from: u64, limit: usize) -> Result<Vec<AcceptedRoot>, PageError> {
+        let Ok(g) = self.inner.lock() else { return Ok(Vec::new()) };
+        if g.truncated
+            && let Some(first) = g.entries.front()
+            && from < first.slot
+        {
+            return Err(PageError::Gone { oldest: first.slot });
+        }
+        let start = g.entries.partition_point(|e| e.slot < from);
+        Ok(g.entries.range(start..).take(limit.min(MAX_PAGE)).cloned().collect())
+    }
+
+    /// The answer to one request target.
+    pub fn answer(&self, target: &str) -> (u16, Value) {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if path != "/roots" {
+            return (404, json!({"error": "not found; the relayer serves GET /roots?from=SLOT&limit=N"}));
+        }
+        let (mut from, mut limit) = (0u64, MAX_PAGE);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let bad = |what: &str| (400, json!({"error": format!("{what} must be an unsigned integer")}));
+            match name {
+                "from" => match value.parse() {
+                    Ok(v) => from = v,
+                    Err(_) => return bad("from"),
+                },
+                "limit" => match value.parse::<usize>() {
+                    Ok(v) if v > 0 => limit = v,
+                    _ => return bad("limit (at least 1)"),
+                },
+                _ => {
+                    let name: String = name.chars().take(32).collect();
+                    return (400, json!({"error": format!("unknown parameter {name:?}; use from and limit")}));
+                }
+            }
+        }
+        match self.page(from, limit) {
+            Ok(roots) => (200, Value::Array(roots.iter().map(AcceptedRoot::to_json).collect())),
+            Err(PageError::Gone { oldest }) => (
+                410,
+                json!({
+                    "error": format!("roots below slot {oldest} are no longer held here; read them from the output file"),
+                    "oldestSlot": oldest,
+                }),
+            ),
+        }
+    }
+}
+
+/// Parses an output line, `<slot> <base58 root>`.
+fn parse_line(line: &str) -> Option<(u64, Hash)> {
+    let (slot, root) = line.split_once(' ')?;
+    if slot.is_empty() || !slot.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((slot.parse().ok()?, aldb_verify::hash_from_base58(root).ok()?))
+}
+
+/// Serves `GET /roots` from `log` on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, log: std::sync::Arc<RootLog>, shutdown: watch::Receiver<bool>) {
+    let handle = move |target: &str| {
+        let (status, body) = log.answer(target);
+        let status = match status {
+            200 => "200 OK",
+            400 => "400 Bad Request",
+            410 => "410 Gone",
+            _ => "404 Not Found",
+        };
+        Response::new(status, "application/json", format!("{body}\n"))
+    };
+    crate::http::serve(listener, handle, shutdown).await;
+}
+
+/// Binds the roots listener.
+pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    crate::http::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn entry(slot: u64) -> AcceptedRoot {
+        AcceptedRoot { slot, root: [slot as u8; 32], record_hash: Some([1; 32]), commitment: Some(Commitment::Finalized), signers: Some(vec![[2; 32]]) }
+    }
+
+    #[test]
+    fn pages_from_a_slot_with_a_bounded_limit() {
+        let log = RootLog::new();
+        for s in [3, 4, 6, 9] {
+            log.push(entry(s));
+        }
+        let slots = |from, limit| log.page(from, limit).unwrap().iter().map(|e| e.slot).collect::<Vec<_>>();
+        assert_eq!(slots(0, 10), [3, 4, 6, 9]);
+        assert_eq!(slots(5, 10), [6, 9]);
+        assert_eq!(slots(5, 1), [6]);
+        assert_eq!(slots(10, 10), Vec::<u64>::new());
+        assert_eq!(log.answer("/roots?from=6&limit=1").1, json!([entry(6).to_json()]));
+        assert_eq!(log.answer("/roots?from=x").0, 400);
+        assert_eq!(log.answer("/roots?limit=0").0, 400);
+        assert_eq!(log.answer("/roots?colour=1").0, 400);
+        assert_eq!(log.answer("/other").0, 404);
+        let e = entry(6).to_json();
+        assert_eq!(e["root"], hash_to_base58(&[6; 32]));
+        assert_eq!(e["commitment"], "finalized");
+        assert_eq!(e["signers"], json!([hash_to_base58(&[2; 32])]));
+    }
+
+    #[test]
+    fn keeps_the_newest_and_says_when_older_ones_are_gone() {
+        let log = RootLog::new();
+        for s in 0..(RETAIN as u64 + 10) {
+            log.push(entry(s));
+        }
+        assert_eq!(log.page(0, 5), Err(PageError::Gone { oldest: 10 }));
+        assert_eq!(log.page(10, 1).unwrap()[0].slot, 10);
+        assert_eq!(log.answer("/roots?from=3").0, 410);
+        assert_eq!(log.page(0, usize::MAX).map(|p| p.len()), Err(PageError::Gone { oldest: 10 }));
+        assert_eq!(log.page(10, usize::MAX).unwrap().len(), MAX_PAGE);
+    }
+
+    #[test]
+    fn fills_from_the_output_file_and_completes_entries_accepted_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("roots.txt");
+        let text: String = (1..=3u64).map(|s| format!("{s} {}\n", hash_to_base58(&[s as u8; 32]))).collect();
+        std::fs::write(&path, format!("{text}4 3xT")).unwrap();
+        let log = RootLog::from_output(&path).unwrap();
+        let page = log.page(0, 10).unwrap();
+        assert_eq!(page.iter().map(|e| e.slot).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(page[2].to_json()["recordHash"], Value::Null);
+        log.push(entry(3));
+        log.push(AcceptedRoot { root: [0xee; 32], ..entry(2) });
+        let page = log.page(0, 10).unwrap();
+        assert_eq!(page[2], entry(3));
+        assert_eq!(page[1].root, [2; 32]);
+        assert!(RootLog::from_output(&dir.path().join("absent")).unwrap().page(0, 1).unwrap().is_empty());
+    }
+}
