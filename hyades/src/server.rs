@@ -316,6 +316,7 @@ impl Service {
             .route("/ws", get(ws_upgrade))
             .route("/health", get(health))
             .layer(axum::middleware::from_fn(track_request))
+            .layer(axum::middleware::from_fn(cors))
             .with_state(shared.clone())
             .into_make_service_with_connect_info::<ConnHandle>();
         let limits = ConnLimits {
@@ -420,6 +421,28 @@ fn max_blocking(configured: usize) -> usize {
 
 /// Tells the connection guard a request is being handled (its head is complete), and that the
 /// connection waits for the next one once the answer is handed back.
+/// Lets a web page on any origin call the API, as Solana's RPC nodes do: everything served is
+/// public and read-only, no request carries credentials, and a page checks every answer itself
+/// (`@aldb/verify`), so there is nothing a foreign origin could gain. Preflights are answered
+/// here, before any work.
+async fn cors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if req.method() == axum::http::Method::OPTIONS {
+        return (
+            StatusCode::NO_CONTENT,
+            [
+                (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+                (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS"),
+                (header::ACCESS_CONTROL_ALLOW_HEADERS, "content-type"),
+                (header::ACCESS_CONTROL_MAX_AGE, "86400"),
+            ],
+        )
+            .into_response();
+    }
+    let mut response = next.run(req).await;
+    response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, header::HeaderValue::from_static("*"));
+    response
+}
+
 async fn track_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let conn = req.extensions().get::<ConnectInfo<ConnHandle>>().map(|c| c.0.clone());
     if let Some(c) = &conn {

@@ -56,3 +56,27 @@ fn damaged_files_answer_corrupt_and_are_counted() {
     assert!(metrics.lines().any(|l| l == "hyades_damaged_snapshot_files 1"), "{metrics}");
     assert!(metrics.lines().any(|l| l.starts_with("hyades_errors_total{code=\"-32011\"}")), "{metrics}");
 }
+
+/// A web page on another origin may call the API: answers carry `access-control-allow-origin: *`
+/// and a preflight is answered without touching the files.
+#[test]
+fn pages_on_other_origins_may_call_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Model::new(WriterConfig::new(dir.path()), 6);
+    m.commit_random(50);
+    m.finish();
+    let s = Server::start(dir.path());
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let pre = agent.options(&s.url).header("origin", "https://example.org").call().unwrap();
+    assert_eq!(pre.status().as_u16(), 204);
+    assert_eq!(pre.headers().get("access-control-allow-origin").unwrap(), "*");
+    assert!(pre.headers().get("access-control-allow-headers").unwrap().to_str().unwrap().contains("content-type"));
+    let r = agent
+        .post(&s.url)
+        .header("origin", "https://example.org")
+        .header("content-type", "application/json")
+        .send(r#"{"jsonrpc":"2.0","id":1,"method":"getHealth","params":[]}"#)
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers().get("access-control-allow-origin").unwrap(), "*");
+}
