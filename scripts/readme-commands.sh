@@ -75,8 +75,12 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
      "2^26 accounts: ~12 GB of memory and minutes; README.md's quick run covers the binary", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin snapshot-bench -- --slots 30", "lines", [1], {
         "reason": "2^22 and 2^24 leaves: gigabytes of snapshots and minutes", "timeout": 1800}),
+    ("BENCHMARKS.md", "nice -n 5 cargo run --release -p aldb-bench --bin fork-bench", "skip",
+     "fork-bench at 2^26 leaves: ~7.5 GB of memory and many minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p hyades --bin hyades-bench", "run", None, {"timeout": 900}),
-    ("BENCHMARKS.md", "scripts/validator-load.sh TPS 60", "skip", "needs a validator build (scripts/build-validator.sh)", {}),
+    ("BENCHMARKS.md", "scripts/hyades-resources.sh ", "skip",
+     "the resource suite, a slow check of its own (README.md, Slow checks)", {}),
+    ("BENCHMARKS.md", "scripts/validator-load.sh ", "skip", "needs a validator build (scripts/build-validator.sh)", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-relayer --example relayer_latency -- --slots 210", "lines", [1], {
         "reason": "line 2: the same example at mainnet pace (48 s more)", "timeout": 900}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin verify-bench ", "lines", [1], {

@@ -97,6 +97,10 @@ enum Command {
         /// is refused.
         #[arg(long, requires = "identities")]
         genesis_hash: Option<String>,
+        /// With --identities: the lowest commitment level of the record accepted, `confirmed`
+        /// (default: either) or `finalized`. Hyades serves a slot's strongest record.
+        #[arg(long, requires = "identities")]
+        commitment: Option<String>,
         /// Take the service's own root as the truth (for trying things out: a lying service
         /// is caught only if it contradicts itself).
         #[arg(long)]
@@ -161,13 +165,20 @@ fn main() -> Result<()> {
                 Claim::Absent => println!("absent"),
             }
         }
-        Command::Proof { url, pubkey, slot, root, identities, threshold, genesis_hash, trust_server } => {
+        Command::Proof { url, pubkey, slot, root, identities, threshold, genesis_hash, commitment, trust_server } => {
             let key = decode_key("pubkey", &pubkey)?;
             let trust = match (root, identities, threshold, trust_server) {
                 (Some(r), None, None, false) => Trust::Root(decode_key("root", &r)?),
                 (None, Some(file), Some(k), false) => {
                     let genesis = genesis_hash.as_deref().map(|g| decode_key("genesis hash", g)).transpose()?;
-                    Trust::quorum(&trust::read_identities(&file)?, k, genesis)?
+                    let level = match commitment.as_deref() {
+                        None => None,
+                        Some(c) => Some(
+                            aldb_verify::Commitment::from_name(c)
+                                .with_context(|| format!("--commitment {:?}: expected confirmed or finalized", accounts::cut(c, 20)))?,
+                        ),
+                    };
+                    Trust::quorum(&trust::read_identities(&file)?, k, genesis, level)?
                 }
                 (None, None, None, true) => Trust::Server,
                 _ => anyhow::bail!("{}", trust::CHOOSE),

@@ -132,10 +132,10 @@ pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, 
 
     let (root, basis) = match trust {
         Trust::Root(t) => (*t, Basis::Given),
-        Trust::Quorum { quorum, identities, genesis_hash } => {
+        Trust::Quorum { quorum, identities, genesis_hash, commitment } => {
             let doc = call(&agent, url, "getRootRecord", json!([slot_got]))?;
             let doc = doc.get("value").context("getRootRecord: no `value`")?;
-            check_record(doc, slot_got, quorum, *identities, *genesis_hash)?
+            check_record(doc, slot_got, quorum, *identities, *genesis_hash, *commitment)?
         }
         Trust::Server => {
             // The slot's root, asked for separately: at least the service must agree with itself.

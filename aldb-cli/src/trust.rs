@@ -33,7 +33,7 @@ pub(crate) enum Trust {
     /// A root the caller already trusts.
     Root(Hash),
     /// A root record signed by a quorum, optionally of one cluster.
-    Quorum { quorum: Quorum, identities: usize, genesis_hash: Option<Hash> },
+    Quorum { quorum: Quorum, identities: usize, genesis_hash: Option<Hash>, commitment: Option<Commitment> },
     /// The service's own `getStateRoot`: no independent check at all.
     Server,
 }
@@ -96,9 +96,14 @@ fn parse_identities(text: &str) -> Result<Vec<[u8; 32]>> {
 
 impl Trust {
     /// The quorum rule of `identities` and `threshold`, with a clear error for a bad pair.
-    pub(crate) fn quorum(identities: &[[u8; 32]], threshold: usize, genesis_hash: Option<Hash>) -> Result<Self> {
+    pub(crate) fn quorum(
+        identities: &[[u8; 32]],
+        threshold: usize,
+        genesis_hash: Option<Hash>,
+        commitment: Option<Commitment>,
+    ) -> Result<Self> {
         let quorum = Quorum::new(identities, threshold).map_err(|e| anyhow::anyhow!("--identities/--threshold: {e}"))?;
-        Ok(Trust::Quorum { quorum, identities: identities.len(), genesis_hash })
+        Ok(Trust::Quorum { quorum, identities: identities.len(), genesis_hash, commitment })
     }
 }
 
@@ -110,6 +115,7 @@ pub(crate) fn check_record(
     quorum: &Quorum,
     identities: usize,
     genesis_hash: Option<Hash>,
+    commitment: Option<Commitment>,
 ) -> Result<(Hash, Basis)> {
     let AttestedRecord { record, record_hash, attestations } =
         attested_record_from_json_value(doc).context("getRootRecord: not a valid root record")?;
@@ -124,6 +130,10 @@ pub(crate) fn check_record(
             hash_to_base58(&record.genesis_hash),
             hash_to_base58(&g)
         );
+    }
+    // A finalized record satisfies a request for confirmed; not the other way round.
+    if commitment == Some(Commitment::Finalized) && record.commitment != Commitment::Finalized {
+        bail!("the record of slot {slot} is {}, not finalized (yet)", record.commitment.name());
     }
     let considered = trim(quorum, &attestations);
     let signers = quorum.count_valid(&record_hash, &considered);
@@ -175,7 +185,7 @@ mod tests {
         assert!(parse_identities("[1]").unwrap_err().to_string().contains("entry 0 is not a string"));
         let e = parse_identities(&format!("{a}\n{}", "2".repeat(100_000))).unwrap_err().to_string();
         assert!(e.contains("identity 2") && e.len() < 300, "{e}");
-        assert!(Trust::quorum(&[[1; 32], [1; 32]], 1, None).is_err());
-        assert!(Trust::quorum(&[[1; 32]], 2, None).is_err());
+        assert!(Trust::quorum(&[[1; 32], [1; 32]], 1, None, None).is_err());
+        assert!(Trust::quorum(&[[1; 32]], 2, None, None).is_err());
     }
 }

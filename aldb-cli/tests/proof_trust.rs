@@ -64,7 +64,7 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
 
     // Slot 0: signed by identities 1 and 2. Slot 1: by 1 validly, by 2 with a broken signature
     // (many times over) and by outsider 9. Slot 2: by all three, but over another root. Slot 3:
-    // by all three, for another cluster.
+    // by all three, for another cluster, and only confirmed.
     let (mut log, _) = RecordLogWriter::open(dir.path()).unwrap();
     let r0 = record(0, roots[&0], GENESIS, None, &[1, 2]);
     let mut r1 = record(1, roots[&1], GENESIS, Some(&r0), &[1, 9]);
@@ -72,7 +72,10 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
     forged.signature[40] ^= 1;
     r1.attestations.extend(std::iter::repeat_n(forged, 1000));
     let r2 = record(2, [0x99; 32], GENESIS, Some(&r1), &[1, 2, 3]);
-    let r3 = record(3, roots[&3], [0x48; 32], Some(&r2), &[1, 2, 3]);
+    let mut r3 = record(3, roots[&3], [0x48; 32], Some(&r2), &[1, 2, 3]);
+    r3.record.commitment = Commitment::Confirmed;
+    r3.record_hash = r3.record.hash();
+    r3.attestations = (1..=3).map(|i| signer(i).attest(&r3.record_hash)).collect();
     for r in [&r0, &r1, &r2, &r3] {
         log.append(r).unwrap();
     }
@@ -143,6 +146,12 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
         &["proof", "--url", url, key, "--slot", "3", "--identities", json_ids, "--threshold", "2", "--genesis-hash", &genesis],
         "is for genesis",
     );
+    fails(
+        &["proof", "--url", url, key, "--slot", "3", "--identities", json_ids, "--threshold", "2", "--commitment", "finalized"],
+        "the record of slot 3 is confirmed, not finalized",
+    );
+    ok(&["proof", "--url", url, key, "--slot", "0", "--identities", json_ids, "--threshold", "2", "--commitment", "finalized"]);
+    fails(&["proof", "--url", url, key, "--identities", json_ids, "--threshold", "2", "--commitment", "processed"], "expected confirmed or finalized");
     fails(&["proof", "--url", url, key], "--root R");
     fails(&["proof", "--url", url, key], "--identities FILE --threshold K");
     fails(&["proof", "--url", url, key], "--trust-server");
