@@ -9,14 +9,17 @@
 //! - [`store`]: the memory-mapped files and bounds-checked record access both the reader and
 //!   the writer (which copies records forward) go through; a file truncated while mapped is an
 //!   error, not a crash.
+//! - [`records`]: the root-record log's segment format and [`records::RecordLogReader`], which
+//!   follows the log as the writer appends to it.
 //! - [`sorted`]: the compressed subtree over a bucket's sorted leaves, the last steps of a proof.
 //!
-//! The writer lives in `aldb-snapshot`; nothing here depends on the engine.
+//! The writers live in `aldb-snapshot`; nothing here depends on the engine.
 
 mod error;
 pub mod format;
 mod mapping_guard;
 mod reader;
+pub mod records;
 pub mod sorted;
 pub mod store;
 

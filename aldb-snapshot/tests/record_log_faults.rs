@@ -17,9 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::Path;
 
-use aldb_snapshot::records::{
-    parse_segment, LoggedRecord, RecordInput, RecordLogReader, RecordLogWriter, RecordProducer, HEADER_LEN, RECORDS_DIR,
-};
+use aldb_format::records::{parse_segment, LoggedRecord, RecordLogReader, HEADER_LEN, RECORDS_DIR};
+use aldb_snapshot::records::{RecordInput, RecordLogWriter, RecordProducer};
 use aldb_verify::record::{Attestation, Commitment, ParentLink, RootRecord, RECORD_LEN};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -2,7 +2,7 @@
 //! repairs that let mutated inputs past their checksums to the parsers behind them.
 //!
 //! `record_log` and `snapshot_file` are fuzz target bodies: they must not panic on any input.
-//! The fuzz targets call them, and aldb-snapshot's `fuzz_regressions` test replays the
+//! The fuzz targets call them, and aldb-format's `fuzz_regressions` test replays the
 //! checked-in inputs through them.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use aldb_format::format::{self, file_name, Header, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC};
 use aldb_format::SnapshotReader;
-use aldb_snapshot::records::{parse_segment, LoggedRecord, RecordLogReader, RECORDS_DIR};
+use aldb_format::records::{parse_segment, LoggedRecord, RecordLogReader, RECORDS_DIR};
 use aldb_verify::record::RECORD_LEN;
 
 /// A directory private to this process, removed at exit: on tmpfs when there is one, so the

@@ -44,6 +44,16 @@ pub enum RecordsError {
     },
 }
 
+/// The writer lists and reads segments with the format crate's functions.
+impl From<aldb_format::ReadError> for RecordsError {
+    fn from(e: aldb_format::ReadError) -> Self {
+        match e {
+            aldb_format::ReadError::Io { op, path, source } => Self::Io { op, path, source },
+            other => Self::Corrupt { path: PathBuf::new(), reason: other.to_string() },
+        }
+    }
+}
+
 impl RecordsError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io { op, path: path.into(), source }

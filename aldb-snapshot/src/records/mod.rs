@@ -1,20 +1,22 @@
 //! Root records (`docs/SPEC.md` §9): the per-slot record chain a producer signs, and the
-//! append-only log Hyades serves them from (`docs/FORMAT.md`, "Record log").
+//! writer of the append-only log Hyades serves them from (`docs/FORMAT.md`, "Record log"; the
+//! format and its reader are `aldb_format::records`).
 //!
 //! [`RecordProducer`] runs where slots are committed (the plugin's commit worker, `aldb
 //! simulate`): it builds each slot's record, chains it to its parent's, signs it with a
-//! [`Signer`] if it has one, and appends it durably. [`RecordLogReader`] follows the log from
-//! another process.
+//! [`Signer`] if it has one, and appends it durably with a [`RecordLogWriter`].
 
 mod error;
-mod log;
 mod producer;
 mod signer;
+mod writer;
 
 pub use error::RecordsError;
-pub use log::{
-    parse_segment, Damage, LoggedRecord, RecordLogReader, RecordLogWriter, SegmentScan, HEADER_LEN, RECORDS_DIR,
-    SEGMENT_RECORDS,
-};
+pub use aldb_format::records::LoggedRecord;
+pub use writer::RecordLogWriter;
+// The log's format and reader moved to `aldb_format::records`; these names stay here until every
+// user imports them from there.
+#[doc(hidden)]
+pub use aldb_format::records::{parse_segment, Damage, RecordLogReader, SegmentScan, HEADER_LEN, RECORDS_DIR, SEGMENT_RECORDS};
 pub use producer::{RecordInput, RecordProducer};
 pub use signer::Signer;

@@ -8,10 +8,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use aldb_format::records::LoggedRecord;
 use aldb_verify::record::{Attestation, BlockInfo, Commitment, ParentLink, RootRecord};
 use aldb_verify::Hash;
 
-use super::log::{LoggedRecord, RecordLogWriter};
+use super::writer::RecordLogWriter;
 use super::{RecordsError, Signer};
 
 /// Record hashes remembered for chaining: far more than any gap between a slot and its parent.
@@ -149,7 +150,7 @@ impl RecordProducer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::RecordLogReader;
+    use aldb_format::records::RecordLogReader;
 
     fn input(slot: u64, parent: Option<u64>) -> RecordInput {
         RecordInput {
