@@ -43,7 +43,7 @@ BLOCKS = [
      {"expect": ["published slot=200 "]}),
     ("README.md", "cargo run --release --bin aldb -- keygen --seed-hex 0707", "run", None,
      {"expect": ["published slot=200 "], "check": "test -s /tmp/identities.txt"}),
-    ("README.md", "cargo run --release -p hyades -- --dir /tmp/aldb-signed &", "run", None,
+    ("README.md", "cargo run --release -p hyades --bin hyades -- --dir /tmp/aldb-signed &", "run", None,
      {"expect": ['"root":', "root trusted: record ", "verified against root ", " at slot 200"]}),
     ("README.md", "curl -s -X POST 127.0.0.1:8899 -H 'content-type: application/json' \\", "run", None,
      {"expect": ['"stateRoot":', '"attestations":[{']}),
