@@ -126,15 +126,25 @@ impl RecordLogWriter {
     }
 
     /// Deletes whole segments holding only records below `slot` (never the one being written).
+    ///
+    /// A segment's name gives its first record's slot, not its newest: with two commitment levels
+    /// interleaved, a finalized record for an older slot follows the confirmed records of newer
+    /// ones, so a segment can hold records above its successor's first slot. Each candidate is
+    /// therefore read and deleted only if its newest intact record lies below `slot`.
     pub fn prune_before(&mut self, slot: u64) -> Result<usize, RecordsError> {
         let segments = list_segments(&self.dir)?;
         let mut removed = 0;
-        for pair in segments.windows(2) {
-            // A segment's records all lie below its successor's first slot.
-            if pair[1].0 <= slot && pair[0].1 != self.path {
-                std::fs::remove_file(&pair[0].1).map_err(|e| RecordsError::io("remove", &pair[0].1, e))?;
-                removed += 1;
+        for (first, path) in &segments {
+            if *first >= slot || *path == self.path {
+                continue;
             }
+            let bytes = std::fs::read(path).map_err(|e| RecordsError::io("read", path, e))?;
+            let newest = parse_segment(&bytes).entries.iter().map(|(_, r)| r.record.slot).max();
+            if newest.is_some_and(|n| n >= slot) {
+                continue;
+            }
+            std::fs::remove_file(path).map_err(|e| RecordsError::io("remove", path, e))?;
+            removed += 1;
         }
         if removed > 0 {
             sync_dir(&self.dir)?;
@@ -341,12 +351,36 @@ mod tests {
         }
         let (mut w, recent) = RecordLogWriter::open(dir.path()).expect("open");
         assert_eq!(slots(&recent), vec![1, 2, 3, 10, 11, 12, 20, 21, 22], "fewer than a segment's worth: all are read");
-        // Slot 15 is inside the second segment: only the first (slots 1..=3) may go.
-        assert_eq!(w.prune_before(15).expect("prune"), 1);
+        // Both older segments hold only records below 15 (their newest are 3 and 12).
+        assert_eq!(w.prune_before(15).expect("prune"), 2);
         assert_eq!(w.prune_before(15).expect("prune"), 0);
         // The segment being written is never deleted, whatever the cutoff.
-        assert_eq!(w.prune_before(1000).expect("prune"), 1);
+        assert_eq!(w.prune_before(1000).expect("prune"), 0);
         let mut reader = RecordLogReader::new(dir.path());
         assert_eq!(slots(&reader.refresh().expect("refresh")), vec![20, 21, 22]);
+    }
+
+    /// With two levels interleaved a segment holds records newer than its successor's first
+    /// slot (confirmed records logged before the finalized record that starts the next one):
+    /// such a segment is kept until its newest record falls below the cutoff.
+    #[test]
+    fn pruning_keeps_a_segment_whose_newest_record_is_above_the_cutoff() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = segment(dir.path(), 10);
+        for s in [10u64, 11, 40, 41] {
+            w.append(&rec(s)).expect("append");
+        }
+        let mut w = segment(dir.path(), 12);
+        for s in [12u64, 42] {
+            w.append(&rec(s)).expect("append");
+        }
+        let mut w = segment(dir.path(), 13);
+        w.append(&rec(43)).expect("append");
+        let (mut w, _) = RecordLogWriter::open(dir.path()).expect("open");
+        assert_eq!(w.prune_before(30).expect("prune"), 0, "records 40 and 41 are kept");
+        assert_eq!(w.prune_before(42).expect("prune"), 1, "now the first segment holds only older records");
+        assert_eq!(w.prune_before(43).expect("prune"), 1);
+        let mut reader = RecordLogReader::new(dir.path());
+        assert_eq!(slots(&reader.refresh().expect("refresh")), vec![43]);
     }
 }
