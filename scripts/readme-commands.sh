@@ -77,7 +77,7 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
         "reason": "2^22 and 2^24 leaves: gigabytes of snapshots and minutes", "timeout": 1800}),
     ("BENCHMARKS.md", "nice -n 5 cargo run --release -p aldb-bench --bin fork-bench", "skip",
      "fork-bench at 2^26 leaves: ~7.5 GB of memory and many minutes", {}),
-    ("BENCHMARKS.md", "cargo run --release -p hyades --bin hyades-bench", "run", None, {"timeout": 900}),
+    ("BENCHMARKS.md", "cargo run --release -p hyades --example hyades-bench", "run", None, {"timeout": 900}),
     ("BENCHMARKS.md", "scripts/hyades-resources.sh ", "skip",
      "the resource suite, a slow check of its own (README.md, Slow checks)", {}),
     ("BENCHMARKS.md", "scripts/validator-load.sh ", "skip", "needs a validator build (scripts/build-validator.sh)", {}),

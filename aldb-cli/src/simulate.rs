@@ -13,7 +13,8 @@ use std::path::PathBuf;
 
 use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, Pleiades};
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
-use aldb_snapshot::{AccountBatch, Hyades, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_format::SnapshotReader;
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::record::Commitment;
 use aldb_workload::{KeyWindow, SlotAccounts, SlotOps, OWNER};
@@ -142,7 +143,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
 
     // With --resume, replay to the newest published slot and check it is the same workload.
     let mut start = 1;
-    let published = if a.resume && a.dir.exists() { Hyades::open(&a.dir)?.latest() } else { None };
+    let published = if a.resume && a.dir.exists() { SnapshotReader::open(&a.dir)?.latest() } else { None };
     if let Some(p) = published {
         for slot in 1..=p.slot {
             let ops = SlotOps::draw(a.seed, slot, a.slot_updates, &mut window);
@@ -160,7 +161,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
             );
         }
         start = p.slot + 1;
-    } else if a.dir.exists() && !a.resume && Hyades::open(&a.dir).map(|h| h.latest().is_some()).unwrap_or(false) {
+    } else if a.dir.exists() && !a.resume && SnapshotReader::open(&a.dir).map(|h| h.latest().is_some()).unwrap_or(false) {
         bail!("{} already holds snapshots; pass --resume to continue them or use an empty directory", a.dir.display());
     }
 

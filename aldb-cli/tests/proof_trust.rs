@@ -8,11 +8,12 @@
 
 use std::process::{Command, Output};
 
+use aldb_fixture::History;
+use aldb_format::Account;
 use aldb_snapshot::records::{LoggedRecord, RecordLogWriter, Signer};
-use aldb_snapshot::{Account, WriterConfig};
+use aldb_snapshot::WriterConfig;
 use aldb_verify::hash_to_base58;
 use aldb_verify::record::{Commitment, ParentLink, RootRecord};
-use hyades::fixture::History;
 use hyades::{Config, Service};
 
 const GENESIS: [u8; 32] = [0x47; 32];

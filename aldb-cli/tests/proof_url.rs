@@ -8,9 +8,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Output};
 
-use aldb_snapshot::{Account, WriterConfig};
+use aldb_fixture::History;
+use aldb_format::Account;
+use aldb_snapshot::WriterConfig;
 use aldb_verify::hash_to_base58;
-use hyades::fixture::History;
 use hyades::{Config, Service};
 use serde_json::Value;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use aldb_snapshot::records::RecordLogReader;
+use aldb_format::records::RecordLogReader;
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::record::{Commitment, Quorum};
 

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use aldb_core::Claim;
-use aldb_snapshot::Hyades;
+use aldb_format::SnapshotReader;
 use aldb_verify::json::hash_to_base58;
 use aldb_workload::{pubkey, KeyWindow, SlotAccounts, SlotOps};
 use rand::{Rng, SeedableRng};
@@ -136,7 +136,7 @@ fn sigkill_never_loses_a_published_slot() {
     }
     // The records: every slot exactly once, each chained to the previous one and signed,
     // each naming the root the run reported.
-    let records = aldb_snapshot::records::RecordLogReader::new(dir.path()).refresh().unwrap();
+    let records = aldb_format::records::RecordLogReader::new(dir.path()).refresh().unwrap();
     assert_eq!(records.iter().map(|r| r.record.slot).collect::<Vec<_>>(), (0..=LAST_SLOT).collect::<Vec<_>>());
     for (i, r) in records.iter().enumerate() {
         assert_eq!(r.attestations.len(), 1);
@@ -149,7 +149,7 @@ fn sigkill_never_loses_a_published_slot() {
             assert_eq!(&hash_to_base58(&r.record.state_root), root, "record of slot {}", r.record.slot);
         }
     }
-    let h = Hyades::open(dir.path()).unwrap();
+    let h = SnapshotReader::open(dir.path()).unwrap();
     let states = model();
     let probes: Vec<[u8; 32]> = (0..1200u64).step_by(7).map(|i| pubkey(SEED, i)).chain([[0u8; 32], [9u8; 32]]).collect();
     for (slot, root) in &reported {

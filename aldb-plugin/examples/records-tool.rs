@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use aldb_snapshot::records::RecordLogReader;
+use aldb_format::records::RecordLogReader;
 use aldb_verify::record_json::attested_record_to_json_value;
 
 fn dump(dir: &Path) -> Result<(), String> {

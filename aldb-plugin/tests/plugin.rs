@@ -17,7 +17,7 @@ use agave_geyser_plugin_interface::geyser_plugin_interface::{
     GeyserPlugin, ReplicaAccountInfo, ReplicaAccountInfoV2, ReplicaAccountInfoV3, ReplicaAccountInfoVersions,
     SlotStatus,
 };
-use aldb_snapshot::Hyades;
+use aldb_format::SnapshotReader;
 use aldb_verify::Claim;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -248,7 +248,7 @@ fn metric(text: &str, name: &str) -> f64 {
 
 /// Checks every committed slot against the model, and that the slots in `never` are not served.
 fn check_snapshots(dir: &Path, history: &BTreeMap<u64, State>, probe: &[[u8; 32]], never: &[u64]) {
-    let h = Hyades::open(&dir.join("snap")).unwrap();
+    let h = SnapshotReader::open(&dir.join("snap")).unwrap();
     for (&slot, state) in history {
         let info = h.slot(Some(slot)).unwrap_or_else(|e| panic!("slot {slot} not served: {e}"));
         let root = naive_root(state);

@@ -8,9 +8,10 @@
 use std::sync::{Arc, OnceLock};
 
 use aldb_snapshot::records::LoggedRecord;
-use aldb_snapshot::{Account, Hyades, WriterConfig};
+use aldb_fixture::History;
+use aldb_format::{Account, SnapshotReader};
+use aldb_snapshot::WriterConfig;
 use aldb_verify::record::{Attestation, Commitment, ParentLink, RootRecord};
-use hyades::fixture::History;
 use hyades::rpc::Subscriptions;
 use hyades::{Limits, Metrics, RecordFeed, Rpc, RpcError};
 
@@ -59,7 +60,7 @@ fn rpc() -> &'static Rpc {
         }
         let feed = RecordFeed::new(16);
         feed.push(&logged);
-        let hyades = Hyades::open(dir).expect("open fixture");
+        let hyades = SnapshotReader::open(dir).expect("open fixture");
         Rpc::with_records(Arc::new(hyades), Arc::new(feed), Arc::new(Metrics::new().expect("metrics")), Limits::default())
     })
 }

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 
-use aldb_snapshot::{Account, AccountProof, SlotInfo};
+use aldb_format::{Account, AccountProof, SlotInfo};
 use aldb_verify::{Proof, Terminal};
 use base64::Engine as _;
 

@@ -19,8 +19,8 @@
 mod conn;
 mod encode;
 mod error;
-pub mod fixture;
 pub mod metrics;
+mod protocol;
 pub mod records;
 pub mod rpc;
 mod server;

@@ -10,7 +10,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::rpc::Method;
+use crate::protocol::Method;
 
 /// The service's metrics.
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 //! logs the `finalized` one once the slot is rooted), so the two levels interleave in the log.
 //! Each level is indexed by slot on its own; queries name a level or take the strongest held.
 //!
-//! The poller appends what [`RecordLogReader::refresh`](aldb_snapshot::records::RecordLogReader)
+//! The poller appends what [`RecordLogReader::refresh`](aldb_format::records::RecordLogReader)
 //! returns; every record gets a position (`seq`) in the feed and its §9.5 JSON document is
 //! encoded once. A subscription is a cursor into the feed: the backlog and the live records are
 //! the same sequence, so a subscriber can neither miss one nor get one twice, whatever the timing
@@ -24,13 +24,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use aldb_snapshot::records::{Damage, LoggedRecord};
+use aldb_format::records::{Damage, LoggedRecord};
 use aldb_verify::record_json::attested_record_to_json_value;
 use aldb_verify::Commitment;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::rpc::{codes, RpcError};
+use crate::protocol::{codes, RpcError};
 
 /// Records kept in memory by default: one full log segment, about seven hours of mainnet slots
 /// with one record per slot, half that with two.

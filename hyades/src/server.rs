@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aldb_snapshot::records::RecordLogReader;
-use aldb_snapshot::Hyades;
+use aldb_format::records::RecordLogReader;
+use aldb_format::{ReadError, SnapshotReader};
 use aldb_verify::Commitment;
 use axum::body::Body;
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -241,7 +241,7 @@ struct Shared {
 pub struct Service {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
-    hyades: Arc<Hyades>,
+    hyades: Arc<SnapshotReader>,
     records: Arc<RecordFeed>,
     metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
@@ -255,7 +255,7 @@ impl Service {
             return Err(ServeError::NoDirectory(config.dir));
         }
         let dir = config.dir.clone();
-        let hyades = tokio::task::spawn_blocking(move || Hyades::open(&dir))
+        let hyades = tokio::task::spawn_blocking(move || SnapshotReader::open(&dir))
             .await
             .map_err(|e| ServeError::Task(e.to_string()))?
             .map_err(ServeError::Open)?;
@@ -377,7 +377,7 @@ impl Service {
     }
 
     /// The reader being served.
-    pub fn hyades(&self) -> &Arc<Hyades> {
+    pub fn hyades(&self) -> &Arc<SnapshotReader> {
         &self.hyades
     }
 
@@ -1119,7 +1119,7 @@ fn refresh_records(
     reader: &std::sync::Mutex<RecordLogReader>,
     records: &RecordFeed,
     metrics: &Metrics,
-) -> Result<usize, aldb_snapshot::records::RecordsError> {
+) -> Result<usize, ReadError> {
     let mut reader = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let fresh = reader.refresh()?;
     let damage = reader.take_damage();

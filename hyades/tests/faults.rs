@@ -6,7 +6,7 @@
 
 mod common;
 
-use aldb_snapshot::format::{file_checksum, parse_file_name, FOOTER_LEN, HEADER_LEN};
+use aldb_format::format::{file_checksum, parse_file_name, FOOTER_LEN, HEADER_LEN};
 use aldb_snapshot::WriterConfig;
 use common::{b58, Model, Server};
 use serde_json::json;

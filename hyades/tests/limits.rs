@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aldb_format::Account;
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
-use aldb_snapshot::{Account, WriterConfig};
+use aldb_snapshot::WriterConfig;
 use aldb_verify::record::Commitment;
 use common::{b58, Model, Server};
 use futures_util::{SinkExt, StreamExt};

@@ -6,7 +6,8 @@
 
 mod common;
 
-use aldb_snapshot::{Account, WriterConfig};
+use aldb_format::Account;
+use aldb_snapshot::WriterConfig;
 use aldb_verify::{Claim, Proof, Terminal};
 use base64::Engine as _;
 use common::{b58, Model, Server, State};
@@ -59,7 +60,7 @@ fn every_method_answers_and_proofs_verify() {
 
     assert_eq!(s.ok("getHealth", json!([])), "ok");
     let v = s.ok("getVersion", json!([]));
-    assert_eq!(v, json!({"hyades": env!("CARGO_PKG_VERSION"), "snapshotFormat": aldb_snapshot::FORMAT_VERSION, "commitment": 1}));
+    assert_eq!(v, json!({"hyades": env!("CARGO_PKG_VERSION"), "snapshotFormat": aldb_format::FORMAT_VERSION, "commitment": 1}));
 
     // getStateRoot: newest by default, any kept slot by number.
     let r = s.ok("getStateRoot", json!([]));

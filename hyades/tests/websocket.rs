@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use aldb_snapshot::{Account, WriterConfig};
+use aldb_format::Account;
+use aldb_snapshot::WriterConfig;
 use common::{b58, Model, Server};
 use futures_util::{SinkExt, StreamExt};
 use hyades::codes;

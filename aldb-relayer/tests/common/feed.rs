@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aldb_snapshot::records::RecordLogReader;
+use aldb_format::records::RecordLogReader;
 use aldb_verify::record_json::attested_record_to_json_value;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use aldb_snapshot::{Account, WriterConfig};
-use hyades::fixture::History;
+use aldb_fixture::History;
+use aldb_format::Account;
+use aldb_snapshot::WriterConfig;
 use hyades::{Config, Service};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aldb_snapshot::{Account, WriterConfig};
+use aldb_fixture::History;
+use aldb_format::Account;
+use aldb_snapshot::WriterConfig;
 use aldb_verify::{hash_from_base58, hash_to_base58, Claim, Proof};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
-use hyades::fixture::History;
 use hyades::{Config, Execution, Service};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -1,0 +1,169 @@
+//! The JSON-RPC vocabulary shared by the dispatcher ([`crate::rpc`]), the record feed and the
+//! metrics: the methods, the error codes and the error object. It depends on none of them, so
+//! they can all depend on it.
+
+use serde_json::{Map, Value};
+
+/// The JSON-RPC error codes Hyades returns.
+pub mod codes {
+    /// The body is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON is not a valid request object (or the batch is empty or too long, or the body too
+    /// large).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method (or a subscription method called over plain HTTP).
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// A parameter is missing, of the wrong type, not valid base58, not 32 bytes, or over a limit.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The snapshot files could not be read; details are in the server log.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The slot is older than the oldest kept slot.
+    pub const SLOT_PRUNED: i64 = -32001;
+    /// The slot is newer than the newest published slot.
+    pub const SLOT_NOT_COMMITTED: i64 = -32004;
+    /// The slot is in the kept range but has no snapshot (skipped, or merged into a later one);
+    /// for the record methods: no root record (skipped, or on another fork).
+    pub const SLOT_NO_SNAPSHOT: i64 = -32007;
+    /// No snapshot (for the record methods: no root record) has been published yet.
+    pub const NOTHING_PUBLISHED: i64 = -32008;
+    /// A WebSocket connection already holds the most subscriptions allowed.
+    pub const TOO_MANY_SUBSCRIPTIONS: i64 = -32009;
+    /// Record methods: the slot lies between the intact records around a damaged span of the
+    /// record log, so its record may have been lost; `data` names those records' slots.
+    pub const RECORD_CORRUPT: i64 = -32010;
+    /// The slot was committed but a snapshot file it needs is damaged (checksum, a header that
+    /// disagrees with its name, truncated while mapped); `data.reason` names the file. An operator
+    /// should act: restore the file or let the writer's refresh retire it.
+    pub const SLOT_CORRUPT: i64 = -32011;
+    /// The slot was committed but never written: the snapshot writer was failing (a full disk)
+    /// and recovered at a later slot; `data` says which slots were lost.
+    pub const SLOT_NOT_WRITTEN: i64 = -32012;
+    /// The answer would exceed [`Limits::max_response_bytes`](crate::Limits); ask for fewer
+    /// items (a smaller range, fewer keys, a shorter batch).
+    pub const RESPONSE_TOO_LARGE: i64 = -32020;
+}
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    /// One of [`codes`].
+    pub code: i64,
+    /// A human-readable message.
+    pub message: String,
+    /// Structured details (such as the oldest and newest served slots), if any.
+    pub data: Option<Value>,
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+impl RpcError {
+    /// An error with no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None }
+    }
+
+    /// An error with structured data.
+    pub fn with_data(code: i64, message: impl Into<String>, data: Value) -> Self {
+        Self { code, message: message.into(), data: Some(data) }
+    }
+
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_PARAMS, format!("Invalid params: {}", message.into()))
+    }
+
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_REQUEST, format!("Invalid request: {}", message.into()))
+    }
+
+    /// The error object as JSON.
+    pub fn to_value(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("code".into(), Value::from(self.code));
+        o.insert("message".into(), Value::from(self.message.clone()));
+        if let Some(d) = &self.data {
+            o.insert("data".into(), d.clone());
+        }
+        Value::Object(o)
+    }
+}
+
+/// The methods Hyades serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `getStateRoot([slot?])`.
+    GetStateRoot,
+    /// `getAccountProof([pubkey, {"slot"?}])`.
+    GetAccountProof,
+    /// `getMultipleAccountProofs([[pubkey, ...], {"slot"?}])`.
+    GetMultipleAccountProofs,
+    /// `getStateRoots([start, end])`.
+    GetStateRoots,
+    /// `getHealth`.
+    GetHealth,
+    /// `getVersion`.
+    GetVersion,
+    /// `rootSubscribe` (WebSocket only).
+    RootSubscribe,
+    /// `rootUnsubscribe([id])` (WebSocket only).
+    RootUnsubscribe,
+    /// `getRootRecord([slot?, {"commitment"?}])`.
+    GetRootRecord,
+    /// `getRootRecords([startSlot, endSlot, {"commitment"?}])`.
+    GetRootRecords,
+    /// `recordSubscribe([{"fromSlot"?, "commitment"?}])` (WebSocket only).
+    RecordSubscribe,
+    /// `recordUnsubscribe([id])` (WebSocket only).
+    RecordUnsubscribe,
+}
+
+impl Method {
+    /// Every method, in a fixed order (metrics index by it).
+    pub const ALL: [Method; 12] = [
+        Method::GetStateRoot,
+        Method::GetAccountProof,
+        Method::GetMultipleAccountProofs,
+        Method::GetStateRoots,
+        Method::GetHealth,
+        Method::GetVersion,
+        Method::RootSubscribe,
+        Method::RootUnsubscribe,
+        Method::GetRootRecord,
+        Method::GetRootRecords,
+        Method::RecordSubscribe,
+        Method::RecordUnsubscribe,
+    ];
+
+    /// The method's wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::GetStateRoot => "getStateRoot",
+            Method::GetAccountProof => "getAccountProof",
+            Method::GetMultipleAccountProofs => "getMultipleAccountProofs",
+            Method::GetStateRoots => "getStateRoots",
+            Method::GetHealth => "getHealth",
+            Method::GetVersion => "getVersion",
+            Method::RootSubscribe => "rootSubscribe",
+            Method::RootUnsubscribe => "rootUnsubscribe",
+            Method::GetRootRecord => "getRootRecord",
+            Method::GetRootRecords => "getRootRecords",
+            Method::RecordSubscribe => "recordSubscribe",
+            Method::RecordUnsubscribe => "recordUnsubscribe",
+        }
+    }
+
+    /// The method of a wire name.
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Position in [`Method::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
