@@ -449,7 +449,8 @@ mod tests {
     #[test]
     fn each_committed_slot_gets_a_signed_chained_record_with_its_block_and_a_finalized_one_once_rooted() {
         use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaBlockInfo, ReplicaBlockInfoV2};
-        use aldb_snapshot::records::{RecordLogReader, Signer};
+        use aldb_format::records::RecordLogReader;
+        use aldb_snapshot::records::Signer;
 
         let dir = tempfile::tempdir().unwrap();
         let seed = [5u8; 32];

@@ -318,7 +318,7 @@ mod tests {
     use std::io::Write;
     use std::path::Path;
 
-    use aldb_snapshot::records::RecordLogReader;
+    use aldb_format::records::RecordLogReader;
     use geyser_adapter::CommitKind;
 
     use super::*;

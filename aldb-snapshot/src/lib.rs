@@ -23,10 +23,3 @@ pub use batch::{AccountBatch, AccountEntry};
 pub use error::SnapshotError;
 pub use serializer::{Published, SlotInput, CAPTURE_OPTIONS};
 pub use writer::{SnapshotWriter, WriterConfig, WriterStats};
-
-// The format and the reader moved to `aldb-format`; these names stay here until every user
-// imports them from there.
-#[doc(hidden)]
-pub use aldb_format::format;
-#[doc(hidden)]
-pub use aldb_format::{Account, AccountProof, QueryError, SlotInfo, SnapshotReader as Hyades, FORMAT_VERSION};

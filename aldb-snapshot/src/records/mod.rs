@@ -14,9 +14,5 @@ mod writer;
 pub use error::RecordsError;
 pub use aldb_format::records::LoggedRecord;
 pub use writer::RecordLogWriter;
-// The log's format and reader moved to `aldb_format::records`; these names stay here until every
-// user imports them from there.
-#[doc(hidden)]
-pub use aldb_format::records::{parse_segment, Damage, RecordLogReader, SegmentScan, HEADER_LEN, RECORDS_DIR, SEGMENT_RECORDS};
 pub use producer::{RecordInput, RecordProducer};
 pub use signer::Signer;
