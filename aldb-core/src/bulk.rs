@@ -19,7 +19,8 @@ use rayon::prelude::*;
 use crate::account::{AccountRef, Update};
 use crate::config::{Config, LEAVES_PER_BUCKET};
 use crate::error::CoreError;
-use crate::pleiades::{path_cmp, shard_index, Pleiades};
+use crate::path::{path_cmp, shard_index};
+use crate::pleiades::Pleiades;
 use crate::shard::{Shard, ShardScratch};
 use crate::slab::Leaf;
 

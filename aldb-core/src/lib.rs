@@ -34,6 +34,7 @@ pub mod forks;
 mod huge;
 mod levels;
 mod multihash;
+mod path;
 mod pleiades;
 mod prefetch;
 mod shard;

@@ -11,7 +11,7 @@ use crate::account::Update;
 use crate::bucket::{self, hash_buckets, BucketScratch};
 use crate::changes::{CaptureOptions, CaptureSink, ShardCapture};
 use crate::levels::{LevelScratch, LevelTree};
-use crate::pleiades::{path_cmp, prefix64};
+use crate::path::{path_cmp, prefix64};
 use crate::prefetch::prefetch;
 use crate::slab::{BucketRef, Leaf, LeafSlab};
 
