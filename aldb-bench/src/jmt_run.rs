@@ -64,9 +64,7 @@ struct Jmt {
 
 impl AnchorTree for Jmt {
     fn apply(&mut self, updates: &[Update]) -> anyhow::Result<[u8; 32]> {
-        let set = updates
-            .iter()
-            .map(|u| (KeyHash(u.path), u.value.map(|v| v.to_vec())));
+        let set = updates.iter().map(|u| (KeyHash(u.path), u.value.map(|v| v.to_vec())));
         let (root, batch) = Sha256Jmt::new(&self.store).put_value_set(set, self.version)?;
         self.store.write_tree_update_batch(batch)?;
         Ok(root.0)
@@ -85,27 +83,15 @@ struct Smt(SparseMerkleTree<Blake2bHasher, H256, DefaultStore<H256>>);
 impl AnchorTree for Smt {
     fn apply(&mut self, updates: &[Update]) -> anyhow::Result<[u8; 32]> {
         // The zero value is the nervos tree's deletion.
-        let leaves = updates
-            .iter()
-            .map(|u| (H256::from(u.path), H256::from(u.value.unwrap_or([0; 32]))))
-            .collect();
-        let root = self
-            .0
-            .update_all(leaves)
-            .map_err(|e| anyhow!("sparse-merkle-tree: {e}"))?;
+        let leaves = updates.iter().map(|u| (H256::from(u.path), H256::from(u.value.unwrap_or([0; 32])))).collect();
+        let root = self.0.update_all(leaves).map_err(|e| anyhow!("sparse-merkle-tree: {e}"))?;
         Ok((*root).into())
     }
 }
 
 /// `jmt` over the workload.
 pub(crate) fn run_jmt(o: AnchorOpts) -> anyhow::Result<AnchorReport> {
-    run(
-        o,
-        &mut Jmt {
-            store: MockTreeStore::default(),
-            version: 0,
-        },
-    )
+    run(o, &mut Jmt { store: MockTreeStore::default(), version: 0 })
 }
 
 /// The nervos sparse Merkle tree over the workload.
@@ -153,15 +139,6 @@ fn run(o: AnchorOpts, tree: &mut impl AnchorTree) -> anyhow::Result<AnchorReport
             updates_measured += o.slot_updates as u64;
         }
     }
-    ensure!(
-        !slot_secs.is_empty(),
-        "no measured slots: slots must exceed the warm-up"
-    );
-    Ok(AnchorReport {
-        leaves: window.len(),
-        prefill_secs,
-        slot_secs,
-        updates_measured,
-        root,
-    })
+    ensure!(!slot_secs.is_empty(), "no measured slots: slots must exceed the warm-up");
+    Ok(AnchorReport { leaves: window.len(), prefill_secs, slot_secs, updates_measured, root })
 }

@@ -26,13 +26,7 @@ pub(crate) fn lt_hash_account(a: &AccountRef<'_>) -> LtHash {
     if a.data.len() <= DATA_SIZE {
         let mut buf = [0u8; META_SIZE + DATA_SIZE];
         let mut n = 0;
-        for part in [
-            &a.lamports.to_le_bytes()[..],
-            a.data,
-            &[u8::from(a.executable)],
-            a.owner,
-            a.pubkey,
-        ] {
+        for part in [&a.lamports.to_le_bytes()[..], a.data, &[u8::from(a.executable)], a.owner, a.pubkey] {
             buf[n..n + part.len()].copy_from_slice(part);
             n += part.len();
         }
@@ -55,14 +49,9 @@ pub(crate) struct Lattice {
 
 impl Lattice {
     pub(crate) fn new(threads: usize) -> anyhow::Result<Self> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("lattice-{i}"))
-            .build()?;
-        Ok(Self {
-            pool,
-            acc: LtHash::identity(),
-        })
+        let pool =
+            rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("lattice-{i}")).build()?;
+        Ok(Self { pool, acc: LtHash::identity() })
     }
 
     /// Mixes out each `old[i]` and mixes in each `new[i]`. Chunks accumulate separately on the
@@ -112,28 +101,12 @@ mod tests {
         let (key, owner) = ([3u8; 32], [4u8; 32]);
         for len in [0usize, 165, 200, 201, 1000] {
             let data = vec![9u8; len];
-            let a = AccountRef {
-                pubkey: &key,
-                lamports: 77,
-                owner: &owner,
-                executable: len == 201,
-                data: &data,
-            };
+            let a = AccountRef { pubkey: &key, lamports: 77, owner: &owner, executable: len == 201, data: &data };
             assert_eq!(lt_hash_account(&a), reference(&a));
         }
         let data = [1u8; 165];
-        let a = AccountRef {
-            pubkey: &key,
-            lamports: 5,
-            owner: &owner,
-            executable: false,
-            data: &data,
-        };
-        let dead = AccountRef {
-            lamports: 0,
-            data: &[],
-            ..a
-        };
+        let a = AccountRef { pubkey: &key, lamports: 5, owner: &owner, executable: false, data: &data };
+        let dead = AccountRef { lamports: 0, data: &[], ..a };
         let mut l = Lattice::new(2)?;
         l.apply(&[dead], &[a]);
         l.apply(&[a], &[dead]);

@@ -20,10 +20,7 @@ fn main() -> anyhow::Result<()> {
     // `--help` prints and exits 0; a bad flag prints the error and usage and exits 2.
     let o = Opts::from_args(std::env::args().skip(1)).unwrap_or_else(|e| e.exit());
     // Generation of the untimed buffers runs on the global pool; size it like the engine's.
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(o.threads)
-        .build_global()
-        .context("global thread pool")?;
+    rayon::ThreadPoolBuilder::new().num_threads(o.threads).build_global().context("global thread pool")?;
     let rss_before = mem::rss_bytes();
     println!(
         "aldb-bench: leaves=2^{} ({}) slots={} (warm-up {}) slot_updates={} threads={} data_len={} seed={}",
@@ -64,12 +61,7 @@ fn main() -> anyhow::Result<()> {
         "updates/s:           {updates_per_sec:>14.0} ({} updates over {measured} slots in {commit_total:.3} s)",
         e.updates_measured
     );
-    println!(
-        "slot commit ms:      min {:.2} / median {:.2} / max {:.2}",
-        smin * 1e3,
-        smed * 1e3,
-        smax * 1e3
-    );
+    println!("slot commit ms:      min {:.2} / median {:.2} / max {:.2}", smin * 1e3, smed * 1e3, smax * 1e3);
     println!("leaves after slots:  {}", e.leaves);
     println!(
         "rss:                 before prefill {}, after prefill {} (peak during prefill {}), after slots {}, after malloc_trim {}",
@@ -105,10 +97,7 @@ fn main() -> anyhow::Result<()> {
     put("bulk_build_accounts_per_sec", json!(round(bulk_rate)));
     put("bulk_build_secs", json!(round3(e.bulk_secs)));
     put("bytes_per_leaf", json!(bytes_per_leaf.map(round1)));
-    put(
-        "bytes_per_leaf_after_trim",
-        json!(per_leaf(e.rss_after_trim).map(round1)),
-    );
+    put("bytes_per_leaf_after_trim", json!(per_leaf(e.rss_after_trim).map(round1)));
     put("engine_heap_bytes_per_leaf", json!(round1(heap_per_leaf)));
     put("rss_before_prefill_bytes", json!(e.rss_before));
     put("rss_after_prefill_bytes", json!(e.rss_after_prefill));
@@ -121,25 +110,14 @@ fn main() -> anyhow::Result<()> {
         let lt_rate = e.updates_measured as f64 / lt_total;
         let (lmin, lmed, lmax) = min_med_max(&e.lattice_slot_secs);
         println!();
-        println!(
-            "== solana-lattice-hash 4.2.2 (threads={}, same stream; old state = same-sized stand-in)",
-            o.threads
-        );
+        println!("== solana-lattice-hash 4.2.2 (threads={}, same stream; old state = same-sized stand-in)", o.threads);
         println!("updates/s:           {lt_rate:>14.0} (mix out old + mix in new per update)");
-        println!(
-            "slot ms:             min {:.2} / median {:.2} / max {:.2}",
-            lmin * 1e3,
-            lmed * 1e3,
-            lmax * 1e3
-        );
+        println!("slot ms:             min {:.2} / median {:.2} / max {:.2}", lmin * 1e3, lmed * 1e3, lmax * 1e3);
         println!("Pleiades / lattice:  {:.3}", updates_per_sec / lt_rate);
         put("lattice_hash_updates_per_sec", json!(round(lt_rate)));
         put("lattice_threads", json!(o.threads));
         put("ratio_vs_lattice", json!(round3(updates_per_sec / lt_rate)));
-        put(
-            "lattice_checksum",
-            json!(e.lattice_checksum.map(|c| hex(&c))),
-        );
+        put("lattice_checksum", json!(e.lattice_checksum.map(|c| hex(&c))));
     } else {
         put("lattice_hash_updates_per_sec", Value::Null);
         put("lattice_threads", Value::Null);
@@ -157,12 +135,7 @@ fn main() -> anyhow::Result<()> {
     put("jmt_slot_updates", json!(o.jmt_slot_updates));
     if o.jmt {
         let a = anchor(o.jmt_leaves_log2, o.jmt_slot_updates, o.jmt_slots);
-        report_anchor(
-            "jmt 0.12 (MockTreeStore, SHA-256)",
-            "jmt",
-            jmt_run::run_jmt(a),
-            &mut put,
-        );
+        report_anchor("jmt 0.12 (MockTreeStore, SHA-256)", "jmt", jmt_run::run_jmt(a), &mut put);
     } else {
         put("jmt_updates_per_sec", Value::Null);
         put("jmt_skipped", json!("disabled by --no-jmt"));
@@ -170,12 +143,7 @@ fn main() -> anyhow::Result<()> {
     put("smt_slot_updates", json!(o.smt_slot_updates));
     if o.smt {
         let a = anchor(o.smt_leaves_log2, o.smt_slot_updates, o.smt_slots);
-        report_anchor(
-            "sparse-merkle-tree 0.6 (nervos, DefaultStore, blake2b)",
-            "smt",
-            jmt_run::run_smt(a),
-            &mut put,
-        );
+        report_anchor("sparse-merkle-tree 0.6 (nervos, DefaultStore, blake2b)", "smt", jmt_run::run_smt(a), &mut put);
     } else {
         put("smt_updates_per_sec", Value::Null);
         put("smt_skipped", json!("disabled by --no-smt"));
@@ -191,12 +159,7 @@ fn main() -> anyhow::Result<()> {
 
 /// Prints an anchor's figures and adds them under `prefix`; a failed anchor is reported and
 /// skipped, not fatal, so the engine's figures still come out.
-fn report_anchor(
-    title: &str,
-    prefix: &str,
-    r: anyhow::Result<AnchorReport>,
-    put: &mut impl FnMut(&str, Value),
-) {
+fn report_anchor(title: &str, prefix: &str, r: anyhow::Result<AnchorReport>, put: &mut impl FnMut(&str, Value)) {
     println!();
     println!("== {title} (threads=1, key = aldb key path, value = aldb account value hash)");
     match r {
@@ -208,28 +171,14 @@ fn report_anchor(
                 r.updates_measured,
                 r.slot_secs.len()
             );
-            println!(
-                "slot ms:             min {:.2} / median {:.2} / max {:.2}",
-                lo * 1e3,
-                med * 1e3,
-                hi * 1e3
-            );
-            println!(
-                "leaves:              {} (prefill with hashing {:.2} s)",
-                r.leaves, r.prefill_secs
-            );
+            println!("slot ms:             min {:.2} / median {:.2} / max {:.2}", lo * 1e3, med * 1e3, hi * 1e3);
+            println!("leaves:              {} (prefill with hashing {:.2} s)", r.leaves, r.prefill_secs);
             println!("root:                {}", hex(&r.root));
             put(&format!("{prefix}_updates_per_sec"), json!(round(rate)));
             put(&format!("{prefix}_leaves"), json!(r.leaves));
             put(&format!("{prefix}_threads"), json!(1));
-            put(
-                &format!("{prefix}_slots_measured"),
-                json!(r.slot_secs.len()),
-            );
-            put(
-                &format!("{prefix}_slot_ms_median"),
-                json!(round3(med * 1e3)),
-            );
+            put(&format!("{prefix}_slots_measured"), json!(r.slot_secs.len()));
+            put(&format!("{prefix}_slot_ms_median"), json!(round3(med * 1e3)));
         }
         Err(err) => {
             println!("skipped: {err:#}");
@@ -249,10 +198,7 @@ fn min_med_max(v: &[f64]) -> (f64, f64, f64) {
 }
 
 fn mib(b: Option<u64>) -> String {
-    b.map_or_else(
-        || "n/a".into(),
-        |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
-    )
+    b.map_or_else(|| "n/a".into(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64))
 }
 
 fn opt1(v: Option<f64>) -> String {

@@ -13,13 +13,7 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
 fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line
-        .trim_start_matches(field)
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
+    let kib: u64 = line.trim_start_matches(field).trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib * 1024)
 }
 

@@ -99,11 +99,7 @@ impl Opts {
             }
         }
         if self.slots <= self.warmup {
-            bail!(
-                "--slots ({}) must exceed --warmup ({})",
-                self.slots,
-                self.warmup
-            );
+            bail!("--slots ({}) must exceed --warmup ({})", self.slots, self.warmup);
         }
         if self.jmt && self.jmt_slots < 2 {
             bail!("--jmt-slots must be at least 2 (the first is a warm-up)");
@@ -132,10 +128,7 @@ mod tests {
     #[test]
     fn flags_parse_and_bad_input_is_an_error() -> Result<(), clap::Error> {
         let o = parse("--leaves-log2 20 --slot-updates 100000 --slots 6 --shard-bits 5 --no-jmt")?;
-        assert_eq!(
-            (o.leaves(), o.slot_updates, o.slots, o.shard_bits, o.jmt),
-            (1 << 20, 100_000, 6, Some(5), false)
-        );
+        assert_eq!((o.leaves(), o.slot_updates, o.slots, o.shard_bits, o.jmt), (1 << 20, 100_000, 6, Some(5), false));
         assert!(parse("--help").is_err_and(|e| e.kind() == clap::error::ErrorKind::DisplayHelp));
         assert!(parse("--slots").is_err());
         assert!(parse("--slots x").is_err());
@@ -148,7 +141,10 @@ mod tests {
     #[test]
     fn defaults_are_the_documented_ones() -> Result<(), clap::Error> {
         let o = parse("")?;
-        assert_eq!((o.leaves_log2, o.slots, o.warmup, o.slot_updates, o.data_len, o.seed), (26, 12, 2, 400_000, 165, 20_240_611));
+        assert_eq!(
+            (o.leaves_log2, o.slots, o.warmup, o.slot_updates, o.data_len, o.seed),
+            (26, 12, 2, 400_000, 165, 20_240_611)
+        );
         assert_eq!((o.shard_bits, o.bucket_bits, o.lattice, o.jmt, o.smt), (None, None, true, true, true));
         assert_eq!((o.jmt_leaves_log2, o.jmt_slot_updates, o.jmt_slots), (20, 20_000, 5));
         assert_eq!((o.smt_leaves_log2, o.smt_slot_updates, o.smt_slots), (14, 5_000, 5));

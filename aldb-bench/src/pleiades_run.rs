@@ -39,11 +39,7 @@ pub(crate) fn layout(o: &Opts) -> anyhow::Result<Config> {
     if o.shard_bits.is_none() && o.bucket_bits.is_none() {
         return Ok(auto);
     }
-    let c = Config::new(
-        o.threads,
-        o.shard_bits.unwrap_or(auto.shard_bits),
-        o.bucket_bits.unwrap_or(auto.bucket_bits),
-    )?;
+    let c = Config::new(o.threads, o.shard_bits.unwrap_or(auto.shard_bits), o.bucket_bits.unwrap_or(auto.bucket_bits))?;
     Ok(c)
 }
 
@@ -75,11 +71,7 @@ pub(crate) fn run(o: &Opts, rss_before: Option<u64>) -> anyhow::Result<EngineRep
     let t = Instant::now();
     let mut tree: Pleiades = builder.finish();
     bulk += t.elapsed();
-    ensure!(
-        tree.len() as u64 == n,
-        "bulk build holds {} leaves, expected {n}",
-        tree.len()
-    );
+    ensure!(tree.len() as u64 == n, "bulk build holds {} leaves, expected {n}", tree.len());
     let rss_after_prefill = mem::rss_bytes();
     let peak_rss_prefill = mem::peak_rss_bytes();
     println!(
@@ -89,11 +81,7 @@ pub(crate) fn run(o: &Opts, rss_before: Option<u64>) -> anyhow::Result<EngineRep
         n as f64 / bulk.as_secs_f64()
     );
 
-    let mut lattice = if o.lattice {
-        Some(Lattice::new(o.threads)?)
-    } else {
-        None
-    };
+    let mut lattice = if o.lattice { Some(Lattice::new(o.threads)?) } else { None };
     let mut window = KeyWindow::prefilled(n);
     let mut slot_secs = Vec::new();
     let mut lattice_slot_secs = Vec::new();
@@ -105,12 +93,7 @@ pub(crate) fn run(o: &Opts, rss_before: Option<u64>) -> anyhow::Result<EngineRep
         let t = Instant::now();
         let root = tree.commit_accounts(&refs);
         let secs = t.elapsed().as_secs_f64();
-        ensure!(
-            tree.len() as u64 == window.len(),
-            "tree holds {} leaves, window {}",
-            tree.len(),
-            window.len()
-        );
+        ensure!(tree.len() as u64 == window.len(), "tree holds {} leaves, window {}", tree.len(), window.len());
 
         let lsecs = match lattice.as_mut() {
             Some(l) => {
@@ -128,9 +111,7 @@ pub(crate) fn run(o: &Opts, rss_before: Option<u64>) -> anyhow::Result<EngineRep
             if warm { " (warm-up)" } else { "          " },
             secs * 1e3,
             o.slot_updates as f64 / secs,
-            lsecs
-                .map(|l| format!("  lattice {:8.2} ms", l * 1e3))
-                .unwrap_or_default(),
+            lsecs.map(|l| format!("  lattice {:8.2} ms", l * 1e3)).unwrap_or_default(),
             &crate::hex(&root)[..16],
         );
         if !warm {
@@ -140,11 +121,7 @@ pub(crate) fn run(o: &Opts, rss_before: Option<u64>) -> anyhow::Result<EngineRep
         }
     }
     let rss_after_slots = mem::rss_bytes();
-    let rss_after_trim = if mem::trim_heap() {
-        mem::rss_bytes()
-    } else {
-        None
-    };
+    let rss_after_trim = if mem::trim_heap() { mem::rss_bytes() } else { None };
     let heap_bytes = tree.heap_bytes();
     let leaves = tree.len() as u64;
     let root = tree.root();

@@ -6,9 +6,9 @@
 
 use std::io::{BufRead, Read};
 
-use aldb_verify::base58::decode_fixed;
 use aldb_verify::Excerpt;
-use anyhow::{bail, Context, Result};
+use aldb_verify::base58::decode_fixed;
+use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 use serde::Deserialize;
 
@@ -75,19 +75,13 @@ fn parse_line(text: &str) -> Result<OwnedAccount> {
         lamports: l.lamports,
         owner: decode_key("owner", &l.owner)?,
         executable: l.executable,
-        data: base64::engine::general_purpose::STANDARD
-            .decode(l.data.as_bytes())
-            .context("data is not base64")?,
+        data: base64::engine::general_purpose::STANDARD.decode(l.data.as_bytes()).context("data is not base64")?,
     })
 }
 
 /// Reads accounts in chunks of `chunk` lines, handing each chunk to `sink` in file order.
 /// Blank lines are skipped; any other bad line stops with an error naming it.
-pub(crate) fn read_chunks(
-    reader: impl BufRead,
-    chunk: usize,
-    mut sink: impl FnMut(&[OwnedAccount]),
-) -> Result<u64> {
+pub(crate) fn read_chunks(reader: impl BufRead, chunk: usize, mut sink: impl FnMut(&[OwnedAccount])) -> Result<u64> {
     let mut reader = reader;
     let mut buf = Vec::with_capacity(chunk);
     let mut count = 0u64;

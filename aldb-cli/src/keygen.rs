@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use aldb_snapshot::records::Signer;
 use aldb_verify::json::hash_to_base58;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use rand::Rng;
 
@@ -74,7 +74,9 @@ pub(crate) fn run(a: KeygenArgs) -> Result<()> {
             format!("cannot create {}", a.out.display())
         }
     })?;
-    f.write_all(keypair_json(&seed).as_bytes()).and_then(|()| f.sync_all()).with_context(|| format!("cannot write {}", a.out.display()))?;
+    f.write_all(keypair_json(&seed).as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("cannot write {}", a.out.display()))?;
     println!("{}", hash_to_base58(&Signer::from_seed(&seed).identity()));
     Ok(())
 }

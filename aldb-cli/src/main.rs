@@ -173,10 +173,9 @@ fn main() -> Result<()> {
                     let genesis = genesis_hash.as_deref().map(|g| decode_key("genesis hash", g)).transpose()?;
                     let level = match commitment.as_deref() {
                         None => None,
-                        Some(c) => Some(
-                            aldb_verify::Commitment::from_name(c)
-                                .with_context(|| format!("--commitment {:?}: expected confirmed or finalized", accounts::cut(c, 20)))?,
-                        ),
+                        Some(c) => Some(aldb_verify::Commitment::from_name(c).with_context(|| {
+                            format!("--commitment {:?}: expected confirmed or finalized", accounts::cut(c, 20))
+                        })?),
                     };
                     Trust::quorum(&trust::read_identities(&file)?, k, genesis, level)?
                 }

@@ -11,12 +11,12 @@ use std::time::Duration;
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::spec::account_value;
 use aldb_verify::{Claim, Proof};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use base64::Engine as _;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::accounts::{cut, decode_key};
-use crate::trust::{check_record, Basis, Trust};
+use crate::trust::{Basis, Trust, check_record};
 
 /// The largest answer read: a proof of the largest Solana account (10 MiB of data, 13.4 MiB in
 /// base64) with room for the proof and the other fields.
@@ -74,7 +74,9 @@ fn call(agent: &ureq::Agent, url: &str, method: &str, params: Value) -> Result<V
     }
     match v.get("result") {
         Some(r) => Ok(r.clone()),
-        None => bail!("{method}: HTTP {status}, response has neither result nor error: {}", cut(&text, MAX_QUOTE_CHARS)),
+        None => {
+            bail!("{method}: HTTP {status}, response has neither result nor error: {}", cut(&text, MAX_QUOTE_CHARS))
+        }
     }
 }
 
@@ -110,11 +112,8 @@ fn decode_account(a: &Value) -> Result<Fetched> {
 /// Fetches `pubkey` at `slot` (the newest if `None`) and verifies the proof against the slot's
 /// root as `trust` establishes it.
 pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, trust: &Trust) -> Result<Verified> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(TIMEOUT))
-        .build()
-        .into();
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(TIMEOUT)).build().into();
     let key = hash_to_base58(pubkey);
     let params = match slot {
         Some(s) => json!([key, {"slot": s}]),
@@ -150,10 +149,15 @@ pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, 
             Basis::Record { .. } => "the root of the quorum-signed record",
             Basis::Server => "getStateRoot's root",
         };
-        bail!("the proof's root {} at slot {slot_got} is not {whose} {}", hash_to_base58(&claimed_root), hash_to_base58(&root));
+        bail!(
+            "the proof's root {} at slot {slot_got} is not {whose} {}",
+            hash_to_base58(&claimed_root),
+            hash_to_base58(&root)
+        );
     }
 
-    let proof = Proof::from_json_value(value.get("proof").context("getAccountProof: no `proof`")?).context("bad proof")?;
+    let proof =
+        Proof::from_json_value(value.get("proof").context("getAccountProof: no `proof`")?).context("bad proof")?;
     let claim = proof.verify(&root, pubkey).context("proof rejected")?;
     let account = match value.get("account") {
         None | Some(Value::Null) => None,

@@ -12,13 +12,13 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, Pleiades};
-use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_format::SnapshotReader;
+use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::record::Commitment;
-use aldb_workload::{KeyWindow, SlotAccounts, SlotOps, OWNER};
-use anyhow::{bail, Context, Result};
+use aldb_workload::{KeyWindow, OWNER, SlotAccounts, SlotOps};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 
 /// Options of `aldb simulate`.
@@ -161,7 +161,8 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
             );
         }
         start = p.slot + 1;
-    } else if a.dir.exists() && !a.resume && SnapshotReader::open(&a.dir).map(|h| h.latest().is_some()).unwrap_or(false) {
+    } else if a.dir.exists() && !a.resume && SnapshotReader::open(&a.dir).map(|h| h.latest().is_some()).unwrap_or(false)
+    {
         bail!("{} already holds snapshots; pass --resume to continue them or use an empty directory", a.dir.display());
     }
 
@@ -175,7 +176,10 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     let mut producer = RecordProducer::open(&a.dir, genesis, signer)
         .with_context(|| format!("cannot open the record log of {}", a.dir.display()))?;
     if !a.resume && producer.last_slot().is_some() {
-        bail!("{} already holds root records; pass --resume to continue them or use an empty directory", a.dir.display());
+        bail!(
+            "{} already holds root records; pass --resume to continue them or use an empty directory",
+            a.dir.display()
+        );
     }
     match producer.identity() {
         Some(id) => eprintln!("root records: signed by {}, genesis {}", hash_to_base58(&id), hash_to_base58(&genesis)),
@@ -183,7 +187,14 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     }
     let commitment = a.commitment;
     let mut record = move |slot: u64, root: [u8; 32]| -> Result<()> {
-        let input = RecordInput { slot, parent: slot.checked_sub(1), commitment, state_root: root, block: None, parent_bank_hash: None };
+        let input = RecordInput {
+            slot,
+            parent: slot.checked_sub(1),
+            commitment,
+            state_root: root,
+            block: None,
+            parent_bank_hash: None,
+        };
         producer.produce(input).with_context(|| format!("cannot log the root record of slot {slot}"))?;
         // Segments hold 65,536 records; drop whole ones that are all older than what is kept.
         if slot.is_multiple_of(4096) {
@@ -195,11 +206,23 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     let out = std::sync::Mutex::new(std::io::stdout());
     let on_publish = Box::new(move |p: &aldb_snapshot::Published| {
         if let Ok(mut o) = out.lock() {
-            let _ = writeln!(o, "published slot={} root={} seq={} bytes={}", p.slot, hash_to_base58(&p.root), p.seq, p.bytes);
+            let _ = writeln!(
+                o,
+                "published slot={} root={} seq={} bytes={}",
+                p.slot,
+                hash_to_base58(&p.root),
+                p.seq,
+                p.bytes
+            );
             let _ = o.flush();
         }
     });
-    let wc = WriterConfig { every: a.every, keep_slots: a.keep, refresh_slots: a.refresh_slots, ..WriterConfig::new(&a.dir) };
+    let wc = WriterConfig {
+        every: a.every,
+        keep_slots: a.keep,
+        refresh_slots: a.refresh_slots,
+        ..WriterConfig::new(&a.dir)
+    };
     let writer = SnapshotWriter::start(wc, Some(on_publish))?;
     let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
 
@@ -208,7 +231,14 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     if start == 1 {
         tree.capture_all(&mut changes);
         record(0, tree.root())?;
-        let input = SlotInput { slot: 0, parent: None, root: tree.root(), changes: std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), accounts: mirror.batch(), full };
+        let input = SlotInput {
+            slot: 0,
+            parent: None,
+            root: tree.root(),
+            changes: std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)),
+            accounts: mirror.batch(),
+            full,
+        };
         writer.submit(input)?;
         full = false;
     }
@@ -227,7 +257,14 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         } else {
             (std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), batch)
         };
-        writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes: changes_now, accounts: accounts_now, full })?;
+        writer.submit(SlotInput {
+            slot,
+            parent: Some(slot - 1),
+            root,
+            changes: changes_now,
+            accounts: accounts_now,
+            full,
+        })?;
         full = false;
         if let Some(rest) = std::time::Duration::from_millis(a.slot_ms).checked_sub(t.elapsed()) {
             std::thread::sleep(rest);

@@ -5,11 +5,11 @@
 use std::io::Read;
 use std::path::Path;
 
+use aldb_verify::Hash;
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::record::{Attestation, Commitment, Quorum};
-use aldb_verify::record_json::{attested_record_from_json_value, AttestedRecord};
-use aldb_verify::Hash;
-use anyhow::{bail, Context, Result};
+use aldb_verify::record_json::{AttestedRecord, attested_record_from_json_value};
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::accounts::{cut, decode_key};
@@ -43,7 +43,14 @@ pub(crate) enum Basis {
     /// `--root`.
     Given,
     /// A quorum-signed record.
-    Record { record_hash: Hash, commitment: Commitment, genesis_hash: Hash, signers: usize, threshold: usize, identities: usize },
+    Record {
+        record_hash: Hash,
+        commitment: Commitment,
+        genesis_hash: Hash,
+        signers: usize,
+        threshold: usize,
+        identities: usize,
+    },
     /// `--trust-server`.
     Server,
 }
@@ -86,7 +93,11 @@ fn parse_identities(text: &str) -> Result<Vec<[u8; 32]>> {
             .map(|(i, v)| v.as_str().map(str::to_string).with_context(|| format!("entry {i} is not a string")))
             .collect::<Result<_>>()?
     } else {
-        text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).map(str::to_string).collect()
+        text.lines()
+            .map(|l| l.split('#').next().unwrap_or("").trim())
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
     };
     if keys.is_empty() {
         bail!("lists no identities");
@@ -102,7 +113,8 @@ impl Trust {
         genesis_hash: Option<Hash>,
         commitment: Option<Commitment>,
     ) -> Result<Self> {
-        let quorum = Quorum::new(identities, threshold).map_err(|e| anyhow::anyhow!("--identities/--threshold: {e}"))?;
+        let quorum =
+            Quorum::new(identities, threshold).map_err(|e| anyhow::anyhow!("--identities/--threshold: {e}"))?;
         Ok(Trust::Quorum { quorum, identities: identities.len(), genesis_hash, commitment })
     }
 }

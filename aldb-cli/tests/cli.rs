@@ -78,7 +78,14 @@ fn verify_rejects_a_proof_for_another_root() {
     let proof_file = dir.path().join("proof.json");
     std::fs::write(&proof_file, p["proof"].to_string()).expect("write");
     let other_root = v["cases"][1]["root"].as_str().expect("root");
-    let out = aldb(&["verify", "--root", other_root, "--pubkey", p["pubkey"].as_str().expect("pk"), proof_file.to_str().expect("utf8")]);
+    let out = aldb(&[
+        "verify",
+        "--root",
+        other_root,
+        "--pubkey",
+        p["pubkey"].as_str().expect("pk"),
+        proof_file.to_str().expect("utf8"),
+    ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("proof rejected"));
 }
@@ -89,11 +96,26 @@ fn bad_lines_are_named() {
     let good = r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#;
     let cases = [
         (r#"{"pubkey":"11111111111111111111111111111111","lamports":1}"#, "line 3"),
-        (r#"{"pubkey":"0OIl","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "pubkey \"0OIl\" is not base58"),
-        (r#"{"pubkey":"1111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "32 bytes"),
-        (r#"{"pubkey":"11111111111111111111111111111111","lamports":-1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#, "line 3"),
-        (r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":"***"}"#, "base64"),
-        (r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":"","extra":1}"#, "line 3"),
+        (
+            r#"{"pubkey":"0OIl","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#,
+            "pubkey \"0OIl\" is not base58",
+        ),
+        (
+            r#"{"pubkey":"1111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#,
+            "32 bytes",
+        ),
+        (
+            r#"{"pubkey":"11111111111111111111111111111111","lamports":-1,"owner":"11111111111111111111111111111111","executable":false,"data":""}"#,
+            "line 3",
+        ),
+        (
+            r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":"***"}"#,
+            "base64",
+        ),
+        (
+            r#"{"pubkey":"11111111111111111111111111111111","lamports":1,"owner":"11111111111111111111111111111111","executable":false,"data":"","extra":1}"#,
+            "line 3",
+        ),
         ("not json", "line 3"),
     ];
     for (bad, needle) in cases {

@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 
 use aldb_fixture::History;
 use aldb_format::Account;
-use aldb_snapshot::records::{LoggedRecord, RecordLogWriter, Signer};
 use aldb_snapshot::WriterConfig;
+use aldb_snapshot::records::{LoggedRecord, RecordLogWriter, Signer};
 use aldb_verify::hash_to_base58;
 use aldb_verify::record::{Commitment, ParentLink, RootRecord};
 use hyades::{Config, Service};
@@ -50,7 +50,11 @@ fn record(slot: u64, root: [u8; 32], genesis: [u8; 32], parent: Option<&LoggedRe
         block: None,
     };
     let record_hash = record.hash();
-    LoggedRecord { record, record_hash, attestations: signers.iter().map(|&i| signer(i).attest(&record_hash)).collect() }
+    LoggedRecord {
+        record,
+        record_hash,
+        attestations: signers.iter().map(|&i| signer(i).attest(&record_hash)).collect(),
+    }
 }
 
 #[test]
@@ -113,9 +117,25 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
     // Each mode verifies.
     let root0 = hash_to_base58(&roots[&0]);
     let out = ok(&["proof", "--url", url, key, "--slot", "0", "--root", &root0]);
-    assert!(text(&out.stdout).contains(&format!("root trusted: given with --root\nverified against root {root0} at slot 0")));
+    assert!(
+        text(&out.stdout)
+            .contains(&format!("root trusted: given with --root\nverified against root {root0} at slot 0"))
+    );
     for ids in [json_ids, line_ids] {
-        let out = ok(&["proof", "--url", url, key, "--slot", "0", "--identities", ids, "--threshold", "2", "--genesis-hash", &genesis]);
+        let out = ok(&[
+            "proof",
+            "--url",
+            url,
+            key,
+            "--slot",
+            "0",
+            "--identities",
+            ids,
+            "--threshold",
+            "2",
+            "--genesis-hash",
+            &genesis,
+        ]);
         let stdout = text(&out.stdout);
         assert!(stdout.contains("lamports: 1003"), "{stdout}");
         let basis = format!(
@@ -144,22 +164,70 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
         "is not the root of the quorum-signed record",
     );
     fails(
-        &["proof", "--url", url, key, "--slot", "3", "--identities", json_ids, "--threshold", "2", "--genesis-hash", &genesis],
+        &[
+            "proof",
+            "--url",
+            url,
+            key,
+            "--slot",
+            "3",
+            "--identities",
+            json_ids,
+            "--threshold",
+            "2",
+            "--genesis-hash",
+            &genesis,
+        ],
         "is for genesis",
     );
     fails(
-        &["proof", "--url", url, key, "--slot", "3", "--identities", json_ids, "--threshold", "2", "--commitment", "finalized"],
+        &[
+            "proof",
+            "--url",
+            url,
+            key,
+            "--slot",
+            "3",
+            "--identities",
+            json_ids,
+            "--threshold",
+            "2",
+            "--commitment",
+            "finalized",
+        ],
         "the record of slot 3 is confirmed, not finalized",
     );
-    ok(&["proof", "--url", url, key, "--slot", "0", "--identities", json_ids, "--threshold", "2", "--commitment", "finalized"]);
-    fails(&["proof", "--url", url, key, "--identities", json_ids, "--threshold", "2", "--commitment", "processed"], "expected confirmed or finalized");
+    ok(&[
+        "proof",
+        "--url",
+        url,
+        key,
+        "--slot",
+        "0",
+        "--identities",
+        json_ids,
+        "--threshold",
+        "2",
+        "--commitment",
+        "finalized",
+    ]);
+    fails(
+        &["proof", "--url", url, key, "--identities", json_ids, "--threshold", "2", "--commitment", "processed"],
+        "expected confirmed or finalized",
+    );
     fails(&["proof", "--url", url, key], "--root R");
     fails(&["proof", "--url", url, key], "--identities FILE --threshold K");
     fails(&["proof", "--url", url, key], "--trust-server");
     fails(&["proof", "--url", url, key, "--root", &root0, "--trust-server"], "cannot be used with");
     fails(&["proof", "--url", url, key, "--threshold", "2"], "--identities");
-    fails(&["proof", "--url", url, key, "--identities", json_ids, "--threshold", "4"], "threshold 4 must be between 1 and the 3");
-    fails(&["proof", "--url", url, key, "--identities", "/nonexistent/ids", "--threshold", "1"], "cannot read the identities file");
+    fails(
+        &["proof", "--url", url, key, "--identities", json_ids, "--threshold", "4"],
+        "threshold 4 must be between 1 and the 3",
+    );
+    fails(
+        &["proof", "--url", url, key, "--identities", "/nonexistent/ids", "--threshold", "1"],
+        "cannot read the identities file",
+    );
 
     rt.block_on(service.shutdown());
 }

@@ -30,7 +30,13 @@ fn text(b: &[u8]) -> String {
 }
 
 fn account(i: u8, lamports: u64) -> Account {
-    Account { pubkey: [i; 32], lamports, owner: [200; 32], executable: i.is_multiple_of(2), data: vec![i; usize::from(i)] }
+    Account {
+        pubkey: [i; 32],
+        lamports,
+        owner: [200; 32],
+        executable: i.is_multiple_of(2),
+        data: vec![i; usize::from(i)],
+    }
 }
 
 /// A loopback HTTP server that forwards each JSON-RPC call to `upstream` and passes the answer
@@ -59,7 +65,10 @@ fn tampering_proxy(upstream: String, tamper: fn(&mut Value)) -> String {
             let mut v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
             tamper(&mut v);
             let out = v.to_string();
-            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", out.len());
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                out.len()
+            );
             stream.write_all(head.as_bytes()).unwrap();
             stream.write_all(out.as_bytes()).unwrap();
         }
@@ -84,14 +93,25 @@ fn proof_from_a_running_service_verifies() {
     // Present, at the newest slot by default.
     let out = aldb(&["proof", "--url", &url, &key(3), "--trust-server"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("warning: --trust-server: the root is the service's own word"), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("root trusted: the service's own word (--trust-server)"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("warning: --trust-server: the root is the service's own word"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("root trusted: the service's own word (--trust-server)"),
+        "{}",
+        text(&out.stdout)
+    );
     let stdout = text(&out.stdout);
     assert!(stdout.contains(&format!("account {}", key(3))), "{stdout}");
     assert!(stdout.contains("lamports: 7"), "{stdout}");
     assert!(stdout.contains(&format!("owner: {}", hash_to_base58(&[200; 32]))), "{stdout}");
     assert!(stdout.contains("data: 3 bytes: AwMD"), "{stdout}");
-    assert!(stdout.trim_end().ends_with(&format!("verified against root {} at slot 1", hash_to_base58(&roots[&1]))), "{stdout}");
+    assert!(
+        stdout.trim_end().ends_with(&format!("verified against root {} at slot 1", hash_to_base58(&roots[&1]))),
+        "{stdout}"
+    );
 
     // At an older slot, against a root the caller trusts.
     let root0 = hash_to_base58(&roots[&0]);
@@ -183,7 +203,10 @@ fn scripted_service(answer: Answer) -> String {
             }
             let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             let out = answer(request["method"].as_str().unwrap_or(""));
-            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", out.len());
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                out.len()
+            );
             // The client may hang up before the end of an over-long answer; that is the point.
             let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&out));
         }
@@ -192,7 +215,9 @@ fn scripted_service(answer: Answer) -> String {
 }
 
 fn result(value: Value) -> Vec<u8> {
-    serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"context": {"slot": 5}, "value": value}}).to_string().into_bytes()
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"context": {"slot": 5}, "value": value}})
+        .to_string()
+        .into_bytes()
 }
 
 #[test]

@@ -9,11 +9,11 @@ use std::process::Command;
 #[test]
 fn every_readme_command_block_is_covered_by_the_runner() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let out = Command::new("bash").arg("scripts/readme-commands.sh").arg("--check").current_dir(root).output().expect("run bash");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("bash")
+        .arg("scripts/readme-commands.sh")
+        .arg("--check")
+        .current_dir(root)
+        .output()
+        .expect("run bash");
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }

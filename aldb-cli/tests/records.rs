@@ -29,7 +29,17 @@ fn published(out: &Output) -> BTreeMap<u64, String> {
 }
 
 fn simulate(dir: &Path, slots: u64, extra: &[&str]) -> Output {
-    let mut args = vec!["simulate", "--dir", dir.to_str().unwrap(), "--leaves-log2", "8", "--slot-updates", "40", "--threads", "1"];
+    let mut args = vec![
+        "simulate",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--leaves-log2",
+        "8",
+        "--slot-updates",
+        "40",
+        "--threads",
+        "1",
+    ];
     let slots = slots.to_string();
     args.extend(["--slots", &slots]);
     args.extend(extra);
@@ -73,7 +83,11 @@ fn simulate_with_a_keypair_logs_signed_chained_records_and_resumes_the_chain() {
         assert_eq!(r.record.block, None);
         match i {
             0 => assert_eq!(r.record.parent, None),
-            _ => assert!(r.record.extends(&records[i - 1].record, &records[i - 1].record_hash), "slot {} is not chained", r.record.slot),
+            _ => assert!(
+                r.record.extends(&records[i - 1].record, &records[i - 1].record_hash),
+                "slot {} is not chained",
+                r.record.slot
+            ),
         }
     }
 
@@ -87,7 +101,18 @@ fn simulate_with_a_keypair_logs_signed_chained_records_and_resumes_the_chain() {
     assert!(records.iter().all(|r| r.record.genesis_hash == [3; 32]));
     // A fresh run into a directory with records is refused; a resumed one for another cluster too.
     let out = Command::new(env!("CARGO_BIN_EXE_aldb"))
-        .args(["simulate", "--dir", plain.to_str().unwrap(), "--leaves-log2", "8", "--slot-updates", "40", "--slots", "5", "--resume"])
+        .args([
+            "simulate",
+            "--dir",
+            plain.to_str().unwrap(),
+            "--leaves-log2",
+            "8",
+            "--slot-updates",
+            "40",
+            "--slots",
+            "5",
+            "--resume",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success(), "another genesis must be refused");

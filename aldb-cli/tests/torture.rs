@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use aldb_core::Claim;
 use aldb_format::SnapshotReader;
 use aldb_verify::json::hash_to_base58;
-use aldb_workload::{pubkey, KeyWindow, SlotAccounts, SlotOps};
+use aldb_workload::{KeyWindow, SlotAccounts, SlotOps, pubkey};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -143,7 +143,11 @@ fn sigkill_never_loses_a_published_slot() {
         assert_eq!(r.attestations[0].verify(&r.record_hash), Ok(()));
         assert_eq!(r.attestations[0].identity, records[0].attestations[0].identity);
         if i > 0 {
-            assert!(r.record.extends(&records[i - 1].record, &records[i - 1].record_hash), "slot {} not chained", r.record.slot);
+            assert!(
+                r.record.extends(&records[i - 1].record, &records[i - 1].record_hash),
+                "slot {} not chained",
+                r.record.slot
+            );
         }
         if let Some(root) = reported.get(&r.record.slot) {
             assert_eq!(&hash_to_base58(&r.record.state_root), root, "record of slot {}", r.record.slot);
@@ -151,7 +155,8 @@ fn sigkill_never_loses_a_published_slot() {
     }
     let h = SnapshotReader::open(dir.path()).unwrap();
     let states = model();
-    let probes: Vec<[u8; 32]> = (0..1200u64).step_by(7).map(|i| pubkey(SEED, i)).chain([[0u8; 32], [9u8; 32]]).collect();
+    let probes: Vec<[u8; 32]> =
+        (0..1200u64).step_by(7).map(|i| pubkey(SEED, i)).chain([[0u8; 32], [9u8; 32]]).collect();
     for (slot, root) in &reported {
         let info = h.slot(Some(*slot)).unwrap_or_else(|e| panic!("reported slot {slot} not served: {e}"));
         assert_eq!(&hash_to_base58(&info.root), root, "slot {slot}");

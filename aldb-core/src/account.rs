@@ -2,7 +2,7 @@
 
 use aldb_verify::spec::{self, Hash};
 
-use crate::multihash::{hash_blocks, hash_messages, Parts, DOMAINS};
+use crate::multihash::{DOMAINS, Parts, hash_blocks, hash_messages};
 
 /// An account as the validator reports it, borrowed: what the commitment hashes.
 #[derive(Clone, Copy, Debug)]

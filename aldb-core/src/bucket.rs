@@ -7,9 +7,9 @@
 //! collapses in a few rounds, and each round hashes the ready pairs of *all* dirty buckets
 //! together in SIMD batches.
 
-use aldb_verify::spec::{bit, branch_hash, first_difference, leaf_hash, Hash, EMPTY_ROOT};
+use aldb_verify::spec::{EMPTY_ROOT, Hash, bit, branch_hash, first_difference, leaf_hash};
 
-use crate::multihash::{hash_blocks, DOMAINS};
+use crate::multihash::{DOMAINS, hash_blocks};
 use crate::slab::Leaf;
 
 #[derive(Clone, Copy)]
@@ -157,7 +157,40 @@ mod tests {
     fn sorted_leaves(n: usize, seed: u8) -> Vec<Leaf> {
         let mut v: Vec<Leaf> = (0..n)
             .map(|i| {
-                let path = aldb_verify::spec::key_path(&[seed, i as u8, (i >> 8) as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+                let path = aldb_verify::spec::key_path(&[
+                    seed,
+                    i as u8,
+                    (i >> 8) as u8,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                ]);
                 Leaf { path, value: [i as u8; 32] }
             })
             .collect();

@@ -185,7 +185,11 @@ impl ChangeSet {
     pub fn nodes(&self) -> impl Iterator<Item = NodeChange> + '_ {
         let shard_bits = self.shard_bits;
         let below = self.captured().flat_map(move |(shard, c)| {
-            c.nodes.iter().map(move |&(r, j, hash)| NodeChange { level: shard_bits + r, index: (shard << r) | u64::from(j), hash })
+            c.nodes.iter().map(move |&(r, j, hash)| NodeChange {
+                level: shard_bits + r,
+                index: (shard << r) | u64::from(j),
+                hash,
+            })
         });
         below.chain(self.top.iter().map(|&(level, index, hash)| NodeChange { level, index: u64::from(index), hash }))
     }

@@ -223,7 +223,8 @@ impl ForkEngine {
             }
         }
         keep.remove(&slot);
-        let abandoned: Vec<u64> = self.banks.keys().copied().filter(|s| !keep.contains(s) && rooted.binary_search(s).is_err()).collect();
+        let abandoned: Vec<u64> =
+            self.banks.keys().copied().filter(|s| !keep.contains(s) && rooted.binary_search(s).is_err()).collect();
         self.banks.retain(|s, _| keep.contains(s));
         self.base = slot;
         self.base_root = root;

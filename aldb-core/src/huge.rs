@@ -5,7 +5,7 @@
 //! Arrays of at least 2 MiB are allocated 2 MiB-aligned and advised with `MADV_HUGEPAGE`, which
 //! takes effect when `/sys/kernel/mm/transparent_hugepage/enabled` is `madvise` or `always`.
 
-use std::alloc::{alloc, alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::alloc::{Layout, alloc, alloc_zeroed, dealloc, handle_alloc_error};
 use std::ptr::NonNull;
 
 /// The huge page size on x86-64 and aarch64 (with 4 KiB base pages).

@@ -10,11 +10,11 @@
 //! other through unchanged (the single-child chain collapses), both empty stays empty. So the
 //! root is the same as if the compressed tree had been built directly.
 
-use aldb_verify::spec::{Hash, EMPTY_ROOT};
+use aldb_verify::spec::{EMPTY_ROOT, Hash};
 
 use crate::changes::NodeSink;
 use crate::huge::HugeArray;
-use crate::multihash::{hash_blocks, DOMAINS};
+use crate::multihash::{DOMAINS, hash_blocks};
 use crate::prefetch::prefetch;
 
 /// Two sibling hashes in one cache line: the 64-byte preimage of their parent.
@@ -86,12 +86,7 @@ impl LevelTree {
     /// so each level's branches are hashed together in SIMD batches.
     /// When `capture` is given, every recomputed node at a level its options keep is appended to
     /// it as `(r, j, hash)`: level `r` below the top (0 is the top node), position `j` within it.
-    pub(crate) fn rehash(
-        &mut self,
-        dirty: &[u32],
-        s: &mut LevelScratch,
-        mut capture: Option<NodeSink<'_>>,
-    ) {
+    pub(crate) fn rehash(&mut self, dirty: &[u32], s: &mut LevelScratch, mut capture: Option<NodeSink<'_>>) {
         let d = &*DOMAINS;
         s.next.clear();
         s.next.extend_from_slice(dirty);

@@ -40,8 +40,8 @@ mod prefetch;
 mod shard;
 mod slab;
 
-pub use account::{hash_accounts, AccountRef, Update};
-pub use aldb_verify::{spec::Hash, Claim, Proof, EMPTY_ROOT};
+pub use account::{AccountRef, Update, hash_accounts};
+pub use aldb_verify::{Claim, EMPTY_ROOT, Proof, spec::Hash};
 pub use bulk::{BulkBuilder, BulkEntry};
 pub use changes::{BucketChange, CaptureOptions, ChangeSet, NodeChange};
 pub use config::{Config, LEAVES_PER_BUCKET, MAX_BUCKET_BITS, MAX_SHARD_BITS};

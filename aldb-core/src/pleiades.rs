@@ -1,10 +1,10 @@
 //! Pleiades: the sharded tree that commits one root per slot.
 
-use aldb_verify::spec::{Hash, EMPTY_ROOT};
+use aldb_verify::spec::{EMPTY_ROOT, Hash};
 use aldb_verify::{Proof, Sibling, Terminal};
 use rayon::prelude::*;
 
-use crate::account::{hash_accounts_into, AccountRef, Update};
+use crate::account::{AccountRef, Update, hash_accounts_into};
 use crate::changes::{CaptureSink, ChangeSet};
 use crate::config::Config;
 use crate::error::CoreError;
@@ -239,7 +239,12 @@ impl Pleiades {
     /// Applies each shard's updates on the workers, one worker per shard and no lock. `sort`
     /// orders a shard's updates by path keeping the last of each path; without it they must
     /// already be sorted and unique.
-    fn apply_parts(&mut self, parts: Vec<&mut [Update]>, sort: bool, capture: Option<&mut ChangeSet>) -> Vec<ShardResult> {
+    fn apply_parts(
+        &mut self,
+        parts: Vec<&mut [Update]>,
+        sort: bool,
+        capture: Option<&mut ChangeSet>,
+    ) -> Vec<ShardResult> {
         let shards = &mut self.shards;
         let slots: Vec<Option<CaptureSink<'_>>> = match capture {
             Some(c) => {

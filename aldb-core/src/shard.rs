@@ -8,7 +8,7 @@
 use aldb_verify::spec::Hash;
 
 use crate::account::Update;
-use crate::bucket::{self, hash_buckets, BucketScratch};
+use crate::bucket::{self, BucketScratch, hash_buckets};
 use crate::changes::{CaptureOptions, CaptureSink, ShardCapture};
 use crate::levels::{LevelScratch, LevelTree};
 use crate::path::{path_cmp, prefix64};

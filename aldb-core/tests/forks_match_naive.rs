@@ -273,7 +273,11 @@ impl Run {
             }
             // Dead: a held bank, or a slot never frozen.
             66..72 => {
-                let s = if self.rng.random_range(0..4) == 0 { self.next_slot + 1000 } else { self.random_bank().unwrap_or(0) };
+                let s = if self.rng.random_range(0..4) == 0 {
+                    self.next_slot + 1000
+                } else {
+                    self.random_bank().unwrap_or(0)
+                };
                 if s <= self.model.base {
                     return;
                 }
@@ -282,7 +286,11 @@ impl Run {
                 let got = self.engine.dead(s).unwrap();
                 assert_eq!(got, self.model.dead(s), "{ctx}: dead {s}");
                 if !rolls_back {
-                    assert_eq!(self.engine.stats().snapshot().switches, before.switches, "{ctx}: dead off the head chain");
+                    assert_eq!(
+                        self.engine.stats().snapshot().switches,
+                        before.switches,
+                        "{ctx}: dead off the head chain"
+                    );
                 }
             }
             // Root: an ancestor of the head, or any bank.
@@ -364,7 +372,9 @@ fn eight_threads_match_naive() {
 }
 
 fn updates(seed: u8, n: u8) -> Vec<Update> {
-    (0..n).map(|i| Update { path: aldb_naive::path(&[seed, i].repeat(16).try_into().unwrap()), value: Some([i; 32]) }).collect()
+    (0..n)
+        .map(|i| Update { path: aldb_naive::path(&[seed, i].repeat(16).try_into().unwrap()), value: Some([i; 32]) })
+        .collect()
 }
 
 fn engine(limits: ForkLimits) -> ForkEngine {

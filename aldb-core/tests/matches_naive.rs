@@ -323,7 +323,11 @@ fn change_sets_rebuild_the_full_capture() {
             let mut expect = ArrayModel::default();
             expect.apply(&full);
             assert_eq!(model, expect, "layout ({shard_bits}, {bucket_bits})");
-            assert_eq!(twin_model, expect.filtered(trimmed, bucket_bits), "trimmed, layout ({shard_bits}, {bucket_bits})");
+            assert_eq!(
+                twin_model,
+                expect.filtered(trimmed, bucket_bits),
+                "trimmed, layout ({shard_bits}, {bucket_bits})"
+            );
             let mut twin_full = aldb_core::ChangeSet::new(trimmed);
             twin.capture_all(&mut twin_full);
             let mut twin_expect = ArrayModel::default();
@@ -332,11 +336,8 @@ fn change_sets_rebuild_the_full_capture() {
             assert_eq!(twin_full.node_count(), twin_expect.nodes.len());
             assert_eq!(twin_full.bucket_count(), twin_expect.buckets.len());
             // The top of the array is the root (or, with no levels above the buckets, bucket 0).
-            let top = if bucket_bits == 0 {
-                model.buckets.get(&0).map(|b| b.0)
-            } else {
-                model.nodes.get(&(0, 0)).copied()
-            };
+            let top =
+                if bucket_bits == 0 { model.buckets.get(&0).map(|b| b.0) } else { model.nodes.get(&(0, 0)).copied() };
             assert_eq!(top.unwrap_or([0; 32]), root);
         }
     }
@@ -353,7 +354,10 @@ fn a_change_set_filled_by_hand_reads_back() {
     let nodes: Vec<_> = c.nodes().map(|n| (n.level, n.index, n.hash)).collect();
     assert_eq!(nodes, vec![(4, 9, [1; 32])]);
     let buckets: Vec<_> = c.buckets().map(|b| (b.index, b.hash, b.paths.to_vec(), b.values.to_vec())).collect();
-    assert_eq!(buckets, vec![(3, [3; 32], vec![[4; 32], [5; 32]], vec![[6; 32], [7; 32]]), (4095, [8; 32], vec![], vec![])]);
+    assert_eq!(
+        buckets,
+        vec![(3, [3; 32], vec![[4; 32], [5; 32]], vec![[6; 32], [7; 32]]), (4095, [8; 32], vec![], vec![])]
+    );
     assert_eq!((c.node_count(), c.bucket_count(), c.bucket_bits()), (1, 2, 12));
     // Cleared, it is empty and can be filled again.
     c.clear();

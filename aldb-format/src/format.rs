@@ -218,7 +218,8 @@ impl Header {
             return Err(format!("bucket_bits {bucket_bits} exceeds {MAX_BUCKET_BITS}"));
         }
         let parent = u64_at(b, 32);
-        let gap_after = (flags & FLAG_AFTER_GAP != 0).then(|| u64_at(b, 108)).and_then(|g| (g != u64::MAX).then_some(g));
+        let gap_after =
+            (flags & FLAG_AFTER_GAP != 0).then(|| u64_at(b, 108)).and_then(|g| (g != u64::MAX).then_some(g));
         Ok(Header {
             flags,
             seq,

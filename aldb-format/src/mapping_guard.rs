@@ -90,9 +90,8 @@ pub(crate) fn register(start: *const u8, len: usize) -> Result<Registration, std
         if len == 0 {
             return Ok(Registration { slot: None, seen: AtomicBool::new(false) });
         }
-        let slot = imp::register(start as usize, len).ok_or_else(|| {
-            std::io::Error::other(format!("more than {CAPACITY} snapshot files are mapped at once"))
-        })?;
+        let slot = imp::register(start as usize, len)
+            .ok_or_else(|| std::io::Error::other(format!("more than {CAPACITY} snapshot files are mapped at once")))?;
         Ok(Registration { slot: Some(slot), seen: AtomicBool::new(false) })
     }
     #[cfg(not(target_os = "linux"))]
@@ -128,12 +127,12 @@ pub(crate) fn patched_pages() -> u64 {
 mod imp {
     use std::ffi::c_void;
     use std::ptr;
-    use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
     use std::sync::{Once, OnceLock};
 
     use libc::c_int;
 
-    use super::{SEGMENTS, SEGMENT_SLOTS};
+    use super::{SEGMENT_SLOTS, SEGMENTS};
 
     /// A slot's state word: the low two bits say free, claimed (being filled) or live; the rest
     /// count claims, so a slot freed and claimed again never looks unchanged to the handler.
@@ -152,7 +151,12 @@ mod imp {
 
     impl Slot {
         fn new() -> Self {
-            Self { state: AtomicUsize::new(FREE), start: AtomicUsize::new(0), len: AtomicUsize::new(0), damaged: AtomicBool::new(false) }
+            Self {
+                state: AtomicUsize::new(FREE),
+                start: AtomicUsize::new(0),
+                len: AtomicUsize::new(0),
+                damaged: AtomicBool::new(false),
+            }
         }
 
         /// Whether the slot is live and covers `addr`. Reads the range under the sequence lock:
@@ -290,7 +294,10 @@ mod imp {
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
             // SAFETY: querying the current action into a valid struct; no action is changed.
             if unsafe { libc::sigaction(libc::SIGBUS, ptr::null(), &mut old) } != 0 {
-                log::error!("cannot read the SIGBUS action: {}; a truncated snapshot file will kill the process", std::io::Error::last_os_error());
+                log::error!(
+                    "cannot read the SIGBUS action: {}; a truncated snapshot file will kill the process",
+                    std::io::Error::last_os_error()
+                );
                 return;
             }
             // Stored before ours is installed, so the handler always finds it.
@@ -303,7 +310,10 @@ mod imp {
             act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             // SAFETY: `act` is a valid action whose handler is async-signal-safe.
             if unsafe { libc::sigaction(libc::SIGBUS, &act, ptr::null_mut()) } != 0 {
-                log::error!("cannot install the SIGBUS handler: {}; a truncated snapshot file will kill the process", std::io::Error::last_os_error());
+                log::error!(
+                    "cannot install the SIGBUS handler: {}; a truncated snapshot file will kill the process",
+                    std::io::Error::last_os_error()
+                );
             }
         });
     }

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use aldb_verify::spec::{account_value, bit, branch_hash, key_path, Hash, EMPTY_ROOT};
+use aldb_verify::spec::{EMPTY_ROOT, Hash, account_value, bit, branch_hash, key_path};
 use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, ReadError};
+use crate::format::{FLAG_AFTER_GAP, MAX_ARITY, Ref, SET_ASIDE_SUFFIX, node_arity, parse_file_name};
 use crate::sorted::walk_sorted;
-use crate::format::{node_arity, parse_file_name, Ref, FLAG_AFTER_GAP, MAX_ARITY, SET_ASIDE_SUFFIX};
 use crate::store::{Files, MappedFile};
 
 /// A published slot.
@@ -187,7 +187,10 @@ impl SnapshotReader {
             };
             let h = f.header;
             if h.seq != seq || h.slot != named_slot {
-                reject(format!("its header names sequence {} slot {}, its file name sequence {seq} slot {named_slot}", h.seq, h.slot));
+                reject(format!(
+                    "its header names sequence {} slot {}, its file name sequence {seq} slot {named_slot}",
+                    h.seq, h.slot
+                ));
                 continue;
             }
             if f.damaged() {
@@ -211,7 +214,8 @@ impl SnapshotReader {
             files.insert(f);
         }
         // Set-aside files (sequence 0 here) hold no number any served file reaches.
-        let bad_seqs: BTreeMap<u32, (&String, &BadFile)> = bad.iter().filter(|(_, b)| b.seq != 0).map(|(n, b)| (b.seq, (n, b))).collect();
+        let bad_seqs: BTreeMap<u32, (&String, &BadFile)> =
+            bad.iter().filter(|(_, b)| b.seq != 0).map(|(n, b)| (b.seq, (n, b))).collect();
         let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
         for (name, b) in &bad {
             corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
@@ -245,7 +249,8 @@ impl SnapshotReader {
                 Ok(h) if h == s.root => true,
                 Ok(_) => {
                     log::error!("snapshot file {}: its header's root is not its top record's hash", f.path.display());
-                    corrupt.insert(*slot, format!("file #{}: the header's root is not the hash of its top record", s.seq));
+                    corrupt
+                        .insert(*slot, format!("file #{}: the header's root is not the hash of its top record", s.seq));
                     false
                 }
                 Err(e) => {
@@ -342,7 +347,10 @@ impl SnapshotReader {
             ReadError::Corrupt { .. } | ReadError::MissingFile { .. } => corrupt(e.to_string()),
             e => QueryError::Storage(e.to_string()),
         })?;
-        let claim = answer.proof.verify(&info.root, pubkey).map_err(|e| corrupt(format!("the proof read from the files does not verify against the root: {e}")))?;
+        let claim = answer
+            .proof
+            .verify(&info.root, pubkey)
+            .map_err(|e| corrupt(format!("the proof read from the files does not verify against the root: {e}")))?;
         let vouched = match (&claim, &answer.account) {
             (Claim::Absent, None) => true,
             (Claim::Present { value }, Some(a)) => *value == account_value(a.lamports, &a.owner, a.executable, &a.data),

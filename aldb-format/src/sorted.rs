@@ -1,8 +1,8 @@
 //! The compressed subtree over a sorted run of leaves, for readers that hold leaves outside the
 //! engine (snapshot files): its hash and the proof steps of a walk through it.
 
-use aldb_verify::spec::{bit, branch_hash, first_difference, leaf_hash, Hash, EMPTY_ROOT};
 use aldb_verify::Sibling;
+use aldb_verify::spec::{EMPTY_ROOT, Hash, bit, branch_hash, first_difference, leaf_hash};
 
 /// Hash of the subtree over `(path, value)` leaves sorted by path with unique paths.
 pub fn subtree_hash(leaves: &[(Hash, Hash)]) -> Hash {
@@ -27,8 +27,11 @@ fn split(leaves: &[(Hash, Hash)]) -> (u8, usize) {
 pub fn walk_sorted(mut leaves: &[(Hash, Hash)], path: &Hash, siblings: &mut Vec<Sibling>) -> Option<(Hash, Hash)> {
     while leaves.len() > 1 {
         let (c, at) = split(leaves);
-        let (mine, other) =
-            if bit(path, usize::from(c)) == 0 { (&leaves[..at], &leaves[at..]) } else { (&leaves[at..], &leaves[..at]) };
+        let (mine, other) = if bit(path, usize::from(c)) == 0 {
+            (&leaves[..at], &leaves[at..])
+        } else {
+            (&leaves[at..], &leaves[..at])
+        };
         siblings.push(Sibling { depth: c, hash: subtree_hash(other) });
         leaves = mine;
     }

@@ -16,8 +16,8 @@ use memmap2::{Advice, Mmap};
 
 use crate::error::ReadError;
 use crate::format::{
-    body_digest, checksum, hash_at, node_len, prefix_of, u32_at, u64_at, Header, Ref, ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN,
-    BUCKET_LEAF_LEN, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAX_ARITY,
+    ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC, FOOTER_LEN, HEADER_LEN, Header, MAX_ARITY, Ref,
+    body_digest, checksum, hash_at, node_len, prefix_of, u32_at, u64_at,
 };
 use crate::mapping_guard::{self, Registration};
 

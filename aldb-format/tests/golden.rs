@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use aldb_format::format::{file_checksum, parse_file_name, Header, FLAG_FULL, FOOTER_LEN, HEADER_LEN};
-use aldb_format::records::{list_segments, parse_segment, RecordLogReader, RECORDS_DIR};
-use aldb_format::{Account, QueryError, SnapshotReader, FORMAT_VERSION};
+use aldb_format::format::{FLAG_FULL, FOOTER_LEN, HEADER_LEN, Header, file_checksum, parse_file_name};
+use aldb_format::records::{RECORDS_DIR, RecordLogReader, list_segments, parse_segment};
+use aldb_format::{Account, FORMAT_VERSION, QueryError, SnapshotReader};
 use aldb_naive::NaiveState;
-use aldb_verify::record::Commitment;
 use aldb_verify::Claim;
+use aldb_verify::record::Commitment;
 use serde_json::Value;
 
 fn golden() -> PathBuf {

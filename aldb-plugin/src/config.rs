@@ -239,7 +239,9 @@ fn read_config_text(path: &Path) -> std::io::Result<String> {
     let mut text = String::new();
     let read = std::fs::File::open(path)?.take(MAX_CONFIG_FILE_BYTES + 1).read_to_string(&mut text)?;
     if read as u64 > MAX_CONFIG_FILE_BYTES {
-        return Err(std::io::Error::other(format!("longer than {MAX_CONFIG_FILE_BYTES} bytes, so not a plugin config")));
+        return Err(std::io::Error::other(format!(
+            "longer than {MAX_CONFIG_FILE_BYTES} bytes, so not a plugin config"
+        )));
     }
     Ok(text)
 }
@@ -432,7 +434,10 @@ impl Config {
         let metrics_addr = match raw.metrics_addr.as_deref() {
             None => None,
             Some(s) => Some(s.trim().parse::<SocketAddr>().map_err(|_| {
-                invalid("metrics_addr", format!("must be an IP address and port such as \"127.0.0.1:9898\", got {}", Excerpt(s)))
+                invalid(
+                    "metrics_addr",
+                    format!("must be an IP address and port such as \"127.0.0.1:9898\", got {}", Excerpt(s)),
+                )
             })?),
         };
         let log_level = match raw.log_level.as_deref() {
@@ -555,7 +560,8 @@ mod tests {
         assert_eq!((c.keypair.as_ref(), c.genesis_hash), (None, None));
         assert!(c.records_disabled_reason().is_some());
         assert_eq!(c.record_keep_slots, DEFAULT_RECORD_KEEP_SLOTS);
-        let kept = Config::parse("{libpath: 'x.so', snapshot_dir: 's', record_keep_slots: 77}", Path::new("/b")).unwrap();
+        let kept =
+            Config::parse("{libpath: 'x.so', snapshot_dir: 's', record_keep_slots: 77}", Path::new("/b")).unwrap();
         assert_eq!(kept.record_keep_slots, 77);
         let zero = Config::parse("{libpath: 'x.so', snapshot_dir: 's', record_keep_slots: 0}", Path::new("/b"));
         assert!(zero.unwrap_err().to_string().contains("record_keep_slots"));

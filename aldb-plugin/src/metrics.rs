@@ -77,7 +77,11 @@ pub(crate) struct NanosHistogram {
 
 impl Default for NanosHistogram {
     fn default() -> Self {
-        Self { buckets: std::array::from_fn(|_| AtomicU64::new(0)), count: AtomicU64::new(0), sum_nanos: AtomicU64::new(0) }
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            count: AtomicU64::new(0),
+            sum_nanos: AtomicU64::new(0),
+        }
     }
 }
 
@@ -414,16 +418,19 @@ pub(crate) fn render(src: &Sources) -> String {
         slot_value(s.lag()),
     );
 
-    p.commit_latency.write(o,
+    p.commit_latency.write(
+        o,
         "aldb_commit_seconds",
         "Engine time per commit batch: commit_ready calls that committed at least one slot.",
     );
-    p.submit_latency.write(o,
+    p.submit_latency.write(
+        o,
         "aldb_snapshot_submit_seconds",
         "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
     );
 
-    p.update_account_ns.write(o,
+    p.update_account_ns.write(
+        o,
         "aldb_callback_update_account_ns",
         "Nanoseconds spent in each update_account callback (hashing and buffering one account update).",
     );
@@ -620,21 +627,53 @@ mod tests {
     /// Every family the plugin exported before its exposition moved onto the `prometheus` crate,
     /// with its type and help text as they were: dashboards and alerts key on them.
     const FAMILIES: [(&str, &str, &str); 48] = [
-        ("aldb_account_updates_total", "counter", "Account updates received from the validator, startup ones included."),
+        (
+            "aldb_account_updates_total",
+            "counter",
+            "Account updates received from the validator, startup ones included.",
+        ),
         ("aldb_startup_account_updates_total", "counter", "Startup (snapshot) account updates accepted."),
         ("aldb_slot_statuses_total", "counter", "Slot status notifications received."),
-        ("aldb_slots_committed_total", "counter", "Slots committed to the engine (a root each), the genesis or startup base included."),
+        (
+            "aldb_slots_committed_total",
+            "counter",
+            "Slots committed to the engine (a root each), the genesis or startup base included.",
+        ),
         ("aldb_block_metadata_total", "counter", "Block metadata notifications received."),
-        ("aldb_slots_without_block_metadata_total", "counter", "Slots (not the genesis or startup base) committed before or without their block metadata."),
-        ("aldb_records_enabled", "gauge", "1 when root records are produced (a genesis hash is configured and the record log opened)."),
+        (
+            "aldb_slots_without_block_metadata_total",
+            "counter",
+            "Slots (not the genesis or startup base) committed before or without their block metadata.",
+        ),
+        (
+            "aldb_records_enabled",
+            "gauge",
+            "1 when root records are produced (a genesis hash is configured and the record log opened).",
+        ),
         ("aldb_records_produced_total", "counter", "Root records appended to the record log."),
         ("aldb_records_signed_total", "counter", "Root records appended with an attestation."),
-        ("aldb_records_skipped_total", "counter", "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice."),
+        (
+            "aldb_records_skipped_total",
+            "counter",
+            "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice.",
+        ),
         ("aldb_record_errors_total", "counter", "Committed slots whose root record could not be produced or logged."),
-        ("aldb_slots_dropped_total", "counter", "Slots whose buffered updates were discarded without a root, by reason."),
+        (
+            "aldb_slots_dropped_total",
+            "counter",
+            "Slots whose buffered updates were discarded without a root, by reason.",
+        ),
         ("aldb_slots_restarted_total", "counter", "Slots whose bank was created again (restarted)."),
-        ("aldb_updates_discarded_total", "counter", "Buffered account updates discarded with dropped or restarted slots."),
-        ("aldb_ignored_events_total", "counter", "Events that changed nothing, by reason (update_below_base and status_below_base are routine)."),
+        (
+            "aldb_updates_discarded_total",
+            "counter",
+            "Buffered account updates discarded with dropped or restarted slots.",
+        ),
+        (
+            "aldb_ignored_events_total",
+            "counter",
+            "Events that changed nothing, by reason (update_below_base and status_below_base are routine).",
+        ),
         ("aldb_irregular_events_total", "counter", "Events handled that should not happen in a healthy run, by kind."),
         ("aldb_pending_slots", "gauge", "Slots tracked above the committed base, not yet committed or dropped."),
         ("aldb_queued_commits", "gauge", "Slots decided for commit but not yet applied to the engine."),
@@ -647,27 +686,75 @@ mod tests {
         ("aldb_snapshot_skipped_total", "counter", "Committed slots not written (writer stopped, or no change set)."),
         ("aldb_snapshot_published_total", "counter", "Snapshot files published."),
         ("aldb_snapshot_last_published_slot", "gauge", "Newest published slot."),
-        ("aldb_snapshot_full_queue_waits_total", "counter", "Submissions that found the writer's queue full and waited."),
-        ("aldb_snapshot_full_queue_wait_seconds_total", "counter", "Time the commit worker spent waiting on a full writer queue."),
+        (
+            "aldb_snapshot_full_queue_waits_total",
+            "counter",
+            "Submissions that found the writer's queue full and waited.",
+        ),
+        (
+            "aldb_snapshot_full_queue_wait_seconds_total",
+            "counter",
+            "Time the commit worker spent waiting on a full writer queue.",
+        ),
         ("aldb_snapshot_write_seconds_total", "counter", "Time the writer spent writing and syncing files."),
         ("aldb_snapshot_bytes_total", "counter", "Bytes of published snapshot files."),
         ("aldb_snapshot_account_bytes_total", "counter", "Of those, bytes of account records."),
         ("aldb_snapshot_refresh_bytes_total", "counter", "Of those, bytes rewritten by the refresh cycle."),
         ("aldb_snapshot_pruned_files_total", "counter", "Snapshot files deleted by pruning."),
-        ("aldb_snapshot_errors_total", "counter", "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing)."),
-        ("aldb_snapshot_writer_failing", "gauge", "1 while the snapshot writer cannot write and holds slots to retry, else 0."),
+        (
+            "aldb_snapshot_errors_total",
+            "counter",
+            "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing).",
+        ),
+        (
+            "aldb_snapshot_writer_failing",
+            "gauge",
+            "1 while the snapshot writer cannot write and holds slots to retry, else 0.",
+        ),
         ("aldb_snapshot_recoveries_total", "counter", "Times the snapshot writer wrote again after failing."),
-        ("aldb_snapshot_gap_slots_total", "counter", "Committed slots never written because the writer was failing (Hyades answers -32012 for them)."),
-        ("aldb_snapshot_writer_stopped", "gauge", "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0."),
+        (
+            "aldb_snapshot_gap_slots_total",
+            "counter",
+            "Committed slots never written because the writer was failing (Hyades answers -32012 for them).",
+        ),
+        (
+            "aldb_snapshot_writer_stopped",
+            "gauge",
+            "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0.",
+        ),
         ("aldb_callback_errors_total", "counter", "Callbacks that returned an error to the validator, by callback."),
-        ("aldb_callback_panics_total", "counter", "Panics caught inside callbacks (returned to the validator as errors), by callback."),
+        (
+            "aldb_callback_panics_total",
+            "counter",
+            "Panics caught inside callbacks (returned to the validator as errors), by callback.",
+        ),
         ("aldb_worker_panics_total", "counter", "Panics caught on the commit worker; it stops committing after one."),
         ("aldb_worker_running", "gauge", "1 while the commit worker runs."),
-        ("aldb_commit_seconds", "histogram", "Engine time per commit batch: commit_ready calls that committed at least one slot."),
-        ("aldb_snapshot_submit_seconds", "histogram", "Time handing one committed slot to the snapshot writer, waits on a full queue included."),
-        ("aldb_callback_update_account_ns", "histogram", "Nanoseconds spent in each update_account callback (hashing and buffering one account update)."),
-        ("aldb_processed_to_commit_seconds", "histogram", "Time from a slot's Processed callback to its commit to the engine (slots whose Processed came after the commit are not counted)."),
-        ("aldb_commit_slots_behind", "histogram", "Highest processed slot minus the slot being committed, observed at each commit."),
+        (
+            "aldb_commit_seconds",
+            "histogram",
+            "Engine time per commit batch: commit_ready calls that committed at least one slot.",
+        ),
+        (
+            "aldb_snapshot_submit_seconds",
+            "histogram",
+            "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
+        ),
+        (
+            "aldb_callback_update_account_ns",
+            "histogram",
+            "Nanoseconds spent in each update_account callback (hashing and buffering one account update).",
+        ),
+        (
+            "aldb_processed_to_commit_seconds",
+            "histogram",
+            "Time from a slot's Processed callback to its commit to the engine (slots whose Processed came after the commit are not counted).",
+        ),
+        (
+            "aldb_commit_slots_behind",
+            "histogram",
+            "Highest processed slot minus the slot being committed, observed at each commit.",
+        ),
     ];
 
     #[test]

@@ -333,7 +333,8 @@ impl GeyserPlugin for AldbPlugin {
             if matches!(status, SlotStatus::Processed) {
                 self.counters.commit_lag.processed(slot);
             }
-            if let (SlotStatus::Rooted, Some(rooted)) = (status, self.runtime.as_ref().and_then(|r| r.rooted.as_ref())) {
+            if let (SlotStatus::Rooted, Some(rooted)) = (status, self.runtime.as_ref().and_then(|r| r.rooted.as_ref()))
+            {
                 rooted.push(slot);
             }
             if let Err(ig) = adapter.update_slot_status(SlotEvent::new(slot, parent, slot_status(status))) {

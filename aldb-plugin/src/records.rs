@@ -210,7 +210,10 @@ impl Records {
             if self.awaiting_root.len() >= MAX_AWAITING_ROOT
                 && let Some(old) = self.awaiting_root.pop_front()
             {
-                log::warn!("aldb-plugin: slot {} was not rooted within {MAX_AWAITING_ROOT} commits; no finalized record for it", old.slot);
+                log::warn!(
+                    "aldb-plugin: slot {} was not rooted within {MAX_AWAITING_ROOT} commits; no finalized record for it",
+                    old.slot
+                );
             }
             self.awaiting_root.push_back(RecordInput { commitment: Commitment::Finalized, ..input });
             self.finalize(counters);
@@ -408,7 +411,18 @@ mod tests {
         rooted.push(1); // repeated by a later status: nothing new
         r.tick(&counters);
         r.tick(&counters);
-        assert_eq!(levels(dir.path()), [(0, Confirmed), (1, Confirmed), (2, Confirmed), (3, Confirmed), (0, Finalized), (1, Finalized), (2, Finalized)]);
+        assert_eq!(
+            levels(dir.path()),
+            [
+                (0, Confirmed),
+                (1, Confirmed),
+                (2, Confirmed),
+                (3, Confirmed),
+                (0, Finalized),
+                (1, Finalized),
+                (2, Finalized)
+            ]
+        );
         // Slot 4 is skipped by the cluster: 5's parent is 3. Committing 5 finalizes 3 and 5.
         r.record(&commit(5, Some(3)), &counters);
         let all = levels(dir.path());

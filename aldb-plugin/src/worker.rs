@@ -280,7 +280,8 @@ mod tests {
     /// and a full batch leaves deleted accounts out.
     #[test]
     fn batches_from_spares_equal_fresh_ones() {
-        let slot = |base: u8| (0..40u8).map(|i| record(base + i, u64::from(i % 5), usize::from(i) * 3)).collect::<Vec<_>>();
+        let slot =
+            |base: u8| (0..40u8).map(|i| record(base + i, u64::from(i % 5), usize::from(i) * 3)).collect::<Vec<_>>();
         let dirty = batch(slot(100), false, None);
         let fresh = batch(slot(0), false, None);
         let reused = batch(slot(0), false, Some(dirty));

@@ -317,7 +317,10 @@ fn keypair_and_genesis_must_be_regular_files_of_bounded_size() {
     f.set_len(aldb_plugin::config::MAX_GENESIS_FILE_BYTES + 1).unwrap();
     f.sync_all().unwrap();
     let e = load(base, "snapshot_dir: 's', genesis_path: 'genesis.bin'").unwrap_err();
-    assert!(e.contains("`genesis_path`") && e.contains("longer than 268435456 bytes") && e.contains("genesis_hash"), "{e}");
+    assert!(
+        e.contains("`genesis_path`") && e.contains("longer than 268435456 bytes") && e.contains("genesis_hash"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -484,8 +484,11 @@ fn the_genesis_change_set_is_the_whole_tree() {
         let mut nodes: Vec<_> = c.nodes().filter(|n| n.hash != [0; 32]).collect();
         nodes.sort_by_key(|n| (n.level, n.index));
         type Bucket = (u64, [u8; 32], Vec<[u8; 32]>, Vec<[u8; 32]>);
-        let buckets: Vec<Bucket> =
-            c.buckets().filter(|b| !b.paths.is_empty()).map(|b| (b.index, b.hash, b.paths.to_vec(), b.values.to_vec())).collect();
+        let buckets: Vec<Bucket> = c
+            .buckets()
+            .filter(|b| !b.paths.is_empty())
+            .map(|b| (b.index, b.hash, b.paths.to_vec(), b.values.to_vec()))
+            .collect();
         (c.bucket_bits(), nodes, buckets)
     };
     assert_eq!(norm(&mut got), norm(&mut all));

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use aldb_relayer::{Config, Relayer};
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
-use aldb_verify::{hash_to_base58, Commitment};
+use aldb_verify::{Commitment, hash_to_base58};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -52,7 +52,9 @@ fn main() {
     let keys: Vec<Signer> = (1..=3u8).map(|i| Signer::from_seed(&[i; 32])).collect();
     let ids: Vec<String> = keys.iter().map(|k| format!("\"{}\"", hash_to_base58(&k.identity()))).collect();
     let mut producers: Vec<RecordProducer> = (1..=3u8)
-        .map(|i| RecordProducer::open(&tmp.path().join(format!("p{i}")), genesis, Some(Signer::from_seed(&[i; 32]))).unwrap())
+        .map(|i| {
+            RecordProducer::open(&tmp.path().join(format!("p{i}")), genesis, Some(Signer::from_seed(&[i; 32]))).unwrap()
+        })
         .collect();
     let mut produce = |slot: u64, stamps: &mut Vec<Instant>| {
         for p in producers.iter_mut() {

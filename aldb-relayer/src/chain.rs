@@ -35,7 +35,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use aldb_verify::record_json::AttestedRecord;
 use aldb_verify::{Commitment, Hash, Quorum, RootRecord};
 
-
 /// Accepted record hashes remembered below the tip, to recognise conflicting late records.
 const HISTORY: usize = 4096;
 /// Once a record is accepted, records are held only for slots below `next_slot + WINDOW`
@@ -382,7 +381,9 @@ impl Acceptor {
             report.new_signatures += 1;
         }
         for id in &fresh {
-            while let Some(lowest) = self.by_identity.get(id).filter(|s| s.len() > IDENTITY_QUOTA).and_then(|s| s.first().copied()) {
+            while let Some(lowest) =
+                self.by_identity.get(id).filter(|s| s.len() > IDENTITY_QUOTA).and_then(|s| s.first().copied())
+            {
                 self.drop_vote(lowest, id);
                 report.quota_evictions += 1;
             }
@@ -507,7 +508,13 @@ impl Acceptor {
                 let hopeless = !chained || parent_slot.is_none_or(|p| p <= tip.slot);
                 if hopeless && !cand.reported_unchained {
                     cand.reported_unchained = true;
-                    report.unchained.push(Unchained { slot, record_hash: hash, parent_slot, chained, tip_slot: tip.slot });
+                    report.unchained.push(Unchained {
+                        slot,
+                        record_hash: hash,
+                        parent_slot,
+                        chained,
+                        tip_slot: tip.slot,
+                    });
                 }
             }
             for (slot, hashes) in new_faults {
@@ -517,8 +524,10 @@ impl Acceptor {
             let Some((slot, hash)) = chosen else { return };
             let mut below = self.pending.split_off(&(slot + 1));
             std::mem::swap(&mut below, &mut self.pending);
-            let Some((record, signers)) =
-                below.get(&slot).and_then(|v| v.candidates.get(&hash)).map(|c| (c.record, c.signers.iter().copied().collect()))
+            let Some((record, signers)) = below
+                .get(&slot)
+                .and_then(|v| v.candidates.get(&hash))
+                .map(|c| (c.record, c.signers.iter().copied().collect()))
             else {
                 return;
             };
@@ -563,7 +572,10 @@ impl Acceptor {
         for (id, slots) in &self.by_identity {
             assert!(slots.len() <= IDENTITY_QUOTA);
             for s in slots {
-                assert!(self.pending.get(s).is_some_and(|v| v.candidates.values().any(|c| c.signers.contains(id))), "stale index");
+                assert!(
+                    self.pending.get(s).is_some_and(|v| v.candidates.values().any(|c| c.signers.contains(id))),
+                    "stale index"
+                );
             }
         }
     }
@@ -573,7 +585,7 @@ impl Acceptor {
 mod tests {
     #![allow(clippy::expect_used)]
     use super::*;
-    use aldb_verify::record::{attestation_message, Attestation, ParentLink};
+    use aldb_verify::record::{Attestation, ParentLink, attestation_message};
     use ed25519_dalek::{Signer as _, SigningKey};
 
     const GENESIS: Hash = [7; 32];

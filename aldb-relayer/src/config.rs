@@ -148,13 +148,16 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
 /// loopback or private address.
 pub fn websocket_url(endpoint: &str) -> Result<String, String> {
     let e = endpoint.trim();
-    let (scheme, rest) = e.split_once("://").ok_or_else(|| format!("{:?} is not a URL (expected ws://host:port/ws)", clip(e)))?;
+    let (scheme, rest) =
+        e.split_once("://").ok_or_else(|| format!("{:?} is not a URL (expected ws://host:port/ws)", clip(e)))?;
     if rest.is_empty() || rest.starts_with('/') {
         return Err(format!("{:?} has no host", clip(e)));
     }
     match scheme.to_ascii_lowercase().as_str() {
         "ws" | "http" => Ok(format!("ws://{rest}")),
-        "wss" | "https" => Err(format!("{:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)", clip(e))),
+        "wss" | "https" => {
+            Err(format!("{:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)", clip(e)))
+        }
         other => Err(format!("{:?}: unknown scheme {:?} (expected ws:// or http://)", clip(e), clip(other))),
     }
 }
@@ -169,7 +172,9 @@ impl Config {
             let mut text = String::new();
             std::fs::File::open(path)?.take(MAX_CONFIG_FILE_BYTES + 1).read_to_string(&mut text)?;
             if text.len() as u64 > MAX_CONFIG_FILE_BYTES {
-                return Err(std::io::Error::other(format!("longer than {MAX_CONFIG_FILE_BYTES} bytes, so not a relayer config")));
+                return Err(std::io::Error::other(format!(
+                    "longer than {MAX_CONFIG_FILE_BYTES} bytes, so not a relayer config"
+                )));
             }
             Ok(text)
         };
@@ -212,8 +217,9 @@ impl Config {
         let quorum = Quorum::new(&identities, raw.threshold).map_err(|e| invalid("threshold", e.to_string()))?;
         let genesis_hash = aldb_verify::hash_from_base58(raw.genesis_hash.trim())
             .map_err(|e| invalid("genesis_hash", format!("not a base58 hash: {e}")))?;
-        let commitment = Commitment::from_name(raw.commitment.trim())
-            .ok_or_else(|| invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", clip(&raw.commitment))))?;
+        let commitment = Commitment::from_name(raw.commitment.trim()).ok_or_else(|| {
+            invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", clip(&raw.commitment)))
+        })?;
         if raw.cursor_file.as_os_str().is_empty() {
             return Err(invalid("cursor_file", "must not be empty"));
         }
@@ -230,11 +236,17 @@ impl Config {
         }
         let metrics_addr = match &raw.metrics_addr {
             None => None,
-            Some(a) => Some(a.trim().parse().map_err(|e| invalid("metrics_addr", format!("{:?} is not host:port: {e}", clip(a))))?),
+            Some(a) => Some(
+                a.trim()
+                    .parse()
+                    .map_err(|e| invalid("metrics_addr", format!("{:?} is not host:port: {e}", clip(a))))?,
+            ),
         };
         let roots_addr = match &raw.roots_addr {
             None => None,
-            Some(a) => Some(a.trim().parse().map_err(|e| invalid("roots_addr", format!("{:?} is not host:port: {e}", clip(a))))?),
+            Some(a) => Some(
+                a.trim().parse().map_err(|e| invalid("roots_addr", format!("{:?} is not host:port: {e}", clip(a))))?,
+            ),
         };
         if roots_addr.is_some() && roots_addr == metrics_addr {
             return Err(invalid("roots_addr", "must differ from metrics_addr"));
@@ -291,16 +303,25 @@ mod tests {
         assert_eq!(c.start_slot, 0);
         assert_eq!(c.backoff_initial, Duration::from_millis(100));
         assert!(matches!(Config::parse(&text("colour: 1,"), Path::new("")), Err(ConfigError::Parse { .. })));
-        assert!(matches!(Config::parse(&text("reconnect: {initial_ms: 5, x: 1},"), Path::new("")), Err(ConfigError::Parse { .. })));
+        assert!(matches!(
+            Config::parse(&text("reconnect: {initial_ms: 5, x: 1},"), Path::new("")),
+            Err(ConfigError::Parse { .. })
+        ));
         assert!(matches!(
             Config::parse(&text("commitment: \"processed\","), Path::new("")),
             Err(ConfigError::Invalid { field: "commitment", .. })
         ));
-        let c = Config::parse(&text("commitment: \"confirmed\", start_slot: 9, metrics_addr: \"127.0.0.1:9\","), Path::new(""))
-            .expect("valid");
+        let c = Config::parse(
+            &text("commitment: \"confirmed\", start_slot: 9, metrics_addr: \"127.0.0.1:9\","),
+            Path::new(""),
+        )
+        .expect("valid");
         assert_eq!((c.commitment, c.start_slot), (Commitment::Confirmed, 9));
         assert_eq!(c.metrics_addr, Some(SocketAddr::from(([127, 0, 0, 1], 9))));
-        assert!(matches!(Config::parse(&text("metrics_addr: \"x\","), Path::new("")), Err(ConfigError::Invalid { .. })));
+        assert!(matches!(
+            Config::parse(&text("metrics_addr: \"x\","), Path::new("")),
+            Err(ConfigError::Invalid { .. })
+        ));
         let c = Config::parse(&text("roots_addr: \"127.0.0.1:10\","), Path::new("")).expect("valid");
         assert_eq!(c.roots_addr, Some(SocketAddr::from(([127, 0, 0, 1], 10))));
         assert!(matches!(
@@ -316,12 +337,17 @@ mod tests {
     #[test]
     fn any_text_gives_a_config_or_an_error() {
         assert!(Config::from_json5_str(&text("")).is_ok());
-        for bad in ["", "{", "[]", "{endpoints: 1}", "\u{0}", "{ endpoints: [\"ws://h/ws\"], identities: [], threshold: 0 }"] {
+        for bad in
+            ["", "{", "[]", "{endpoints: 1}", "\u{0}", "{ endpoints: [\"ws://h/ws\"], identities: [], threshold: 0 }"]
+        {
             assert!(Config::from_json5_str(bad).is_err(), "{bad:?}");
         }
         let long = text("").replace("threshold: 1", &format!("threshold: 1{}", "9".repeat(10_000)));
         assert!(Config::from_json5_str(&long).is_err());
-        for (from, to) in [("http://127.0.0.1:1/", "z".repeat(10_000)), ("genesis_hash: \"", format!("genesis_hash: \"{}", "1".repeat(10_000)))] {
+        for (from, to) in [
+            ("http://127.0.0.1:1/", "z".repeat(10_000)),
+            ("genesis_hash: \"", format!("genesis_hash: \"{}", "1".repeat(10_000))),
+        ] {
             let e = Config::from_json5_str(&text("").replacen(from, &to, 1)).expect_err("invalid");
             assert!(e.to_string().len() < 400, "{} characters", e.to_string().len());
         }

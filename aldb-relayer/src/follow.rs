@@ -15,19 +15,19 @@
 //! accepted chain comes within reach), so an honest endpoint far ahead loses nothing and a lying
 //! one only stalls itself.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use aldb_verify::record_json::{attested_record_from_json_value, AttestedRecord, RecordJsonError};
 use aldb_verify::Quorum;
+use aldb_verify::record_json::{AttestedRecord, RecordJsonError, attested_record_from_json_value};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::ratelog::{RateLog, LOG_INTERVAL};
-use crate::stats::{inc, Stats};
+use crate::ratelog::{LOG_INTERVAL, RateLog};
+use crate::stats::{Stats, inc};
 
 /// JSON-RPC code Hyades answers when `fromSlot` was pruned.
 pub(crate) const SLOT_PRUNED: i64 = -32001;
@@ -86,7 +86,8 @@ pub enum BadMessage {
 /// Reads one text message of a record feed: the answer to `recordSubscribe` (request id 1) or a
 /// `recordNotification`. Any text gives an answer or an error, never a panic.
 pub fn parse_message(text: &str) -> Result<FeedMessage, BadMessage> {
-    let value: Value = serde_json::from_str(text).map_err(|e| BadMessage::NotJson(quote(&e.to_string()).to_string()))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| BadMessage::NotJson(quote(&e.to_string()).to_string()))?;
     if value.get("id").is_some_and(|id| id == 1) {
         if value.get("result").is_some() {
             return Ok(FeedMessage::Subscribed);
@@ -111,7 +112,9 @@ pub(crate) fn trim_attestations(rec: &mut AttestedRecord, quorum: &Quorum) -> (u
     for a in rec.attestations.drain(..) {
         if !quorum.contains(&a.identity) {
             outsiders += 1;
-        } else if kept.contains(&a) || kept.iter().filter(|k| k.identity == a.identity).count() >= MAX_ATTESTATIONS_PER_IDENTITY {
+        } else if kept.contains(&a)
+            || kept.iter().filter(|k| k.identity == a.identity).count() >= MAX_ATTESTATIONS_PER_IDENTITY
+        {
             trimmed += 1;
         } else {
             kept.push(a);
@@ -402,19 +405,30 @@ mod tests {
     use ed25519_dalek::{Signer as _, SigningKey};
 
     fn record() -> RootRecord {
-        RootRecord { genesis_hash: [7; 32], slot: 9, parent: None, commitment: Commitment::Finalized, state_root: [1; 32], block: None }
+        RootRecord {
+            genesis_hash: [7; 32],
+            slot: 9,
+            parent: None,
+            commitment: Commitment::Finalized,
+            state_root: [1; 32],
+            block: None,
+        }
     }
 
     fn attest(i: u8, h: &[u8; 32]) -> Attestation {
         let k = SigningKey::from_bytes(&[i; 32]);
-        Attestation { identity: k.verifying_key().to_bytes(), signature: k.sign(&aldb_verify::record::attestation_message(h)).to_bytes() }
+        Attestation {
+            identity: k.verifying_key().to_bytes(),
+            signature: k.sign(&aldb_verify::record::attestation_message(h)).to_bytes(),
+        }
     }
 
     #[test]
     fn parses_feed_messages_and_refuses_the_rest_without_quoting_them_at_length() {
         let r = record();
         let doc = attested_record_to_json_value(&r, &[attest(1, &r.hash())]);
-        let note = json!({"jsonrpc": "2.0", "method": "recordNotification", "params": {"subscription": 1, "result": doc}});
+        let note =
+            json!({"jsonrpc": "2.0", "method": "recordNotification", "params": {"subscription": 1, "result": doc}});
         match parse_message(&note.to_string()) {
             Ok(FeedMessage::Record(got)) => assert_eq!((got.record, got.attestations.len()), (r, 1)),
             other => panic!("{other:?}"),
@@ -456,7 +470,15 @@ mod tests {
         let mut rec = AttestedRecord {
             record: r,
             record_hash: h,
-            attestations: vec![forged, forged, attest(1, &h), attest(1, &h), attest(3, &h), attest(2, &h), attest(1, &h)],
+            attestations: vec![
+                forged,
+                forged,
+                attest(1, &h),
+                attest(1, &h),
+                attest(3, &h),
+                attest(2, &h),
+                attest(1, &h),
+            ],
         };
         assert_eq!(trim_attestations(&mut rec, &quorum), (1, 3));
         assert_eq!(rec.attestations, vec![forged, attest(1, &h), attest(2, &h)]);

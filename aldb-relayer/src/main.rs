@@ -2,8 +2,8 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use aldb_relayer::{AcceptHook, Accepted, Config, Relayer};
@@ -11,7 +11,11 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "aldb-relayer", version, about = "Follow Hyades record feeds and accept roots signed by k of n identities")]
+#[command(
+    name = "aldb-relayer",
+    version,
+    about = "Follow Hyades record feeds and accept roots signed by k of n identities"
+)]
 struct Cli {
     /// The JSON5 configuration file.
     #[arg(long)]
@@ -29,7 +33,8 @@ fn main() -> Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     let config = Config::from_file(&cli.config).with_context(|| format!("config {}", cli.config.display()))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     rt.block_on(async move {
         log::info!(
             "following {} endpoint(s), {} of {} identities, commitment {}, output {}, cursor {}",

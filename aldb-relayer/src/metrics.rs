@@ -27,12 +27,37 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
     for (name, help, counter, value) in [
         ("aldb_relayer_accepted_total", "Records accepted.", true, g(&stats.accepted)),
         ("aldb_relayer_last_accepted_slot", "Slot of the last accepted record.", false, g(&stats.last_slot)),
-        ("aldb_relayer_conflicts_total", "Conflicting records each signed by a quorum (safety faults).", true, g(&stats.conflicts)),
-        ("aldb_relayer_equivocations_total", "Identities seen signing two records for one slot.", true, g(&stats.equivocations)),
-        ("aldb_relayer_candidates", "Different records held, waiting for signatures or their parent.", false, g(&stats.candidates)),
+        (
+            "aldb_relayer_conflicts_total",
+            "Conflicting records each signed by a quorum (safety faults).",
+            true,
+            g(&stats.conflicts),
+        ),
+        (
+            "aldb_relayer_equivocations_total",
+            "Identities seen signing two records for one slot.",
+            true,
+            g(&stats.equivocations),
+        ),
+        (
+            "aldb_relayer_candidates",
+            "Different records held, waiting for signatures or their parent.",
+            false,
+            g(&stats.candidates),
+        ),
         ("aldb_relayer_pending_slots", "Slots held above the last accepted one.", false, g(&stats.pending_slots)),
-        ("aldb_relayer_rewinds_total", "Followers told to resubscribe lower after held records were dropped.", true, g(&stats.rewinds)),
-        ("aldb_relayer_log_lines_suppressed_total", "Log lines left out by the rate limit.", true, g(&stats.log_suppressed)),
+        (
+            "aldb_relayer_rewinds_total",
+            "Followers told to resubscribe lower after held records were dropped.",
+            true,
+            g(&stats.rewinds),
+        ),
+        (
+            "aldb_relayer_log_lines_suppressed_total",
+            "Log lines left out by the rate limit.",
+            true,
+            g(&stats.log_suppressed),
+        ),
     ] {
         if counter {
             f.counter(name, help, value);
@@ -40,8 +65,9 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
             f.gauge(name, help, value);
         }
     }
-    let dropped = [("displaced", &stats.displaced), ("identity_quota", &stats.quota_evictions), ("window", &stats.window_pruned)]
-        .map(|(reason, c)| ([("reason", reason)], g(c) as f64));
+    let dropped =
+        [("displaced", &stats.displaced), ("identity_quota", &stats.quota_evictions), ("window", &stats.window_pruned)]
+            .map(|(reason, c)| ([("reason", reason)], g(c) as f64));
     f.counters(
         "aldb_relayer_dropped_total",
         "Held records or signatures dropped later, by reason.",
@@ -56,7 +82,9 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
         ("slot_full", |e| &e.dropped_slot_full),
     ];
     let endpoint_dropped: Vec<([(&str, &str); 2], f64)> = (stats.endpoints.iter().enumerate())
-        .flat_map(|(i, e)| reasons.map(|(reason, field)| ([("endpoint", url(i)), ("reason", reason)], g(field(e)) as f64)))
+        .flat_map(|(i, e)| {
+            reasons.map(|(reason, field)| ([("endpoint", url(i)), ("reason", reason)], g(field(e)) as f64))
+        })
         .collect();
     f.counters(
         "aldb_relayer_endpoint_dropped_total",
@@ -72,7 +100,9 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
         ("low_commitment", "Records below the configured commitment.", |e| &e.low_commitment),
         ("unchained", "Quorum-signed records that do not extend the chain.", |e| &e.unchained),
         ("disconnects", "Connections lost or refused.", |e| &e.disconnects),
-        ("attestations_trimmed", "Attestations past the per-identity limit of one record, dropped.", |e| &e.attestations_trimmed),
+        ("attestations_trimmed", "Attestations past the per-identity limit of one record, dropped.", |e| {
+            &e.attestations_trimmed
+        }),
     ];
     for (name, help, field) in per {
         let samples: Vec<([(&str, &str); 1], f64)> =
@@ -83,7 +113,12 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
 }
 
 /// Serves `/metrics` on `listener` until `shutdown`.
-pub(crate) async fn serve(listener: TcpListener, stats: Arc<Stats>, urls: Arc<Vec<String>>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    stats: Arc<Stats>,
+    urls: Arc<Vec<String>>,
+    shutdown: watch::Receiver<bool>,
+) {
     let handle = move |target: &str| match target {
         "/metrics" => Response::new("200 OK", "text/plain; version=0.0.4", render(&stats, &urls)),
         _ => Response::not_found(),
@@ -127,19 +162,35 @@ mod tests {
         ("aldb_relayer_equivocations_total", "counter", "Identities seen signing two records for one slot."),
         ("aldb_relayer_candidates", "gauge", "Different records held, waiting for signatures or their parent."),
         ("aldb_relayer_pending_slots", "gauge", "Slots held above the last accepted one."),
-        ("aldb_relayer_rewinds_total", "counter", "Followers told to resubscribe lower after held records were dropped."),
+        (
+            "aldb_relayer_rewinds_total",
+            "counter",
+            "Followers told to resubscribe lower after held records were dropped.",
+        ),
         ("aldb_relayer_log_lines_suppressed_total", "counter", "Log lines left out by the rate limit."),
         ("aldb_relayer_dropped_total", "counter", "Held records or signatures dropped later, by reason."),
-        ("aldb_relayer_endpoint_dropped_total", "counter", "Well-formed records from an endpoint dropped without being held, by reason."),
+        (
+            "aldb_relayer_endpoint_dropped_total",
+            "counter",
+            "Well-formed records from an endpoint dropped without being held, by reason.",
+        ),
         ("aldb_relayer_endpoint_records_total", "counter", "Well-formed records received."),
         ("aldb_relayer_endpoint_bad_messages_total", "counter", "Messages that are not a valid record notification."),
-        ("aldb_relayer_endpoint_bad_signatures_total", "counter", "Attestations by configured identities that do not verify."),
+        (
+            "aldb_relayer_endpoint_bad_signatures_total",
+            "counter",
+            "Attestations by configured identities that do not verify.",
+        ),
         ("aldb_relayer_endpoint_outsiders_total", "counter", "Attestations by identities outside the configured set."),
         ("aldb_relayer_endpoint_other_cluster_total", "counter", "Records of another genesis hash."),
         ("aldb_relayer_endpoint_low_commitment_total", "counter", "Records below the configured commitment."),
         ("aldb_relayer_endpoint_unchained_total", "counter", "Quorum-signed records that do not extend the chain."),
         ("aldb_relayer_endpoint_disconnects_total", "counter", "Connections lost or refused."),
-        ("aldb_relayer_endpoint_attestations_trimmed_total", "counter", "Attestations past the per-identity limit of one record, dropped."),
+        (
+            "aldb_relayer_endpoint_attestations_trimmed_total",
+            "counter",
+            "Attestations past the per-identity limit of one record, dropped.",
+        ),
     ];
 
     #[test]

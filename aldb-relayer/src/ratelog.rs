@@ -38,7 +38,12 @@ impl RateLog {
 
     /// Whether a line for `reason` (at `endpoint`) may be written now: `Some(left out since
     /// the last one)`, or `None` when it is left out (and `suppressed` is incremented).
-    pub(crate) fn allow(&mut self, reason: &'static str, endpoint: usize, suppressed: &std::sync::atomic::AtomicU64) -> Option<Suppressed> {
+    pub(crate) fn allow(
+        &mut self,
+        reason: &'static str,
+        endpoint: usize,
+        suppressed: &std::sync::atomic::AtomicU64,
+    ) -> Option<Suppressed> {
         let now = Instant::now();
         match self.last.get_mut(&(reason, endpoint)) {
             Some((at, skipped)) if now.duration_since(*at) < self.interval => {

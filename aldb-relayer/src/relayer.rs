@@ -1,21 +1,21 @@
 //! Wiring: one follower task per endpoint, one acceptor thread that owns the chain state and
 //! the output files.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use aldb_verify::hash_to_base58;
 use tokio::sync::{mpsc, watch};
 
-use crate::chain::{Accepted, Acceptor, Fault, Ignored, Rules, Start, IDENTITY_QUOTA, MAX_CANDIDATES_PER_SLOT};
+use crate::chain::{Accepted, Acceptor, Fault, IDENTITY_QUOTA, Ignored, MAX_CANDIDATES_PER_SLOT, Rules, Start};
 use crate::config::Config;
 use crate::error::RelayError;
-use crate::follow::{follow, Incoming, Shared};
-use crate::ratelog::{RateLog, LOG_INTERVAL};
+use crate::follow::{Incoming, Shared, follow};
+use crate::ratelog::{LOG_INTERVAL, RateLog};
 use crate::roots::{AcceptedRoot, RootLog};
-use crate::stats::{inc, Stats};
+use crate::stats::{Stats, inc};
 use crate::store::Store;
-use crate::waiting::{Waiting, WAITING_INTERVAL};
+use crate::waiting::{WAITING_INTERVAL, Waiting};
 
 /// Records queued from the followers to the acceptor.
 const QUEUE: usize = 4096;
@@ -79,15 +79,23 @@ impl Relayer {
         }
         let start = resume.start(config.start_slot);
         match start {
-            Start::Cursor(t) => log::info!("resuming after slot {} (record {})", t.slot, hash_to_base58(&t.record_hash)),
+            Start::Cursor(t) => {
+                log::info!("resuming after slot {} (record {})", t.slot, hash_to_base58(&t.record_hash))
+            }
             Start::Anchor { from_slot } => {
-                log::info!("no cursor: the first record at or after slot {from_slot} signed by {} identities is the trust anchor", config.quorum.threshold())
+                log::info!(
+                    "no cursor: the first record at or after slot {from_slot} signed by {} identities is the trust anchor",
+                    config.quorum.threshold()
+                )
             }
         }
         if let (Some(c), Some((last, _))) = (resume.cursor, resume.last_output)
             && last > c.slot
         {
-            log::warn!("the output is ahead of the cursor (slot {last} > {}): those slots are checked, not written again", c.slot);
+            log::warn!(
+                "the output is ahead of the cursor (slot {last} > {}): those slots are checked, not written again",
+                c.slot
+            );
         }
         let acceptor = Acceptor::new(
             Rules { quorum: config.quorum.clone(), genesis_hash: config.genesis_hash, commitment: config.commitment },
@@ -133,7 +141,8 @@ impl Relayer {
         drop(tx);
         let urls = config.endpoints.clone();
         let accept_shared = shared.clone();
-        let mut worker = tokio::task::spawn_blocking(move || accept_loop(acceptor, store, rx, &accept_shared, &urls, on_accept));
+        let mut worker =
+            tokio::task::spawn_blocking(move || accept_loop(acceptor, store, rx, &accept_shared, &urls, on_accept));
         let result = tokio::select! {
             r = &mut worker => r,
             _ = crate::follow::stopped(&mut shutdown) => {
@@ -186,7 +195,10 @@ fn accept_loop(
                 inc(&es.low_commitment, 1);
                 // Every slot has a record at each level: one line per record would be noise. Why
                 // nothing is accepted is said below, at most once per interval.
-                log::debug!("{url}: slot {slot}: record at commitment {}, not the level followed", record.record.commitment.name());
+                log::debug!(
+                    "{url}: slot {slot}: record at commitment {}, not the level followed",
+                    record.record.commitment.name()
+                );
             }
             Some(Ignored::Faulted) => {
                 inc(&es.dropped_faulted, 1);
@@ -196,7 +208,10 @@ fn accept_loop(
             Some(Ignored::Unsigned) => {
                 inc(&es.dropped_unsigned, 1);
                 if let Some(n) = log.allow("unsigned", endpoint, quiet) {
-                    log::warn!("{url}: slot {slot}: record {} carries no valid signature by a configured identity; dropped{n}", short(&record.record_hash));
+                    log::warn!(
+                        "{url}: slot {slot}: record {} carries no valid signature by a configured identity; dropped{n}",
+                        short(&record.record_hash)
+                    );
                 }
             }
             Some(Ignored::Ahead) => {
@@ -208,7 +223,9 @@ fn accept_loop(
             Some(Ignored::SlotFull) => {
                 inc(&es.dropped_slot_full, 1);
                 if let Some(n) = log.allow("slot_full", endpoint, quiet) {
-                    log::warn!("{url}: slot {slot}: already holds {MAX_CANDIDATES_PER_SLOT} different signed records; record dropped{n}");
+                    log::warn!(
+                        "{url}: slot {slot}: already holds {MAX_CANDIDATES_PER_SLOT} different signed records; record dropped{n}"
+                    );
                 }
             }
             None => {}
@@ -218,7 +235,10 @@ fn accept_loop(
         if report.bad_signatures > 0
             && let Some(n) = log.allow("bad_signature", endpoint, quiet)
         {
-            log::warn!("{url}: slot {slot}: {} attestation(s) by configured identities do not verify{n}", report.bad_signatures);
+            log::warn!(
+                "{url}: slot {slot}: {} attestation(s) by configured identities do not verify{n}",
+                report.bad_signatures
+            );
         }
         inc(&stats.displaced, report.displaced as u64);
         inc(&stats.quota_evictions, report.quota_evictions as u64);
@@ -226,10 +246,15 @@ fn accept_loop(
         if report.quota_evictions > 0
             && let Some(n) = log.allow("identity_quota", endpoint, quiet)
         {
-            log::warn!("an identity holds signatures for {IDENTITY_QUOTA} slots without an anchor; dropping its lowest{n}");
+            log::warn!(
+                "an identity holds signatures for {IDENTITY_QUOTA} slots without an anchor; dropping its lowest{n}"
+            );
         }
         if let Some(from) = report.rewind_to {
-            log::info!("the anchor's window ends below held records; {} dropped, delivered again from slot {from}", report.window_pruned);
+            log::info!(
+                "the anchor's window ends below held records; {} dropped, delivered again from slot {from}",
+                report.window_pruned
+            );
             request_rewind(shared, from);
         }
         for u in &report.unchained {
@@ -303,7 +328,9 @@ fn accept_loop(
             }
         }
         if report.accepted.is_empty() {
-            if let Some(line) = waiting.line(std::time::Instant::now(), acceptor.tip().map(|t| t.slot), acceptor.pending_slots()) {
+            if let Some(line) =
+                waiting.line(std::time::Instant::now(), acceptor.tip().map(|t| t.slot), acceptor.pending_slots())
+            {
                 log::info!("{line}");
             }
         } else {

@@ -12,8 +12,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Mutex;
 
-use aldb_verify::{hash_to_base58, Commitment, Hash};
-use serde_json::{json, Value};
+use aldb_verify::{Commitment, Hash, hash_to_base58};
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -125,7 +125,9 @@ impl RootLog {
         let mut skipped = start > 0;
         for line in lines {
             match parse_line(line.trim_end()) {
-                Some((slot, root)) => log.push(AcceptedRoot { slot, root, record_hash: None, commitment: None, signers: None }),
+                Some((slot, root)) => {
+                    log.push(AcceptedRoot { slot, root, record_hash: None, commitment: None, signers: None })
+                }
                 None => skipped = true,
             }
         }
@@ -245,7 +247,13 @@ mod tests {
     use super::*;
 
     fn entry(slot: u64) -> AcceptedRoot {
-        AcceptedRoot { slot, root: [slot as u8; 32], record_hash: Some([1; 32]), commitment: Some(Commitment::Finalized), signers: Some(vec![[2; 32]]) }
+        AcceptedRoot {
+            slot,
+            root: [slot as u8; 32],
+            record_hash: Some([1; 32]),
+            commitment: Some(Commitment::Finalized),
+            signers: Some(vec![[2; 32]]),
+        }
     }
 
     #[test]

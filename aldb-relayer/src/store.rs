@@ -19,7 +19,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use aldb_verify::{hash_from_base58, hash_to_base58, Hash};
+use aldb_verify::{Hash, hash_from_base58, hash_to_base58};
 
 use crate::chain::{Start, Tip};
 use crate::error::StoreError;
@@ -124,7 +124,9 @@ impl Store {
         // second relayer started on the same output can neither cut nor interleave lines.
         match output.try_lock() {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::InUse { path: output_path.to_path_buf() }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::InUse { path: output_path.to_path_buf() });
+            }
             Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", output_path, e)),
         }
         let len = output.metadata().map_err(|e| StoreError::io("stat", output_path, e))?.len();
@@ -171,7 +173,10 @@ impl Store {
                 )));
             }
             (Some(c), Some((last, _))) if last < c.slot => {
-                return Err(inconsistent(format!("the cursor is at slot {} but the output ends at slot {last}", c.slot)));
+                return Err(inconsistent(format!(
+                    "the cursor is at slot {} but the output ends at slot {last}",
+                    c.slot
+                )));
             }
             (Some(c), Some(_)) => {
                 replay.extend(parsed.iter().filter(|(s, _)| *s > c.slot).copied());
@@ -199,7 +204,11 @@ impl Store {
             match self.replay.remove(&slot) {
                 Some(written) if written == *root => false,
                 Some(written) => {
-                    return Err(StoreError::Conflict { slot, written: hash_to_base58(&written), accepted: hash_to_base58(root) });
+                    return Err(StoreError::Conflict {
+                        slot,
+                        written: hash_to_base58(&written),
+                        accepted: hash_to_base58(root),
+                    });
                 }
                 None => {
                     return Err(StoreError::Inconsistent {

@@ -57,7 +57,8 @@ impl Waiting {
             return None;
         }
         let secs = now.duration_since(self.since).as_secs();
-        let after = tip.map_or_else(|| "no record accepted yet".to_string(), |t| format!("the last accepted slot is {t}"));
+        let after =
+            tip.map_or_else(|| "no record accepted yet".to_string(), |t| format!("the last accepted slot is {t}"));
         let level = self.level.name();
         let text = match (self.newest_at_level, self.newest_other) {
             (None, Some((slot, other))) => {
@@ -119,7 +120,12 @@ mod tests {
         assert_eq!(w.line(t0 + 30 * s, None, 0), None, "at most one line per interval");
         w.seen(&rec(190, Commitment::Finalized));
         let line = w.line(t0 + 36 * s, Some(180), 3).expect("due");
-        assert!(line.starts_with("waiting: 1 of 2 records seen in the last 16 s are at commitment finalized (the newest at slot 190)"), "{line}");
+        assert!(
+            line.starts_with(
+                "waiting: 1 of 2 records seen in the last 16 s are at commitment finalized (the newest at slot 190)"
+            ),
+            "{line}"
+        );
         assert!(line.contains("the last accepted slot is 180; 3 slot(s) held"), "{line}");
         w.seen(&rec(191, Commitment::Finalized));
         w.accepted(t0 + 40 * s);

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::feed::FeedServer;
-use common::{assert_complete, b58, config_text, signer, wait_for_output, Cluster, Kind, Producer};
+use common::{Cluster, Kind, Producer, assert_complete, b58, config_text, signer, wait_for_output};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -36,7 +36,8 @@ fn spawn(config: &Path) -> (Child, mpsc::Receiver<Value>, SocketAddr) {
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let line = line.unwrap();
-            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line {line:?} is not JSON: {e}"));
+            let v: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line {line:?} is not JSON: {e}"));
             if lines_tx.send(v).is_err() {
                 return;
             }
@@ -82,14 +83,17 @@ fn follow(addr: SocketAddr, mut from: u64, limit: usize) -> Vec<Value> {
 }
 
 fn slots_and_roots(v: &[Value]) -> Vec<(u64, [u8; 32])> {
-    v.iter().map(|e| (e["slot"].as_u64().unwrap(), aldb_verify::hash_from_base58(e["root"].as_str().unwrap()).unwrap())).collect()
+    v.iter()
+        .map(|e| (e["slot"].as_u64().unwrap(), aldb_verify::hash_from_base58(e["root"].as_str().unwrap()).unwrap()))
+        .collect()
 }
 
 #[test]
 fn json_lines_and_the_roots_endpoint_carry_every_accepted_root() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let producers: Vec<Producer> = (1..=3u8).map(|k| Producer::new(Kind::Honest(k), &tmp.path().join(format!("p{k}")))).collect();
+    let producers: Vec<Producer> =
+        (1..=3u8).map(|k| Producer::new(Kind::Honest(k), &tmp.path().join(format!("p{k}")))).collect();
     let mut cluster = Cluster::new(&tmp.path().join("reference"), producers);
     for _ in 0..10 {
         cluster.step();
@@ -105,7 +109,8 @@ fn json_lines_and_the_roots_endpoint_carry_every_accepted_root() {
     let out_dir = tmp.path().join("relay");
     std::fs::create_dir_all(&out_dir).unwrap();
     let config = tmp.path().join("relayer.json5");
-    let text = config_text(&urls, &[1, 2, 3], 2, &out_dir, 0).replace("start_slot:", "roots_addr: \"127.0.0.1:0\", start_slot:");
+    let text = config_text(&urls, &[1, 2, 3], 2, &out_dir, 0)
+        .replace("start_slot:", "roots_addr: \"127.0.0.1:0\", start_slot:");
     std::fs::write(&config, text).unwrap();
 
     let (mut child, lines, addr) = spawn(&config);

@@ -19,9 +19,9 @@ use aldb_verify::record::Attestation;
 use aldb_verify::record_json::attested_record_to_json_value;
 use aldb_verify::{Commitment, RootRecord};
 use common::feed::FeedServer;
-use common::{assert_complete, config_text, output, signer, wait_for_output, Cluster, Kind, Producer, GENESIS};
+use common::{Cluster, GENESIS, Kind, Producer, assert_complete, config_text, output, signer, wait_for_output};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -83,7 +83,14 @@ fn notification(record: &RootRecord, attestations: &[Attestation]) -> String {
 
 /// A record of the configured cluster with a random root (no parent: a valid encoding).
 fn junk(slot: u64, rng: &mut Rng) -> RootRecord {
-    RootRecord { genesis_hash: GENESIS, slot, parent: None, commitment: Commitment::Finalized, state_root: rng.hash(), block: None }
+    RootRecord {
+        genesis_hash: GENESIS,
+        slot,
+        parent: None,
+        commitment: Commitment::Finalized,
+        state_root: rng.hash(),
+        block: None,
+    }
 }
 
 struct Junk {
@@ -236,7 +243,8 @@ fn a_flood_of_unsigned_records_is_dropped_counted_and_logged_sparingly() {
     go_before.send(true).unwrap();
     let held_by_3 = JUNK_SLOTS + FAR;
     wait_until("the first flood is processed", || {
-        e[2].dropped_unsigned.load(Ordering::Relaxed) == before.unsigned && stats.candidates.load(Ordering::Relaxed) == held_by_3
+        e[2].dropped_unsigned.load(Ordering::Relaxed) == before.unsigned
+            && stats.candidates.load(Ordering::Relaxed) == held_by_3
     });
     // Only identity 3's validly signed records are held, one per slot; no anchor yet, so the
     // far ones too (within its quota).
@@ -255,7 +263,9 @@ fn a_flood_of_unsigned_records_is_dropped_counted_and_logged_sparingly() {
     assert_complete(&out, &cluster.roots, 0, last);
     let received = |i: usize| e[i].records.load(Ordering::Relaxed);
     let dropped = |i: usize| e[i].dropped_unsigned.load(Ordering::Relaxed) + e[i].dropped_stale.load(Ordering::Relaxed);
-    wait_until("the second flood is processed", || received(3) == during_msgs.len() as u64 && dropped(3) == received(3));
+    wait_until("the second flood is processed", || {
+        received(3) == during_msgs.len() as u64 && dropped(3) == received(3)
+    });
     // Anchoring at slot 0 put the far records outside the window: dropped, and the first liar
     // was sent back to deliver them again, which it now holds back instead.
     wait_until("the first liar rewinds", || stats.rewinds.load(Ordering::Relaxed) >= 1);
@@ -274,7 +284,10 @@ fn a_flood_of_unsigned_records_is_dropped_counted_and_logged_sparingly() {
     assert!(most <= 2 * JUNK_SLOTS + FAR, "{most} records held at once");
 
     let text = aldb_relayer::metrics::render(&stats, &urls);
-    let line = format!("aldb_relayer_endpoint_dropped_total{{endpoint=\"{}\",reason=\"unsigned\"}} {}\n", urls[2], before.unsigned);
+    let line = format!(
+        "aldb_relayer_endpoint_dropped_total{{endpoint=\"{}\",reason=\"unsigned\"}} {}\n",
+        urls[2], before.unsigned
+    );
     assert!(text.contains(&line), "{line} not in\n{text}");
     assert!(text.contains(&format!("aldb_relayer_dropped_total{{reason=\"window\"}} {FAR}\n")));
     assert_eq!(stats.accepted.load(Ordering::Relaxed), output(&out_dir).len() as u64);

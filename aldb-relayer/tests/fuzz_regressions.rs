@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub, missing_docs)]
 
-#[path = "../../fuzz/src/replay.rs"]
-mod replay;
 #[path = "../../fuzz/src/relayer.rs"]
 mod relayer;
+#[path = "../../fuzz/src/replay.rs"]
+mod replay;
 
 use replay::replay;
 

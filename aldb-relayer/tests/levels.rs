@@ -18,7 +18,7 @@ use aldb_relayer::{Config, Relayer};
 use aldb_snapshot::records::{RecordInput, RecordProducer};
 use aldb_verify::{Commitment, Hash};
 use common::feed::FeedServer;
-use common::{assert_complete, b58, honest_root, produced, signer, wait_for_output, GENESIS};
+use common::{GENESIS, assert_complete, b58, honest_root, produced, signer, wait_for_output};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// Slots between a slot's commit and its root (a validator's is about 32).
@@ -55,7 +55,10 @@ fn the_plugin_and_relayer_defaults_accept_roots_at_both_levels() {
     let servers: Vec<FeedServer> = rt.block_on(async {
         let mut v = Vec::new();
         for k in 1..=3u8 {
-            v.push(FeedServer::start(&tmp.path().join(format!("p{k}")), "127.0.0.1:0".parse::<SocketAddr>().unwrap()).await);
+            v.push(
+                FeedServer::start(&tmp.path().join(format!("p{k}")), "127.0.0.1:0".parse::<SocketAddr>().unwrap())
+                    .await,
+            );
         }
         v
     });
@@ -107,7 +110,10 @@ fn the_plugin_and_relayer_defaults_accept_roots_at_both_levels() {
     for s in [&fin_stats, &conf_stats] {
         assert_eq!(s.conflicts.load(Ordering::Relaxed), 0);
         assert_eq!(s.equivocations.load(Ordering::Relaxed), 0);
-        assert!(s.endpoints.iter().all(|e| e.low_commitment.load(Ordering::Relaxed) > 0), "the other level is seen and ignored");
+        assert!(
+            s.endpoints.iter().all(|e| e.low_commitment.load(Ordering::Relaxed) > 0),
+            "the other level is seen and ignored"
+        );
     }
     for mut s in servers {
         rt.block_on(s.stop());

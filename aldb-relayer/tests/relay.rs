@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use aldb_relayer::{Config, Relayer};
 use common::feed::FeedServer;
-use common::{assert_complete, b58, config_text, output, wait_for_output, Cluster, Kind, Producer};
+use common::{Cluster, Kind, Producer, assert_complete, b58, config_text, output, wait_for_output};
 
 const WAIT: Duration = Duration::from_secs(30);
 const SLOT_GAP: Duration = Duration::from_millis(5);
@@ -87,7 +87,9 @@ fn accepts_the_honest_roots_despite_lying_endpoints_and_a_restarted_server() {
     let _ = stop_tx.send(true);
     rt.block_on(handle).unwrap().unwrap();
     let e = &stats.endpoints;
-    let n = |i: usize, f: fn(&aldb_relayer::stats::EndpointStats) -> &std::sync::atomic::AtomicU64| f(&e[i]).load(Ordering::Relaxed);
+    let n = |i: usize, f: fn(&aldb_relayer::stats::EndpointStats) -> &std::sync::atomic::AtomicU64| {
+        f(&e[i]).load(Ordering::Relaxed)
+    };
     assert!(n(3, |s| &s.bad_signatures) > 0, "bad signatures are counted");
     assert!(n(5, |s| &s.other_cluster) > 0, "records of another cluster are counted");
     assert!(n(6, |s| &s.bad_messages) > 0, "garbage is counted");
@@ -113,9 +115,8 @@ fn spawn_relayer(config: &Path) -> Child {
 fn resumes_from_its_cursor_after_being_killed() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let producers: Vec<Producer> = (1..=3u8)
-        .map(|k| Producer::new(Kind::Honest(k), &tmp.path().join(format!("p{k}"))))
-        .collect();
+    let producers: Vec<Producer> =
+        (1..=3u8).map(|k| Producer::new(Kind::Honest(k), &tmp.path().join(format!("p{k}")))).collect();
     let mut cluster = Cluster::new(&tmp.path().join("reference"), producers);
     for _ in 0..10 {
         cluster.step();

@@ -11,12 +11,12 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, SyncSender};
 
 use xxhash_rust::xxh3::Xxh3;
 
-use aldb_format::format::{checksum, Header, Ref, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAX_RECORD_OFFSET};
+use aldb_format::format::{END_MAGIC, FOOTER_LEN, HEADER_LEN, Header, MAX_RECORD_OFFSET, Ref, checksum};
 
 use crate::error::SnapshotError;
 

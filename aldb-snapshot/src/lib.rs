@@ -21,5 +21,5 @@ mod writer;
 
 pub use batch::{AccountBatch, AccountEntry};
 pub use error::SnapshotError;
-pub use serializer::{Published, SlotInput, CAPTURE_OPTIONS};
+pub use serializer::{CAPTURE_OPTIONS, Published, SlotInput};
 pub use writer::{SnapshotWriter, WriterConfig, WriterStats};

@@ -17,12 +17,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use aldb_core::{prefetch, CaptureOptions, ChangeSet};
-use aldb_verify::spec::{Hash, EMPTY_ROOT};
+use aldb_core::{CaptureOptions, ChangeSet, prefetch};
+use aldb_verify::spec::{EMPTY_ROOT, Hash};
 
 use aldb_format::format::{
-    file_name, node_arity, node_len, node_stored, parse_file_name, prefix_of, Header, Ref, ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP,
-    FLAG_FULL, MAX_ARITY,
+    ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP, FLAG_FULL, Header, MAX_ARITY, Ref, file_name, node_arity, node_len, node_stored,
+    parse_file_name, prefix_of,
 };
 use aldb_format::store::{Files, MappedFile};
 
@@ -197,7 +197,10 @@ impl Serializer {
             }
             let f = MappedFile::open(&entry.path(), true)?;
             if f.header.seq != seq {
-                return Err(SnapshotError::corrupt(entry.path(), "header and file name disagree on the sequence number"));
+                return Err(SnapshotError::corrupt(
+                    entry.path(),
+                    "header and file name disagree on the sequence number",
+                ));
             }
             if files.get(seq).is_some() {
                 return Err(SnapshotError::corrupt(entry.path(), format!("a second file with sequence number {seq}")));
@@ -266,7 +269,8 @@ impl Serializer {
         self.bucket_bits = bucket_bits;
         // Levels without records (see `node_len`) get no table.
         let l = usize::from(bucket_bits);
-        self.nodes = (0..l).map(|d| if node_stored(d, l) { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
+        self.nodes =
+            (0..l).map(|d| if node_stored(d, l) { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
         self.buckets = vec![Ref::NULL; 1usize << bucket_bits];
         self.bucket_leaves = (0..1usize << bucket_bits).map(|_| Box::default()).collect();
         self.files = Files::default();
@@ -282,7 +286,9 @@ impl Serializer {
         let options = input.changes.options();
         let l = usize::from(bucket_bits);
         if let Some(d) = (0..l).find(|&d| node_stored(d, l) && !options.keeps_level(d as u8, bucket_bits)) {
-            return Err(SnapshotError::Input(format!("the change set leaves out level {d}, which the snapshot stores")));
+            return Err(SnapshotError::Input(format!(
+                "the change set leaves out level {d}, which the snapshot stores"
+            )));
         }
         if input.full {
             self.reset(bucket_bits);
@@ -310,7 +316,14 @@ impl Serializer {
         result
     }
 
-    fn write_file(&mut self, lane: &mut IoLane, input: &SlotInput, seq: u32, name: &str, tmp: &Path) -> Result<Published, SnapshotError> {
+    fn write_file(
+        &mut self,
+        lane: &mut IoLane,
+        input: &SlotInput,
+        seq: u32,
+        name: &str,
+        tmp: &Path,
+    ) -> Result<Published, SnapshotError> {
         let mut fb = FileBuilder::create(tmp, seq, lane, self.direct)?;
         let root_ref = |s: &Self| if s.bucket_bits == 0 { s.buckets[0] } else { s.nodes[0][0] };
         let checked = self.write_body(&mut fb, input).and_then(|body| {
@@ -364,7 +377,15 @@ impl Serializer {
             self.advance_refresh(seq);
         }
         self.files.remove_below(self.oldest);
-        Ok(Published { seq, slot: input.slot, root: input.root, oldest_seq: header.oldest_seq, bytes, account_bytes, refresh_bytes })
+        Ok(Published {
+            seq,
+            slot: input.slot,
+            root: input.root,
+            oldest_seq: header.oldest_seq,
+            bytes,
+            account_bytes,
+            refresh_bytes,
+        })
     }
 
     fn advance_refresh(&mut self, seq: u32) {
@@ -388,7 +409,12 @@ impl Serializer {
         result
     }
 
-    fn write_body_with(&mut self, fb: &mut FileBuilder, input: &SlotInput, s: &mut Scratch) -> Result<BodyStats, SnapshotError> {
+    fn write_body_with(
+        &mut self,
+        fb: &mut FileBuilder,
+        input: &SlotInput,
+        s: &mut Scratch,
+    ) -> Result<BodyStats, SnapshotError> {
         let l = usize::from(self.bucket_bits);
         let seq = self.next_seq;
         // The refresh chunk: a prefix of `refresh_bits` bits whose whole subtree is rewritten.
@@ -545,7 +571,7 @@ impl Serializer {
                                 None => {
                                     return Err(SnapshotError::Input(format!(
                                         "leaf changed without its account record (bucket {b})"
-                                    )))
+                                    )));
                                 }
                             },
                         };

@@ -24,13 +24,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::{CaptureOptions, ChangeSet};
-use aldb_format::format::{parse_file_name, Header, FOOTER_LEN, HEADER_LEN, SET_ASIDE_SUFFIX};
+use aldb_format::format::{FOOTER_LEN, HEADER_LEN, Header, SET_ASIDE_SUFFIX, parse_file_name};
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
-use crate::serializer::{Published, Serializer, SlotInput, CAPTURE_OPTIONS};
+use crate::serializer::{CAPTURE_OPTIONS, Published, Serializer, SlotInput};
 
 /// Writer settings.
 #[derive(Clone, Debug)]
@@ -177,7 +177,12 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
                 files.insert(seq, (slot, h.oldest_seq));
                 last_seq = last_seq.max(seq);
             }
-            Ok(h) => invalid.push((seq, slot, name.to_string(), format!("its header says sequence {} slot {}", h.seq, h.slot))),
+            Ok(h) => invalid.push((
+                seq,
+                slot,
+                name.to_string(),
+                format!("its header says sequence {} slot {}", h.seq, h.slot),
+            )),
             Err(reason) => invalid.push((seq, slot, name.to_string(), reason)),
         }
     }
@@ -699,7 +704,13 @@ fn run(
 
 /// Deletes files no kept slot can reach: everything older than the oldest file a kept slot's
 /// records may point into.
-fn prune(dir: PathBuf, keep: u64, mut files: BTreeMap<u32, (u64, u32)>, rx: Receiver<Published>, stats: Arc<WriterStats>) {
+fn prune(
+    dir: PathBuf,
+    keep: u64,
+    mut files: BTreeMap<u32, (u64, u32)>,
+    rx: Receiver<Published>,
+    stats: Arc<WriterStats>,
+) {
     for p in rx {
         files.insert(p.seq, (p.slot, p.oldest_seq));
         let newest = p.slot;
@@ -709,8 +720,7 @@ fn prune(dir: PathBuf, keep: u64, mut files: BTreeMap<u32, (u64, u32)>, rx: Rece
             .map(|(_, (_, oldest))| *oldest)
             .min()
             .unwrap_or(p.oldest_seq);
-        let doomed: Vec<(u32, u64)> =
-            files.range(..min_oldest).map(|(seq, (slot, _))| (*seq, *slot)).collect();
+        let doomed: Vec<(u32, u64)> = files.range(..min_oldest).map(|(seq, (slot, _))| (*seq, *slot)).collect();
         if doomed.is_empty() {
             continue;
         }

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use aldb_core::{AccountRef, ChangeSet, Config, Pleiades};
-use aldb_format::format::{file_checksum, FOOTER_LEN, HEADER_LEN};
+use aldb_format::format::{FOOTER_LEN, HEADER_LEN, file_checksum};
 use aldb_format::{QueryError, SnapshotReader};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
@@ -17,12 +17,19 @@ fn write_dir(dir: &std::path::Path, slots: u64) -> Vec<[u8; 32]> {
     let keys: Vec<[u8; 32]> = (0..200).map(|_| rng.random()).collect();
     let owner = [3u8; 32];
     for slot in 0..slots {
-        let datas: Vec<Vec<u8>> = (0..60).map(|_| (0..rng.random_range(0..90)).map(|_| rng.random()).collect()).collect();
+        let datas: Vec<Vec<u8>> =
+            (0..60).map(|_| (0..rng.random_range(0..90)).map(|_| rng.random()).collect()).collect();
         let picks: Vec<usize> = (0..60).map(|_| rng.random_range(0..keys.len())).collect();
         let refs: Vec<AccountRef<'_>> = picks
             .iter()
             .zip(&datas)
-            .map(|(&k, d)| AccountRef { pubkey: &keys[k], lamports: 1 + k as u64, owner: &owner, executable: false, data: d })
+            .map(|(&k, d)| AccountRef {
+                pubkey: &keys[k],
+                lamports: 1 + k as u64,
+                owner: &owner,
+                executable: false,
+                data: d,
+            })
             .collect();
         let updates = tree.hash_accounts(&refs);
         let batch = AccountBatch::from_updates(&updates, &refs);
@@ -32,14 +39,20 @@ fn write_dir(dir: &std::path::Path, slots: u64) -> Vec<[u8; 32]> {
         if slot == 0 {
             tree.capture_all(&mut changes);
         }
-        writer.submit(SlotInput { slot, parent: slot.checked_sub(1), root, changes, accounts: batch, full: slot == 0 }).unwrap();
+        writer
+            .submit(SlotInput { slot, parent: slot.checked_sub(1), root, changes, accounts: batch, full: slot == 0 })
+            .unwrap();
     }
     writer.shutdown().unwrap();
     keys
 }
 
 fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "snap")).collect();
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "snap"))
+        .collect();
     v.sort();
     v
 }
@@ -61,7 +74,10 @@ fn a_flipped_byte_is_caught_by_the_checksum() {
         assert!(h.slot(Some(slot)).is_ok(), "slot {slot} does not depend on the damaged file");
     }
     for slot in 4..6 {
-        assert!(matches!(h.slot(Some(slot)), Err(QueryError::Corrupt { .. })), "slot {slot} may reference the damaged file");
+        assert!(
+            matches!(h.slot(Some(slot)), Err(QueryError::Corrupt { .. })),
+            "slot {slot} may reference the damaged file"
+        );
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use aldb_core::{AccountRef, ChangeSet, Config, Pleiades};
-use aldb_format::format::{file_checksum, file_name, parse_file_name, Header, FOOTER_LEN, HEADER_LEN};
+use aldb_format::format::{FOOTER_LEN, HEADER_LEN, Header, file_checksum, file_name, parse_file_name};
 use aldb_format::{QueryError, SnapshotReader};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
@@ -66,7 +66,13 @@ impl Chain {
             .collect();
         let refs: Vec<AccountRef<'_>> = writes
             .iter()
-            .map(|(pk, a)| AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: false, data: &a.data })
+            .map(|(pk, a)| AccountRef {
+                pubkey: pk,
+                lamports: a.lamports,
+                owner: &a.owner,
+                executable: false,
+                data: &a.data,
+            })
             .collect();
         let updates = self.tree.hash_accounts(&refs);
         let mut accounts = AccountBatch::from_updates(&updates, &refs);
@@ -83,7 +89,8 @@ impl Chain {
             self.tree.capture_all(&mut changes);
             accounts = AccountBatch::default();
             for (pk, a) in &self.state {
-                let r = AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: false, data: &a.data };
+                let r =
+                    AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: false, data: &a.data };
                 accounts.push(aldb_verify::spec::key_path(pk), &r);
             }
         }
@@ -170,7 +177,11 @@ fn damage(dir: &Path, rng: &mut ChaCha8Rng) -> Damage {
             if files.contains_key(&stray) {
                 return Damage::Files(Vec::new());
             }
-            let body: Vec<u8> = if rng.random_bool(0.5) { (0..rng.random_range(0..4096)).map(|_| rng.random()).collect() } else { bytes };
+            let body: Vec<u8> = if rng.random_bool(0.5) {
+                (0..rng.random_range(0..4096)).map(|_| rng.random()).collect()
+            } else {
+                bytes
+            };
             std::fs::write(dir.join(&stray), body).unwrap();
             Damage::Added(stray)
         }
@@ -243,7 +254,9 @@ fn check_answer(h: &SnapshotReader, chain: &Chain, slot: u64, key: &[u8; 32], st
     match h.prove(key, Some(slot)) {
         Ok(p) => {
             assert_eq!(p.root, *root, "{what}: slot {slot} served with a wrong root");
-            p.proof.verify(root, key).unwrap_or_else(|e| panic!("{what}: slot {slot}: served proof does not verify: {e}"));
+            p.proof
+                .verify(root, key)
+                .unwrap_or_else(|e| panic!("{what}: slot {slot}: served proof does not verify: {e}"));
             let got = p.account.map(|a| Acct { lamports: a.lamports, owner: a.owner, data: a.data });
             assert_eq!(got.as_ref(), state.get(key), "{what}: slot {slot}: wrong account");
         }
@@ -322,8 +335,12 @@ fn random_damage_never_serves_a_wrong_answer_and_loses_nothing_intact() {
             .map(|n| parse_file_name(n).unwrap())
             .collect();
         assert_eq!(new.len() as u64, MORE, "{what}: {new:?}");
-        let live: Vec<u32> =
-            after.keys().filter_map(|n| parse_file_name(n)).map(|(q, _)| q).filter(|q| !new.iter().any(|(s, _)| s == q)).collect();
+        let live: Vec<u32> = after
+            .keys()
+            .filter_map(|n| parse_file_name(n))
+            .map(|(q, _)| q)
+            .filter(|q| !new.iter().any(|(s, _)| s == q))
+            .collect();
         for (seq, _) in &new {
             assert!(*seq > 0 && !live.contains(seq), "{what}: the resumed writer reused sequence {seq} of a live name");
         }

@@ -34,7 +34,15 @@ fn random_slot(rng: &mut ChaCha8Rng, keys: &mut Vec<[u8; 32]>, n: usize) -> Vec<
             };
             let lamports = if roll >= 88 { 0 } else { rng.random_range(1..1_000_000) };
             let len = rng.random_range(0..120);
-            (pk, Acct { lamports, owner: rng.random(), executable: rng.random_bool(0.1), data: (0..len).map(|_| rng.random()).collect() })
+            (
+                pk,
+                Acct {
+                    lamports,
+                    owner: rng.random(),
+                    executable: rng.random_bool(0.1),
+                    data: (0..len).map(|_| rng.random()).collect(),
+                },
+            )
         })
         .collect()
 }
@@ -50,7 +58,13 @@ impl Run {
     fn commit(&mut self, slot: u64, accts: &[([u8; 32], Acct)], full: bool) {
         let refs: Vec<AccountRef<'_>> = accts
             .iter()
-            .map(|(pk, a)| AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: a.executable, data: &a.data })
+            .map(|(pk, a)| AccountRef {
+                pubkey: pk,
+                lamports: a.lamports,
+                owner: &a.owner,
+                executable: a.executable,
+                data: &a.data,
+            })
             .collect();
         let updates = self.tree.hash_accounts(&refs);
         let batch = AccountBatch::from_updates(&updates, &refs);
@@ -62,11 +76,23 @@ impl Run {
             // A full snapshot carries every live account.
             accounts = AccountBatch::default();
             for (pk, a) in &self.state {
-                let r = AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: a.executable, data: &a.data };
+                let r = AccountRef {
+                    pubkey: pk,
+                    lamports: a.lamports,
+                    owner: &a.owner,
+                    executable: a.executable,
+                    data: &a.data,
+                };
                 accounts.push(aldb_verify::spec::key_path(pk), &r);
             }
             for (pk, a) in accts {
-                let r = AccountRef { pubkey: pk, lamports: a.lamports, owner: &a.owner, executable: a.executable, data: &a.data };
+                let r = AccountRef {
+                    pubkey: pk,
+                    lamports: a.lamports,
+                    owner: &a.owner,
+                    executable: a.executable,
+                    data: &a.data,
+                };
                 accounts.push(aldb_verify::spec::key_path(pk), &r);
             }
         }
@@ -90,8 +116,14 @@ fn check_slot(h: &SnapshotReader, slot: u64, root: &[u8; 32], state: &State, pro
         match state.get(pk) {
             Some(a) => {
                 let got = p.account.as_ref().expect("present account is served");
-                assert_eq!((got.lamports, got.owner, got.executable, &got.data), (a.lamports, a.owner, a.executable, &a.data));
-                assert_eq!(claim, Claim::Present { value: aldb_naive::value(a.lamports, &a.owner, a.executable, &a.data) });
+                assert_eq!(
+                    (got.lamports, got.owner, got.executable, &got.data),
+                    (a.lamports, a.owner, a.executable, &a.data)
+                );
+                assert_eq!(
+                    claim,
+                    Claim::Present { value: aldb_naive::value(a.lamports, &a.owner, a.executable, &a.data) }
+                );
             }
             None => {
                 assert!(p.account.is_none());
@@ -162,7 +194,13 @@ fn retention_prunes_files_but_keeps_kept_slots_provable() {
 #[test]
 fn every_kth_slot_merges_changes() {
     let config = Config::new(2, 2, 6).unwrap();
-    run_history(3, config, |d| WriterConfig { every: 3, keep_slots: 100, refresh_slots: 8, ..WriterConfig::new(d) }, 30, 50);
+    run_history(
+        3,
+        config,
+        |d| WriterConfig { every: 3, keep_slots: 100, refresh_slots: 8, ..WriterConfig::new(d) },
+        30,
+        50,
+    );
 }
 
 #[test]

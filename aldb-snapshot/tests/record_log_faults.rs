@@ -17,9 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::Path;
 
-use aldb_format::records::{parse_segment, LoggedRecord, RecordLogReader, HEADER_LEN, RECORDS_DIR};
+use aldb_format::records::{HEADER_LEN, LoggedRecord, RECORDS_DIR, RecordLogReader, parse_segment};
 use aldb_snapshot::records::{RecordInput, RecordLogWriter, RecordProducer};
-use aldb_verify::record::{Attestation, Commitment, ParentLink, RootRecord, RECORD_LEN};
+use aldb_verify::record::{Attestation, Commitment, ParentLink, RECORD_LEN, RootRecord};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -43,7 +43,11 @@ fn clean_log() -> (Vec<LoggedRecord>, Vec<Segment>) {
     let mut records: Vec<LoggedRecord> = Vec::new();
     let mut slot = 100;
     for _ in 0..RECORDS {
-        let parent = records.last().map(|p| ParentLink { slot: p.record.slot, record_hash: Some(p.record_hash), bank_hash: None });
+        let parent = records.last().map(|p| ParentLink {
+            slot: p.record.slot,
+            record_hash: Some(p.record_hash),
+            bank_hash: None,
+        });
         let record = RootRecord {
             genesis_hash: GENESIS,
             slot,
@@ -81,7 +85,10 @@ fn clean_log() -> (Vec<LoggedRecord>, Vec<Segment>) {
     assert_eq!(at, written.len());
     let parsed = parse_segment(&written);
     assert!(parsed.header_ok && parsed.damaged.is_empty());
-    assert_eq!(parsed.entries.iter().map(|(o, r)| (*o, r.clone())).collect::<Vec<_>>(), spans.iter().map(|s| s.start).zip(records.iter().cloned()).collect::<Vec<_>>());
+    assert_eq!(
+        parsed.entries.iter().map(|(o, r)| (*o, r.clone())).collect::<Vec<_>>(),
+        spans.iter().map(|s| s.start).zip(records.iter().cloned()).collect::<Vec<_>>()
+    );
     let mut segments = Vec::new();
     for (k, &from) in SPLITS.iter().enumerate() {
         let to = SPLITS.get(k + 1).copied().unwrap_or(RECORDS);
@@ -150,13 +157,19 @@ fn damage(rng: &mut ChaCha8Rng, files: &mut Vec<File>, newest_slot: u64) -> (Vec
                 let name = if canonical {
                     name(rng.random_range(0..newest_slot + 50))
                 } else {
-                    ["records-7.log", "records-+0000000000000000101.log", "records-x.log", "records-00000000000000000100.log.tmp"]
-                        [rng.random_range(0..4)]
-                        .to_string()
+                    [
+                        "records-7.log",
+                        "records-+0000000000000000101.log",
+                        "records-x.log",
+                        "records-00000000000000000100.log.tmp",
+                    ][rng.random_range(0..4)]
+                    .to_string()
                 };
                 let mut bytes: Vec<u8> = (0..rng.random_range(0..3000)).map(|_| rng.random()).collect();
                 if rng.random_bool(0.5) && bytes.len() >= HEADER_LEN {
-                    bytes[..HEADER_LEN].copy_from_slice(&files[0].bytes.get(..HEADER_LEN).map_or([0; HEADER_LEN], |h| h.try_into().unwrap()));
+                    bytes[..HEADER_LEN].copy_from_slice(
+                        &files[0].bytes.get(..HEADER_LEN).map_or([0; HEADER_LEN], |h| h.try_into().unwrap()),
+                    );
                 }
                 if !files.iter().any(|x| x.name == name) {
                     done.push(format!("stray {name} ({} bytes)", bytes.len()));
@@ -195,8 +208,11 @@ fn a_damaged_record_log_loses_only_the_damaged_records() {
     let (mut lost_total, mut spans_total) = (0, 0);
     for case in 0..CASES {
         let mut rng = ChaCha8Rng::seed_from_u64(1000 + case);
-        let mut files: Vec<File> =
-            segments.iter().enumerate().map(|(k, s)| File { name: name(s.first), bytes: s.bytes.clone(), origin: Some(k) }).collect();
+        let mut files: Vec<File> = segments
+            .iter()
+            .enumerate()
+            .map(|(k, s)| File { name: name(s.first), bytes: s.bytes.clone(), origin: Some(k) })
+            .collect();
         let (faults, added) = damage(&mut rng, &mut files, newest_slot);
         let ctx = format!("case {case}: {faults:?}");
 
@@ -209,7 +225,8 @@ fn a_damaged_record_log_loses_only_the_damaged_records() {
         for (n, f) in canonical.iter().enumerate() {
             let Some(k) = f.origin else { continue };
             let seg = &segments[k];
-            let ok: Vec<bool> = seg.entries.iter().map(|(r, _)| f.bytes.get(r.clone()) == Some(&seg.bytes[r.clone()])).collect();
+            let ok: Vec<bool> =
+                seg.entries.iter().map(|(r, _)| f.bytes.get(r.clone()) == Some(&seg.bytes[r.clone()])).collect();
             for (j, (r, i)) in seg.entries.iter().enumerate() {
                 let slot = records[*i].record.slot;
                 if ok[j] {
@@ -245,8 +262,10 @@ fn a_damaged_record_log_loses_only_the_damaged_records() {
             // have lost their record (copies under other names reorder the log; not checked).
             for slot in &must_report {
                 assert!(
-                    damage.iter().filter(|d| !d.in_header()).any(|d| d.after_slot.is_none_or(|a| a < *slot)
-                        && d.before_slot.is_none_or(|b| *slot < b)),
+                    damage
+                        .iter()
+                        .filter(|d| !d.in_header())
+                        .any(|d| d.after_slot.is_none_or(|a| a < *slot) && d.before_slot.is_none_or(|b| *slot < b)),
                     "{ctx}: slot {slot} lost without a damage report around it: {damage:?}"
                 );
             }
@@ -254,7 +273,8 @@ fn a_damaged_record_log_loses_only_the_damaged_records() {
 
         // (b) The writer reopens without losing an intact record, and chains on from the newest.
         let mut p = RecordProducer::open(dir.path(), GENESIS, None).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-        let on_disk: BTreeSet<u64> = RecordLogReader::new(dir.path()).refresh().unwrap().iter().map(|r| r.record.slot).collect();
+        let on_disk: BTreeSet<u64> =
+            RecordLogReader::new(dir.path()).refresh().unwrap().iter().map(|r| r.record.slot).collect();
         assert_eq!(on_disk, intact, "{ctx}: the writer lost or invented records");
         let newest = intact.last().copied();
         assert_eq!(p.last_slot(), newest, "{ctx}");
@@ -271,11 +291,16 @@ fn a_damaged_record_log_loses_only_the_damaged_records() {
         }
         let next = newest.map_or(newest_slot + 1, |n| n + 1);
         let rec = p.produce(input(next, newest)).unwrap().unwrap();
-        assert_eq!(rec.record.parent_record_hash(), newest.map(|n| by_slot[&n].record_hash), "{ctx}: the chain restarted");
+        assert_eq!(
+            rec.record.parent_record_hash(),
+            newest.map(|n| by_slot[&n].record_hash),
+            "{ctx}: the chain restarted"
+        );
         assert_eq!(follower.refresh().unwrap(), vec![rec.clone()], "{ctx}");
         let mut after = intact.clone();
         after.insert(next);
-        let on_disk: BTreeSet<u64> = RecordLogReader::new(dir.path()).refresh().unwrap().iter().map(|r| r.record.slot).collect();
+        let on_disk: BTreeSet<u64> =
+            RecordLogReader::new(dir.path()).refresh().unwrap().iter().map(|r| r.record.slot).collect();
         assert_eq!(on_disk, after, "{ctx}");
     }
     println!("{CASES} cases: {lost_total} records lost to damage, {spans_total} damaged spans reported");

@@ -24,12 +24,19 @@ fn write_dir(dir: &Path, slots: u64) -> Vec<[u8; 32]> {
     let keys: Vec<[u8; 32]> = (0..2000).map(|_| rng.random()).collect();
     let owner = [3u8; 32];
     for slot in 0..slots {
-        let datas: Vec<Vec<u8>> = (0..600).map(|_| (0..rng.random_range(0..300)).map(|_| rng.random()).collect()).collect();
+        let datas: Vec<Vec<u8>> =
+            (0..600).map(|_| (0..rng.random_range(0..300)).map(|_| rng.random()).collect()).collect();
         let picks: Vec<usize> = (0..600).map(|_| rng.random_range(0..keys.len())).collect();
         let refs: Vec<AccountRef<'_>> = picks
             .iter()
             .zip(&datas)
-            .map(|(&k, d)| AccountRef { pubkey: &keys[k], lamports: 1 + k as u64, owner: &owner, executable: false, data: d })
+            .map(|(&k, d)| AccountRef {
+                pubkey: &keys[k],
+                lamports: 1 + k as u64,
+                owner: &owner,
+                executable: false,
+                data: d,
+            })
             .collect();
         let updates = tree.hash_accounts(&refs);
         let batch = AccountBatch::from_updates(&updates, &refs);
@@ -38,7 +45,9 @@ fn write_dir(dir: &Path, slots: u64) -> Vec<[u8; 32]> {
         if slot == 0 {
             tree.capture_all(&mut changes);
         }
-        writer.submit(SlotInput { slot, parent: slot.checked_sub(1), root, changes, accounts: batch, full: slot == 0 }).unwrap();
+        writer
+            .submit(SlotInput { slot, parent: slot.checked_sub(1), root, changes, accounts: batch, full: slot == 0 })
+            .unwrap();
     }
     writer.shutdown().unwrap();
     keys
@@ -159,7 +168,10 @@ fn a_sigbus_outside_snapshot_mappings_still_kills() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.contains("snapshot fault survived"), "the child did not get as far as the foreign fault:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("snapshot fault survived"),
+        "the child did not get as far as the foreign fault:\n{stdout}\n{stderr}"
+    );
     assert!(!stdout.contains("foreign fault survived"), "a SIGBUS outside any snapshot mapping was swallowed");
     assert_eq!(out.status.signal(), Some(libc::SIGBUS), "{:?}:\n{stdout}\n{stderr}", out.status);
 }

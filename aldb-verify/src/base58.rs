@@ -170,7 +170,8 @@ mod tests {
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
     fn runner(cases: u32, seed: u8) -> TestRunner {
-        let config = Config { cases, rng_algorithm: RngAlgorithm::ChaCha, failure_persistence: None, ..Config::default() };
+        let config =
+            Config { cases, rng_algorithm: RngAlgorithm::ChaCha, failure_persistence: None, ..Config::default() };
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]))
     }
 
@@ -203,7 +204,10 @@ mod tests {
     fn errors_say_what_is_wrong() {
         assert_eq!(decode_fixed::<32>("1111"), Err(Base58Error::WrongLength { bytes: 4, expected: 32 }));
         assert_eq!(decode_fixed::<32>("abc0"), Err(Base58Error::InvalidCharacter { character: '0', index: 3 }));
-        assert_eq!(decode_fixed::<32>("ab\u{e9}"), Err(Base58Error::InvalidCharacter { character: '\u{e9}', index: 2 }));
+        assert_eq!(
+            decode_fixed::<32>("ab\u{e9}"),
+            Err(Base58Error::InvalidCharacter { character: '\u{e9}', index: 2 })
+        );
         assert_eq!(decode_fixed::<32>(&"z".repeat(45)), Err(Base58Error::TooLong { len: 45, max: 44 }));
         assert_eq!(decode_fixed::<64>(&"z".repeat(89)), Err(Base58Error::TooLong { len: 89, max: 88 }));
         // The largest digits of the longest allowed length exceed N bytes: a length error, not

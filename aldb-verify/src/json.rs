@@ -19,9 +19,9 @@
 //! version is checked before anything else, so a document of a later version is reported as
 //! such rather than as having unknown fields.
 
+use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use alloc::format;
 
 use serde_json::{Map, Number, Value};
 
@@ -211,9 +211,8 @@ fn parse_terminal(value: &Value) -> Result<Terminal, JsonError> {
 }
 
 fn parse_siblings(value: &Value) -> Result<Vec<Sibling>, JsonError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| JsonError::WrongType { field: "siblings".to_string(), expected: "an array" })?;
+    let items =
+        value.as_array().ok_or_else(|| JsonError::WrongType { field: "siblings".to_string(), expected: "an array" })?;
     if items.len() > MAX_SIBLINGS {
         return Err(JsonError::TooManySiblings(items.len()));
     }
@@ -375,7 +374,10 @@ mod tests {
             err(r#"{"version":1,"siblings":[],"terminal":{"kind":"empty"},"x":1}"#),
             JsonError::UnknownField { field: "x".into() }
         );
-        assert_eq!(err(r#"{"version":1,"terminal":{"kind":"empty"}}"#), JsonError::MissingField { field: "siblings".into() });
+        assert_eq!(
+            err(r#"{"version":1,"terminal":{"kind":"empty"}}"#),
+            JsonError::MissingField { field: "siblings".into() }
+        );
         assert_eq!(
             err(r#"{"version":1,"siblings":[],"terminal":{"kind":"empty","path":""}}"#),
             JsonError::UnknownField { field: "terminal.path".into() }
@@ -390,7 +392,10 @@ mod tests {
         );
         assert_eq!(
             err(&format!(r#"{{"version":1,"siblings":[],"terminal":{{"kind":"leaf","path":"{h}","value":"1111"}}}}"#)),
-            JsonError::Base58 { field: Some("terminal.value".into()), error: Base58Error::WrongLength { bytes: 4, expected: 32 } }
+            JsonError::Base58 {
+                field: Some("terminal.value".into()),
+                error: Base58Error::WrongLength { bytes: 4, expected: 32 }
+            }
         );
         assert_eq!(
             err(&format!(r#"{{"version":1,"siblings":[{{"depth":256,"hash":"{h}"}}],"terminal":{leaf}}}"#)),
@@ -405,7 +410,9 @@ mod tests {
             JsonError::UnknownField { field: "siblings[0].x".into() }
         );
         assert_eq!(
-            err(&format!(r#"{{"version":1,"siblings":[{{"depth":1,"hash":"{h}"}},{{"depth":1,"hash":"{h}"}}],"terminal":{leaf}}}"#)),
+            err(&format!(
+                r#"{{"version":1,"siblings":[{{"depth":1,"hash":"{h}"}},{{"depth":1,"hash":"{h}"}}],"terminal":{leaf}}}"#
+            )),
             JsonError::DepthsNotIncreasing { field: "siblings[1].depth".into() }
         );
         assert_eq!(
@@ -428,7 +435,10 @@ mod tests {
 
     #[test]
     fn messages_are_readable() {
-        let e = JsonError::Base58 { field: Some("terminal.path".into()), error: Base58Error::WrongLength { bytes: 4, expected: 32 } };
+        let e = JsonError::Base58 {
+            field: Some("terminal.path".into()),
+            error: Base58Error::WrongLength { bytes: 4, expected: 32 },
+        };
         assert_eq!(e.to_string(), "`terminal.path`: base58 decodes to 4 bytes, expected 32");
         let e = JsonError::DepthOutOfRange { field: "siblings[0].depth".into(), found: 300.into() };
         assert_eq!(e.to_string(), "`siblings[0].depth` must be an integer in 0..=255, found 300");
@@ -439,11 +449,19 @@ mod tests {
         let huge = "2".repeat(1_000_000);
         let h = hash_to_base58(&[3; 32]);
         let leaf = |path: &str| format!(r#"{{"kind":"leaf","path":"{path}","value":"{h}"}}"#);
-        let doc = |siblings: &str, terminal: &str| format!(r#"{{"version":1,"siblings":[{siblings}],"terminal":{terminal}}}"#);
+        let doc = |siblings: &str, terminal: &str| {
+            format!(r#"{{"version":1,"siblings":[{siblings}],"terminal":{terminal}}}"#)
+        };
         let cases = [
             (doc("", &leaf(&huge)), "`terminal.path`: base58 text of 1000000 bytes is too long"),
-            (doc(&format!(r#"{{"depth":1,"hash":"{huge}"}}"#), &leaf(&h)), "`siblings[0].hash`: base58 text of 1000000"),
-            (doc("", &format!(r#"{{"kind":"{huge}"}}"#)), "unknown `terminal.kind` \"2222222222222222… (1000000 bytes)\""),
+            (
+                doc(&format!(r#"{{"depth":1,"hash":"{huge}"}}"#), &leaf(&h)),
+                "`siblings[0].hash`: base58 text of 1000000",
+            ),
+            (
+                doc("", &format!(r#"{{"kind":"{huge}"}}"#)),
+                "unknown `terminal.kind` \"2222222222222222… (1000000 bytes)\"",
+            ),
             (format!(r#"{{"version":1,"{huge}":0}}"#), "unknown field `2222222222222222… (1000000 bytes)`"),
         ];
         for (text, want) in cases {

@@ -40,10 +40,10 @@ pub mod record_json;
 pub mod spec;
 pub mod wire;
 
-#[cfg(feature = "json")]
-pub use json::{hash_from_base58, hash_to_base58, JsonError, JSON_VERSION};
 pub use base58::{Base58Error, Excerpt};
+#[cfg(feature = "json")]
+pub use json::{JSON_VERSION, JsonError, hash_from_base58, hash_to_base58};
 pub use proof::{Claim, Proof, Sibling, Terminal, VerifyError};
 pub use record::{Attestation, BlockInfo, Commitment, ParentLink, Quorum, RecordError, RootRecord, SignatureError};
-pub use spec::{Hash, EMPTY_ROOT};
+pub use spec::{EMPTY_ROOT, Hash};
 pub use wire::{DecodeError, WIRE_VERSION};

@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use crate::spec::{bit, branch_hash, key_path, leaf_hash, Hash, EMPTY_ROOT};
+use crate::spec::{EMPTY_ROOT, Hash, bit, branch_hash, key_path, leaf_hash};
 
 /// One step of a proof: a branch the key's path took, and the hash of the side it did not take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

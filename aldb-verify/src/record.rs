@@ -6,7 +6,7 @@
 //! An [`Attestation`] is an ed25519 signature over the record hash; a [`Quorum`] says how many
 //! configured identities must have signed before a relayer accepts the root.
 
-use crate::spec::{params, Hash};
+use crate::spec::{Hash, params};
 
 /// Length of an encoded record.
 pub const RECORD_LEN: usize = 187;
@@ -160,11 +160,19 @@ impl core::fmt::Display for RecordError {
         match self {
             RecordError::Length { len } => write!(f, "a record is {RECORD_LEN} bytes, got {len}"),
             RecordError::Version { version } => write!(f, "unsupported record version {version}"),
-            RecordError::Commitment { byte } => write!(f, "commitment byte {byte} is neither 1 (confirmed) nor 2 (finalized)"),
+            RecordError::Commitment { byte } => {
+                write!(f, "commitment byte {byte} is neither 1 (confirmed) nor 2 (finalized)")
+            }
             RecordError::UnknownFlags { flags } => write!(f, "flags {flags:#04x} has undefined bits"),
-            RecordError::FlagWithoutParent { flags } => write!(f, "flags {flags:#04x} set CHAINED or BANK_HASH without PARENT"),
-            RecordError::ParentNotBelow { slot, parent_slot } => write!(f, "parent slot {parent_slot} is not below slot {slot}"),
-            RecordError::NonZeroUnsetField { field } => write!(f, "field {field} is not zero although its flag is unset"),
+            RecordError::FlagWithoutParent { flags } => {
+                write!(f, "flags {flags:#04x} set CHAINED or BANK_HASH without PARENT")
+            }
+            RecordError::ParentNotBelow { slot, parent_slot } => {
+                write!(f, "parent slot {parent_slot} is not below slot {slot}")
+            }
+            RecordError::NonZeroUnsetField { field } => {
+                write!(f, "field {field} is not zero although its flag is unset")
+            }
         }
     }
 }
@@ -257,11 +265,7 @@ impl RootRecord {
             return Err(RecordError::FlagWithoutParent { flags });
         }
         let zero = |range: core::ops::Range<usize>, field: &'static str| {
-            if b[range].iter().any(|&x| x != 0) {
-                Err(RecordError::NonZeroUnsetField { field })
-            } else {
-                Ok(())
-            }
+            if b[range].iter().any(|&x| x != 0) { Err(RecordError::NonZeroUnsetField { field }) } else { Ok(()) }
         };
         let slot = read_u64(b, 33);
         let parent = if has(FLAG_PARENT) {
@@ -524,7 +528,10 @@ mod tests {
         let keys: alloc::vec::Vec<SigningKey> = (1..=3u8).map(|i| SigningKey::from_bytes(&[i; 32])).collect();
         let ids: alloc::vec::Vec<[u8; 32]> = keys.iter().map(|k| k.verifying_key().to_bytes()).collect();
         let h = full().hash();
-        let att = |k: &SigningKey| Attestation { identity: k.verifying_key().to_bytes(), signature: k.sign(&attestation_message(&h)).to_bytes() };
+        let att = |k: &SigningKey| Attestation {
+            identity: k.verifying_key().to_bytes(),
+            signature: k.sign(&attestation_message(&h)).to_bytes(),
+        };
         let a0 = att(&keys[0]);
         assert_eq!(a0.verify(&h), Ok(()));
         assert_eq!(a0.verify(&[0; 32]), Err(SignatureError::Invalid));

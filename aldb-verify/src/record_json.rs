@@ -9,10 +9,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use base64::Engine as _;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::json::hash_to_base58;
-use crate::record::{Attestation, RecordError, RootRecord, RECORD_LEN};
+use crate::record::{Attestation, RECORD_LEN, RecordError, RootRecord};
 use crate::spec::Hash;
 
 /// A record with the attestations served beside it.
@@ -94,7 +94,10 @@ pub fn attestation_to_json_value(a: &Attestation) -> Value {
 pub fn attested_record_to_json_value(record: &RootRecord, attestations: &[Attestation]) -> Value {
     let mut v = record_to_json_value(record);
     if let Value::Object(m) = &mut v {
-        m.insert("attestations".to_string(), Value::Array(attestations.iter().map(attestation_to_json_value).collect()));
+        m.insert(
+            "attestations".to_string(),
+            Value::Array(attestations.iter().map(attestation_to_json_value).collect()),
+        );
     }
     v
 }
@@ -120,8 +123,10 @@ pub fn attested_record_from_json_value(value: &Value) -> Result<AttestedRecord, 
     let list = obj.get("attestations").and_then(Value::as_array).ok_or(RecordJsonError::Field("attestations"))?;
     let mut attestations = Vec::with_capacity(list.len());
     for (i, a) in list.iter().enumerate() {
-        let identity = a.get("identity").and_then(Value::as_str).and_then(|t| crate::base58::decode_fixed::<32>(t).ok());
-        let signature = a.get("signature").and_then(Value::as_str).and_then(|t| crate::base58::decode_fixed::<64>(t).ok());
+        let identity =
+            a.get("identity").and_then(Value::as_str).and_then(|t| crate::base58::decode_fixed::<32>(t).ok());
+        let signature =
+            a.get("signature").and_then(Value::as_str).and_then(|t| crate::base58::decode_fixed::<64>(t).ok());
         match (identity, signature) {
             (Some(identity), Some(signature)) => attestations.push(Attestation { identity, signature }),
             _ => return Err(RecordJsonError::Attestation(i)),

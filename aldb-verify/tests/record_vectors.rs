@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use aldb_verify::json::hash_from_base58;
-use aldb_verify::record::{attestation_message, Attestation, Quorum, RootRecord};
+use aldb_verify::record::{Attestation, Quorum, RootRecord, attestation_message};
 use aldb_verify::record_json::attested_record_from_json_value;
 use serde_json::Value;
 
@@ -57,7 +57,12 @@ fn records_decode_hash_and_chain() {
     for c in v["chain"].as_array().expect("chain") {
         let (child, _) = &recs[str_of(c, "child")];
         let (parent, parent_hash) = &recs[str_of(c, "parent")];
-        assert_eq!(child.extends(parent, parent_hash), c["extends"].as_bool().expect("extends"), "{}", c["description"]);
+        assert_eq!(
+            child.extends(parent, parent_hash),
+            c["extends"].as_bool().expect("extends"),
+            "{}",
+            c["description"]
+        );
     }
 }
 
@@ -94,8 +99,10 @@ fn quorum_cases() {
     for q in v["quorum"].as_array().expect("quorum") {
         let name = str_of(q, "name");
         let (_, hash) = &recs[str_of(q, "record")];
-        let ids: Vec<[u8; 32]> = q["identities"].as_array().expect("ids").iter().map(|i| b58(i.as_str().expect("id"))).collect();
-        let rule = Quorum::new(&ids, q["threshold"].as_u64().expect("k") as usize).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let ids: Vec<[u8; 32]> =
+            q["identities"].as_array().expect("ids").iter().map(|i| b58(i.as_str().expect("id"))).collect();
+        let rule =
+            Quorum::new(&ids, q["threshold"].as_u64().expect("k") as usize).unwrap_or_else(|e| panic!("{name}: {e}"));
         let atts: Vec<Attestation> = q["attestations"]
             .as_array()
             .expect("atts")

@@ -326,12 +326,7 @@ fn round_trips_are_exact() {
 
 /// A runner that draws the same cases on every run and machine, and writes no files.
 fn runner(cases: u32, seed: u8) -> TestRunner {
-    let config = Config {
-        cases,
-        rng_algorithm: RngAlgorithm::ChaCha,
-        failure_persistence: None,
-        ..Config::default()
-    };
+    let config = Config { cases, rng_algorithm: RngAlgorithm::ChaCha, failure_persistence: None, ..Config::default() };
     TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]))
 }
 
@@ -358,7 +353,8 @@ fn arbitrary_bytes_never_panic_the_decoder() {
     runner(512, 1).run(&proptest::collection::vec(any::<u8>(), 0..600), |b| check_bytes(&b)).unwrap();
     // Mostly-valid inputs: a real encoding with a few bytes overwritten, and cut or extended.
     let seeds = real_encodings();
-    let mutated = (0..seeds.len(), proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4), any::<usize>(), 0..3u8);
+    let mutated =
+        (0..seeds.len(), proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4), any::<usize>(), 0..3u8);
     runner(512, 2)
         .run(&mutated, |(which, edits, cut, mode)| {
             let mut b = seeds[which].clone();

@@ -15,8 +15,8 @@ use rayon::prelude::*;
 /// The SPL token program id (`TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA`): the owner of every
 /// account in the workload, as token accounts dominate mainnet writes.
 pub const OWNER: [u8; 32] = [
-    0x06, 0xdd, 0xf6, 0xe1, 0xd7, 0x65, 0xa1, 0x93, 0xd9, 0xcb, 0xe1, 0x46, 0xce, 0xeb, 0x79, 0xac,
-    0x1c, 0xb4, 0x85, 0xed, 0x5f, 0x5b, 0x37, 0x91, 0x3a, 0x8c, 0xf5, 0x85, 0x7e, 0xff, 0x00, 0xa9,
+    0x06, 0xdd, 0xf6, 0xe1, 0xd7, 0x65, 0xa1, 0x93, 0xd9, 0xcb, 0xe1, 0x46, 0xce, 0xeb, 0x79, 0xac, 0x1c, 0xb4, 0x85,
+    0xed, 0x5f, 0x5b, 0x37, 0x91, 0x3a, 0x8c, 0xf5, 0x85, 0x7e, 0xff, 0x00, 0xa9,
 ];
 
 /// Accounts per generation block: each block has its own ChaCha stream, so blocks fill in
@@ -166,59 +166,39 @@ impl SlotAccounts {
         let mut lamports = vec![0u64; n];
         let mut data = vec![0u8; n * data_len];
         let block_bytes = (FILL_BLOCK * data_len).max(1);
-        lamports
-            .par_chunks_mut(FILL_BLOCK)
-            .zip(data.par_chunks_mut(block_bytes))
-            .enumerate()
-            .for_each(|(b, (lam, dat))| {
-                let mut rng =
-                    ChaCha8Rng::seed_from_u64(stream_seed(seed, stream, position, b as u64));
+        lamports.par_chunks_mut(FILL_BLOCK).zip(data.par_chunks_mut(block_bytes)).enumerate().for_each(
+            |(b, (lam, dat))| {
+                let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, stream, position, b as u64));
                 for l in lam.iter_mut() {
                     // Non-zero, and a realistic range (token accounts hold ~2M lamports of rent).
                     *l = rng.random_range(1..=1u64 << 40);
                 }
                 rng.fill_bytes(dat);
-            });
+            },
+        );
         // `data` may be empty when data_len is 0; then the zip above covers no blocks.
         if data_len == 0 {
             let mut rng = ChaCha8Rng::seed_from_u64(stream_seed(seed, stream, position, u64::MAX));
-            lamports
-                .iter_mut()
-                .for_each(|l| *l = rng.random_range(1..=1u64 << 40));
+            lamports.iter_mut().for_each(|l| *l = rng.random_range(1..=1u64 << 40));
         }
         for (i, l) in lamports.iter_mut().enumerate() {
             if dead(i) {
                 *l = 0;
             }
         }
-        Self {
-            pubkeys,
-            lamports,
-            data,
-            data_len,
-        }
+        Self { pubkeys, lamports, data, data_len }
     }
 
     /// The prefill chunk of keys `[first, first + count)`, all alive.
     pub fn prefill(seed: u64, first: u64, count: usize, data_len: usize) -> Self {
-        let pubkeys = (first..first + count as u64)
-            .into_par_iter()
-            .map(|i| pubkey(seed, i))
-            .collect();
+        let pubkeys = (first..first + count as u64).into_par_iter().map(|i| pubkey(seed, i)).collect();
         Self::generate(seed, Stream::Prefill, first, pubkeys, |_| false, data_len)
     }
 
     /// A slot's new account states: deletes are closed accounts.
     pub fn slot_new(seed: u64, slot: u64, ops: &SlotOps, data_len: usize) -> Self {
         let pubkeys = ops.index.par_iter().map(|&i| pubkey(seed, i)).collect();
-        Self::generate(
-            seed,
-            Stream::New,
-            slot,
-            pubkeys,
-            |i| ops.kind[i] == Kind::Delete,
-            data_len,
-        )
+        Self::generate(seed, Stream::New, slot, pubkeys, |i| ops.kind[i] == Kind::Delete, data_len)
     }
 
     /// The states the slot's ops replace, for the lattice hash: inserts replace nothing (an
@@ -226,21 +206,8 @@ impl SlotAccounts {
     /// size. These are stand-ins with fresh random lamports and data, not the exact previous
     /// version (tracking that would need per-key state); the hashing cost is the same, as it
     /// depends only on the account's length.
-    pub fn slot_old(
-        seed: u64,
-        slot: u64,
-        ops: &SlotOps,
-        new: &Self,
-        data_len: usize,
-    ) -> Self {
-        Self::generate(
-            seed,
-            Stream::Old,
-            slot,
-            new.pubkeys.clone(),
-            |i| ops.kind[i] == Kind::Insert,
-            data_len,
-        )
+    pub fn slot_old(seed: u64, slot: u64, ops: &SlotOps, new: &Self, data_len: usize) -> Self {
+        Self::generate(seed, Stream::Old, slot, new.pubkeys.clone(), |i| ops.kind[i] == Kind::Insert, data_len)
     }
 
     /// Number of accounts.
@@ -250,11 +217,7 @@ impl SlotAccounts {
 
     /// The data of account `i`: empty when it is closed.
     pub fn data(&self, i: usize) -> &[u8] {
-        if self.lamports[i] == 0 {
-            &[]
-        } else {
-            &self.data[i * self.data_len..(i + 1) * self.data_len]
-        }
+        if self.lamports[i] == 0 { &[] } else { &self.data[i * self.data_len..(i + 1) * self.data_len] }
     }
 
     /// Whether there are no accounts.

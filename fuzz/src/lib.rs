@@ -4,8 +4,8 @@
 //! fixed finding stays fixed in the normal test run.
 
 pub mod plugin;
-pub mod replay;
 pub mod relayer;
+pub mod replay;
 pub mod rpc;
 pub mod snapshot;
 pub mod verify;

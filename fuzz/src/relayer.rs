@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use aldb_relayer::follow::{parse_message, FeedMessage};
 use aldb_relayer::Config;
+use aldb_relayer::follow::{FeedMessage, parse_message};
 
 /// Most characters of a server's text the follower quotes.
 const QUOTE_MAX: usize = 200;

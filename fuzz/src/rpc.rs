@@ -7,10 +7,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use aldb_snapshot::records::LoggedRecord;
 use aldb_fixture::History;
 use aldb_format::{Account, SnapshotReader};
 use aldb_snapshot::WriterConfig;
+use aldb_snapshot::records::LoggedRecord;
 use aldb_verify::record::{Attestation, Commitment, ParentLink, RootRecord};
 use hyades::rpc::Subscriptions;
 use hyades::{Limits, Metrics, RecordFeed, Rpc, RpcError};
@@ -61,7 +61,12 @@ fn rpc() -> &'static Rpc {
         let feed = RecordFeed::new(16);
         feed.push(&logged);
         let hyades = SnapshotReader::open(dir).expect("open fixture");
-        Rpc::with_records(Arc::new(hyades), Arc::new(feed), Arc::new(Metrics::new().expect("metrics")), Limits::default())
+        Rpc::with_records(
+            Arc::new(hyades),
+            Arc::new(feed),
+            Arc::new(Metrics::new().expect("metrics")),
+            Limits::default(),
+        )
     })
 }
 

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use aldb_format::format::{self, file_name, Header, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC};
 use aldb_format::SnapshotReader;
-use aldb_format::records::{parse_segment, LoggedRecord, RecordLogReader, RECORDS_DIR};
+use aldb_format::format::{self, END_MAGIC, FOOTER_LEN, HEADER_LEN, Header, MAGIC, file_name};
+use aldb_format::records::{LoggedRecord, RECORDS_DIR, RecordLogReader, parse_segment};
 use aldb_verify::record::RECORD_LEN;
 
 /// A directory private to this process, removed at exit: on tmpfs when there is one, so the
@@ -133,7 +133,10 @@ fn read_segment(segment: &[u8], cut: usize) {
     let mut spans = scan.damaged.iter().peekable();
     for (offset, rec) in &scan.entries {
         while let Some(span) = spans.next_if(|s| s.start < *offset) {
-            assert!(at <= span.start && span.start < span.end && span.end <= *offset, "damaged span {span:?} misplaced");
+            assert!(
+                at <= span.start && span.start < span.end && span.end <= *offset,
+                "damaged span {span:?} misplaced"
+            );
             at = span.end;
         }
         assert!(*offset >= at, "entry at {offset} overlaps what came before (up to {at})");

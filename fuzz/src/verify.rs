@@ -4,9 +4,9 @@
 //! targets call them, and aldb-verify's `fuzz_regressions` test replays the checked-in inputs
 //! through them.
 
-use aldb_verify::record::{record_hash, Attestation, Quorum, RootRecord, RECORD_LEN};
+use aldb_verify::record::{Attestation, Quorum, RECORD_LEN, RootRecord, record_hash};
 use aldb_verify::record_json::{attested_record_from_json_value, attested_record_to_json_value};
-use aldb_verify::{hash_from_base58, hash_to_base58, Proof};
+use aldb_verify::{Proof, hash_from_base58, hash_to_base58};
 use serde_json::Value;
 
 /// `Proof::from_bytes`: whatever it accepts encodes back to exactly the same bytes (the wire

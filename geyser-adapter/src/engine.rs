@@ -65,7 +65,10 @@ const MAX_SPARES: usize = 8;
 const MAX_SPARE_BYTES: usize = 64 << 20;
 
 impl Engine {
-    pub(crate) fn new(config: aldb_core::Config, capture: Option<CaptureOptions>) -> Result<Self, aldb_core::CoreError> {
+    pub(crate) fn new(
+        config: aldb_core::Config,
+        capture: Option<CaptureOptions>,
+    ) -> Result<Self, aldb_core::CoreError> {
         Ok(Self { tree: Pleiades::new(config)?, config, capture, spares: Vec::new() })
     }
 

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use aldb_core::CaptureOptions;
 use aldb_naive::NaiveState;
 use common::{Acct, Ev, Knobs, acct, adapter, check, generate, run, slot_hashes, startup, status};
-use aldb_core::CaptureOptions;
 use geyser_adapter::{
     AccountRecord, Adapter, AdapterConfig, CommitKind, Commitment, Committed, IgnoreReason, Irregularity, KeepAccounts,
     KeepUpdates, SlotStatus::*,

@@ -10,25 +10,28 @@
 //! shares the machine's cores with the server) stays small next to the server's.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aldb_fixture::History;
 use aldb_format::Account;
 use aldb_snapshot::WriterConfig;
-use aldb_verify::{hash_from_base58, hash_to_base58, Claim, Proof};
-use anyhow::{bail, ensure, Context, Result};
+use aldb_verify::{Claim, Proof, hash_from_base58, hash_to_base58};
+use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
 use hyades::{Config, Execution, Service};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 #[derive(Parser, Clone)]
-#[command(name = "hyades-bench", about = "Load benchmark: getAccountProof throughput and latency of the Hyades service")]
+#[command(
+    name = "hyades-bench",
+    about = "Load benchmark: getAccountProof throughput and latency of the Hyades service"
+)]
 struct Opts {
     /// Accounts written at the first slot.
     #[arg(long, default_value_t = 1 << 18)]
@@ -100,10 +103,12 @@ fn build(dir: &Path, o: &Opts) -> Result<Fixture> {
     history.commit(0, None, &first)?;
     drop(first);
     for slot in 1..o.slots {
-        let batch: Vec<Account> = (0..o.updates).map(|_| {
-            let k = keys[rng.random_range(0..keys.len())];
-            account(&mut rng, k)
-        }).collect();
+        let batch: Vec<Account> = (0..o.updates)
+            .map(|_| {
+                let k = keys[rng.random_range(0..keys.len())];
+                account(&mut rng, k)
+            })
+            .collect();
         history.commit(slot, Some(slot - 1), &batch)?;
     }
     history.finish()?;
@@ -174,9 +179,13 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 fn request_bytes(pubkey: &str, slot: u64, id: u64) -> Vec<u8> {
-    let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"getAccountProof","params":["{pubkey}",{{"slot":{slot}}}]}}"#);
-    format!("POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len())
-        .into_bytes()
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"getAccountProof","params":["{pubkey}",{{"slot":{slot}}}]}}"#);
+    format!(
+        "POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// The keys asked about, with their base58 text computed once rather than per request.
@@ -198,7 +207,13 @@ impl Keys {
 }
 
 /// A random request: a written key or (`absent_pct` of the time) a fresh one, at a kept slot.
-fn random_request(rng: &mut ChaCha8Rng, keys: &Keys, slots: &[u64], absent_pct: u32, id: u64) -> ([u8; 32], u64, Vec<u8>) {
+fn random_request(
+    rng: &mut ChaCha8Rng,
+    keys: &Keys,
+    slots: &[u64],
+    absent_pct: u32,
+    id: u64,
+) -> ([u8; 32], u64, Vec<u8>) {
     let pool = if rng.random_range(0..100) < absent_pct { &keys.absent } else { &keys.present };
     let (key, name) = &pool[rng.random_range(0..pool.len())];
     let slot = slots[rng.random_range(0..slots.len())];
@@ -207,7 +222,13 @@ fn random_request(rng: &mut ChaCha8Rng, keys: &Keys, slots: &[u64], absent_pct: 
 
 /// Checks answers end to end before timing anything: each proof verifies against the root the
 /// service reports for its slot, and commits to the account returned.
-async fn check_sample(addr: std::net::SocketAddr, keys: &Keys, slots: &[u64], service: &Service, o: &Opts) -> Result<()> {
+async fn check_sample(
+    addr: std::net::SocketAddr,
+    keys: &Keys,
+    slots: &[u64],
+    service: &Service,
+    o: &Opts,
+) -> Result<()> {
     let mut conn = Conn::connect(addr).await?;
     let mut rng = ChaCha8Rng::seed_from_u64(o.seed ^ 0x5eed);
     let (mut present, mut absent) = (0, 0);
@@ -298,7 +319,12 @@ fn drive(addr: std::net::SocketAddr, keys: Arc<Keys>, slots: Arc<Vec<u64>>, o: &
         latencies_ns.extend(r.context("client task failed")??);
     }
     latencies_ns.sort_unstable();
-    Ok(RunResult { proofs: latencies_ns.len() as u64, errors: errors.load(Ordering::Relaxed), secs: o.duration, latencies_ns })
+    Ok(RunResult {
+        proofs: latencies_ns.len() as u64,
+        errors: errors.load(Ordering::Relaxed),
+        secs: o.duration,
+        latencies_ns,
+    })
 }
 
 /// The 1-minute load average, to show how busy a shared machine was (Linux only).
@@ -317,9 +343,15 @@ fn percentile_us(sorted: &[u64], p: f64) -> f64 {
 fn main() -> Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let o = Opts::parse();
-    ensure!(o.accounts > 0 && o.slots > 0 && o.clients > 0 && o.duration > 0.0, "accounts, slots, clients and duration must be positive");
-    let modes: Vec<Execution> =
-        o.execution.split(',').map(|m| m.trim().parse::<Execution>().map_err(anyhow::Error::msg)).collect::<Result<_>>()?;
+    ensure!(
+        o.accounts > 0 && o.slots > 0 && o.clients > 0 && o.duration > 0.0,
+        "accounts, slots, clients and duration must be positive"
+    );
+    let modes: Vec<Execution> = o
+        .execution
+        .split(',')
+        .map(|m| m.trim().parse::<Execution>().map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()?;
     let tmp;
     let dir = match &o.dir {
         Some(d) => {
@@ -347,7 +379,8 @@ fn main() -> Result<()> {
 
     // Rounds interleave the modes, so a burst of load from elsewhere on a shared machine hits
     // them alike; each mode reports its median round and percentiles over all its rounds.
-    let mut per_mode: Vec<(Execution, Vec<f64>, Vec<u64>, u64)> = modes.iter().map(|m| (*m, Vec::new(), Vec::new(), 0)).collect();
+    let mut per_mode: Vec<(Execution, Vec<f64>, Vec<u64>, u64)> =
+        modes.iter().map(|m| (*m, Vec::new(), Vec::new(), 0)).collect();
     let mut kept = 0;
     for round in 0..o.rounds.max(1) {
         for (mode, rates, latencies, errors) in &mut per_mode {
@@ -358,7 +391,8 @@ fn main() -> Result<()> {
                 srt.worker_threads(t.max(1));
             }
             let srt = srt.build()?;
-            let config = Config { addr: "127.0.0.1:0".parse()?, metrics_addr: None, execution: mode, ..Config::new(&dir) };
+            let config =
+                Config { addr: "127.0.0.1:0".parse()?, metrics_addr: None, execution: mode, ..Config::new(&dir) };
             let service = srt.block_on(Service::start(config))?;
             let addr = service.local_addr();
             let infos = service.hyades().slots(0, u64::MAX);
@@ -396,7 +430,8 @@ fn main() -> Result<()> {
         rates.sort_by(f64::total_cmp);
         latencies.sort_unstable();
         let median = rates[rates.len() / 2];
-        let (p50, p99, p999) = (percentile_us(&latencies, 0.50), percentile_us(&latencies, 0.99), percentile_us(&latencies, 0.999));
+        let (p50, p99, p999) =
+            (percentile_us(&latencies, 0.50), percentile_us(&latencies, 0.99), percentile_us(&latencies, 0.999));
         let max = latencies.last().map_or(0.0, |v| *v as f64 / 1000.0);
         println!(
             "  {:<8} {median:>7.0} proofs/s (median; rounds {}), p50 {p50:.0} µs, p99 {p99:.0} µs, p999 {p999:.0} µs, max {max:.0} µs, {errors} errors",

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -70,14 +70,20 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn metrics(addr: &str) -> String {
-    ureq::get(&format!("http://{addr}/metrics")).call().ok().and_then(|mut r| r.body_mut().read_to_string().ok()).unwrap_or_default()
+    ureq::get(&format!("http://{addr}/metrics"))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default()
 }
 
 /// `hyades_limit_hits_total` by limit.
 fn limit_hits(text: &str) -> std::collections::BTreeMap<String, u64> {
     text.lines()
         .filter_map(|l| l.strip_prefix("hyades_limit_hits_total{limit=\""))
-        .filter_map(|l| l.split_once("\"} ").map(|(k, v)| (k.to_string(), v.trim().parse::<f64>().unwrap_or(0.0) as u64)))
+        .filter_map(|l| {
+            l.split_once("\"} ").map(|(k, v)| (k.to_string(), v.trim().parse::<f64>().unwrap_or(0.0) as u64))
+        })
         .collect()
 }
 
@@ -225,7 +231,8 @@ async fn unread(addr: String, stop: Arc<AtomicBool>, seen: Arc<Seen>) {
 async fn batches_http(addr: String, stop: Arc<AtomicBool>, seen: Arc<Seen>) {
     let body = huge_batch();
     tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(30))).build().into();
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(30))).build().into();
         let url = format!("http://{addr}/");
         while !stop.load(Ordering::Relaxed) {
             let text = agent

@@ -194,7 +194,7 @@ mod tests {
     use aldb_verify::Sibling;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     fn b58(bytes: &[u8; 32]) -> String {
         let mut s = String::new();
@@ -267,8 +267,10 @@ mod tests {
     fn proof_json_is_exactly_the_verifier_form() {
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         for n in 0..60 {
-            let siblings: Vec<Sibling> = (0..n % 30).map(|i| Sibling { depth: (i * 8) as u8, hash: rng.random() }).collect();
-            let terminal = if n == 0 { Terminal::Empty } else { Terminal::Leaf { path: rng.random(), value: rng.random() } };
+            let siblings: Vec<Sibling> =
+                (0..n % 30).map(|i| Sibling { depth: (i * 8) as u8, hash: rng.random() }).collect();
+            let terminal =
+                if n == 0 { Terminal::Empty } else { Terminal::Leaf { path: rng.random(), value: rng.random() } };
             let p = Proof { siblings, terminal };
             let mut s = String::new();
             proof_json(&mut s, &p);
@@ -280,7 +282,8 @@ mod tests {
 
     #[test]
     fn answers_are_the_documented_json() {
-        let a = Account { pubkey: [1; 32], lamports: u64::MAX, owner: [0; 32], executable: true, data: b"hi!".to_vec() };
+        let a =
+            Account { pubkey: [1; 32], lamports: u64::MAX, owner: [0; 32], executable: true, data: b"hi!".to_vec() };
         let p = AccountProof {
             slot: 9,
             root: [5; 32],

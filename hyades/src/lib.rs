@@ -28,8 +28,9 @@ mod server;
 pub use error::ServeError;
 pub use metrics::Metrics;
 pub use records::RecordFeed;
-pub use rpc::{codes, Limits, Method, Rpc, RpcError};
+pub use rpc::{Limits, Method, Rpc, RpcError, codes};
 pub use server::{
-    Config, Execution, Service, AUTO_INLINE_MAX_BYTES, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, NOT_READING_CLOSE, SLOW_SUBSCRIBER_CLOSE,
+    AUTO_INLINE_MAX_BYTES, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, Execution, NOT_READING_CLOSE,
+    SLOW_SUBSCRIBER_CLOSE, Service,
 };

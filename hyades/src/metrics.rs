@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    exponential_buckets, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    exponential_buckets,
 };
 
 use crate::protocol::Method;
@@ -81,7 +81,10 @@ impl Metrics {
     pub fn new() -> Result<Self, MetricsError> {
         let registry = Registry::new();
         let requests_vec = IntCounterVec::new(
-            Opts::new("hyades_requests_total", "JSON-RPC calls answered, by method (unknown names count as \"unknown\")"),
+            Opts::new(
+                "hyades_requests_total",
+                "JSON-RPC calls answered, by method (unknown names count as \"unknown\")",
+            ),
             &["method"],
         )?;
         // From 10 µs (a cached proof) to about 5 s (a worst-case batch), doubling.
@@ -99,8 +102,7 @@ impl Metrics {
         let refresh_errors = IntCounter::new("hyades_refresh_errors_total", "Failed polls of the snapshot directory")?;
         let damaged_files =
             IntGauge::new("hyades_damaged_snapshot_files", "Snapshot files found damaged and not served")?;
-        let roots_published =
-            IntCounter::new("hyades_roots_published_total", "New roots announced to subscribers")?;
+        let roots_published = IntCounter::new("hyades_roots_published_total", "New roots announced to subscribers")?;
         let slow_disconnects = IntCounter::new(
             "hyades_slow_subscriber_disconnects_total",
             "WebSocket connections closed because their notification buffer was full",
@@ -117,14 +119,21 @@ impl Metrics {
             IntCounter::new("hyades_record_log_damaged_bytes_total", "Bytes in damaged spans of the record log")?;
         let record_subscribers = IntGauge::new("hyades_record_subscriptions", "Open recordSubscribe subscriptions")?;
         let newest_record_slot = IntGauge::new("hyades_newest_record_slot", "Newest root record slot (0 when none)")?;
-        let oldest_record_slot = IntGauge::new("hyades_oldest_record_slot", "Oldest kept root record slot (0 when none)")?;
-        let connections = IntGauge::new("hyades_connections", "Open connections on the RPC listener (HTTP and WebSocket)")?;
-        let ws_queued_bytes =
-            IntGauge::new("hyades_websocket_queued_bytes", "Reply bytes queued for WebSocket sockets, all connections")?;
+        let oldest_record_slot =
+            IntGauge::new("hyades_oldest_record_slot", "Oldest kept root record slot (0 when none)")?;
+        let connections =
+            IntGauge::new("hyades_connections", "Open connections on the RPC listener (HTTP and WebSocket)")?;
+        let ws_queued_bytes = IntGauge::new(
+            "hyades_websocket_queued_bytes",
+            "Reply bytes queued for WebSocket sockets, all connections",
+        )?;
         let blocking_requests =
             IntGauge::new("hyades_blocking_requests", "Requests running or waiting to run on the blocking pool")?;
         let limits = IntCounterVec::new(
-            Opts::new("hyades_limit_hits_total", "Connections refused or closed and answers refused by a resource limit"),
+            Opts::new(
+                "hyades_limit_hits_total",
+                "Connections refused or closed and answers refused by a resource limit",
+            ),
             &["limit"],
         )?;
         let limit = |name: &str| limits.get_metric_with_label_values(&[name]);
@@ -161,7 +170,8 @@ impl Metrics {
             registry.register(Box::new(c.clone()))?;
         }
         let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).chain(["unknown"]).collect();
-        let requests = names.iter().map(|n| requests_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
+        let requests =
+            names.iter().map(|n| requests_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
         let latency = names.iter().map(|n| latency_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
         Ok(Self {
             registry,

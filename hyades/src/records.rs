@@ -25,12 +25,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use aldb_format::records::{Damage, LoggedRecord};
-use aldb_verify::record_json::attested_record_to_json_value;
 use aldb_verify::Commitment;
+use aldb_verify::record_json::attested_record_to_json_value;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::protocol::{codes, RpcError};
+use crate::protocol::{RpcError, codes};
 
 /// Records kept in memory by default: one full log segment, about seven hours of mainnet slots
 /// with one record per slot, half that with two.
@@ -91,7 +91,10 @@ impl Level {
 
     /// The damaged span around `slot`, if any.
     fn damaged_around(&self, slot: u64) -> Option<(Option<u64>, Option<u64>)> {
-        self.damaged.iter().copied().find(|(after, before)| after.is_none_or(|a| a < slot) && before.is_none_or(|b| slot < b))
+        self.damaged
+            .iter()
+            .copied()
+            .find(|(after, before)| after.is_none_or(|a| a < slot) && before.is_none_or(|b| slot < b))
     }
 
     /// The level's answer for `slot`.
@@ -178,9 +181,12 @@ impl Store {
         let batch = self.last_push.clone();
         let found = batch.clone().find(|&seq| {
             self.at_seq(seq).is_some_and(|e| e.slot == before)
-                && d.after_slot.is_none_or(|a| seq.checked_sub(1).and_then(|p| self.at_seq(p)).is_none_or(|p| p.slot == a))
+                && d.after_slot
+                    .is_none_or(|a| seq.checked_sub(1).and_then(|p| self.at_seq(p)).is_none_or(|p| p.slot == a))
         });
-        found.or_else(|| batch.clone().find(|&seq| self.at_seq(seq).is_some_and(|e| e.slot == before))).unwrap_or(batch.start)
+        found
+            .or_else(|| batch.clone().find(|&seq| self.at_seq(seq).is_some_and(|e| e.slot == before)))
+            .unwrap_or(batch.start)
     }
 }
 
@@ -231,12 +237,15 @@ pub enum RecordQueryError {
 impl RecordQueryError {
     /// The JSON-RPC error: the same codes as the slot queries, with the record range as data.
     pub fn to_rpc(self) -> RpcError {
-        let data = |slot: u64, oldest: u64, newest: u64| json!({"slot": slot, "oldestSlot": oldest, "newestSlot": newest});
+        let data =
+            |slot: u64, oldest: u64, newest: u64| json!({"slot": slot, "oldestSlot": oldest, "newestSlot": newest});
         match self {
             Self::NothingPublished => RpcError::new(codes::NOTHING_PUBLISHED, "no root record has been published yet"),
-            Self::Pruned { slot, oldest, newest } => {
-                RpcError::with_data(codes::SLOT_PRUNED, "slot pruned: older than the oldest kept root record", data(slot, oldest, newest))
-            }
+            Self::Pruned { slot, oldest, newest } => RpcError::with_data(
+                codes::SLOT_PRUNED,
+                "slot pruned: older than the oldest kept root record",
+                data(slot, oldest, newest),
+            ),
             Self::NotYetCommitted { slot, oldest, newest } => RpcError::with_data(
                 codes::SLOT_NOT_COMMITTED,
                 "slot not committed yet: newer than the newest root record",
@@ -423,7 +432,9 @@ impl RecordFeed {
                 Ok(e) => return Ok((newest.unwrap_or(slot), e)),
                 // A level with no record at all (one the producer does not log) only counts
                 // while no level has one.
-                Err(e @ RecordQueryError::Damaged { .. }) if damaged.is_none() && (newest.is_none() || !level.entries.is_empty()) => {
+                Err(e @ RecordQueryError::Damaged { .. })
+                    if damaged.is_none() && (newest.is_none() || !level.entries.is_empty()) =>
+                {
                     damaged = Some(e);
                 }
                 Err(_) => {}
@@ -450,7 +461,12 @@ impl RecordFeed {
     /// Records with `start <= slot <= end` at `level` (`None`: both, a slot's `confirmed` record
     /// before its `finalized` one), in slot order, and the newest record slot (of that level, or
     /// of any).
-    pub fn slots(&self, start: u64, end: u64, level: Option<Commitment>) -> Result<(u64, Vec<Arc<FeedEntry>>), RecordQueryError> {
+    pub fn slots(
+        &self,
+        start: u64,
+        end: u64,
+        level: Option<Commitment>,
+    ) -> Result<(u64, Vec<Arc<FeedEntry>>), RecordQueryError> {
         let s = self.read();
         let take = |l: &Level| -> Vec<Arc<FeedEntry>> {
             l.entries.range(l.first_at_or_after(start)..).take_while(|e| e.slot <= end).cloned().collect()
@@ -477,7 +493,8 @@ impl RecordFeed {
         let Some(from) = from_slot else {
             return Ok(Cursor { next: live_start, live_start });
         };
-        let wanted: Vec<&Level> = LEVELS.iter().filter(|c| level.is_none_or(|l| l == **c)).map(|c| s.level(*c)).collect();
+        let wanted: Vec<&Level> =
+            LEVELS.iter().filter(|c| level.is_none_or(|l| l == **c)).map(|c| s.level(*c)).collect();
         if let (Some(oldest), Some(newest)) = (wanted.iter().filter_map(|l| l.oldest()).max(), s.newest())
             && from < oldest
         {
@@ -512,7 +529,6 @@ impl RecordFeed {
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.head.subscribe()
     }
-
 }
 
 #[cfg(test)]
@@ -582,7 +598,10 @@ mod tests {
         // Open above the newest record: closed by the next record pushed.
         assert_eq!(feed.get(9, None).err(), Some(RecordQueryError::Damaged { slot: 9, after: Some(3), before: None }));
         feed.push(&[rec(6)]);
-        assert_eq!(feed.get(5, None).err(), Some(RecordQueryError::Damaged { slot: 5, after: Some(3), before: Some(6) }));
+        assert_eq!(
+            feed.get(5, None).err(),
+            Some(RecordQueryError::Damaged { slot: 5, after: Some(3), before: Some(6) })
+        );
         assert!(matches!(feed.get(9, None), Err(RecordQueryError::NotYetCommitted { slot: 9, .. })));
         let e = feed.get(4, None).unwrap_err().to_rpc();
         assert_eq!(e.code, codes::RECORD_CORRUPT);
@@ -653,17 +672,35 @@ mod tests {
         // The log read: C10 F7 C11 [damage] C13 F9 ... the lost span held C12 and F8 perhaps.
         feed.push(&[at(10, C), at(7, F), at(11, C), at(13, C), at(9, F)]);
         feed.note_damage(&[damage(Some(11), Some(13), 400..700)]);
-        assert_eq!(feed.get(12, Some(C)).err(), Some(RecordQueryError::Damaged { slot: 12, after: Some(11), before: Some(13) }));
-        assert_eq!(feed.get(8, Some(F)).err(), Some(RecordQueryError::Damaged { slot: 8, after: Some(7), before: Some(9) }));
-        assert_eq!(feed.get(8, None).err(), Some(RecordQueryError::Damaged { slot: 8, after: Some(7), before: Some(9) }));
+        assert_eq!(
+            feed.get(12, Some(C)).err(),
+            Some(RecordQueryError::Damaged { slot: 12, after: Some(11), before: Some(13) })
+        );
+        assert_eq!(
+            feed.get(8, Some(F)).err(),
+            Some(RecordQueryError::Damaged { slot: 8, after: Some(7), before: Some(9) })
+        );
+        assert_eq!(
+            feed.get(8, None).err(),
+            Some(RecordQueryError::Damaged { slot: 8, after: Some(7), before: Some(9) })
+        );
         assert!(matches!(feed.get(12, Some(F)), Err(RecordQueryError::NotYetCommitted { .. })));
         // Damage at the end: open for both levels, each closed by its own next record.
         feed.note_damage(&[damage(Some(9), None, 900..1000)]);
         feed.push(&[at(15, C)]);
-        assert_eq!(feed.get(14, Some(C)).err(), Some(RecordQueryError::Damaged { slot: 14, after: Some(13), before: Some(15) }));
-        assert_eq!(feed.get(11, Some(F)).err(), Some(RecordQueryError::Damaged { slot: 11, after: Some(9), before: None }));
+        assert_eq!(
+            feed.get(14, Some(C)).err(),
+            Some(RecordQueryError::Damaged { slot: 14, after: Some(13), before: Some(15) })
+        );
+        assert_eq!(
+            feed.get(11, Some(F)).err(),
+            Some(RecordQueryError::Damaged { slot: 11, after: Some(9), before: None })
+        );
         feed.push(&[at(12, F)]);
-        assert_eq!(feed.get(11, Some(F)).err(), Some(RecordQueryError::Damaged { slot: 11, after: Some(9), before: Some(12) }));
+        assert_eq!(
+            feed.get(11, Some(F)).err(),
+            Some(RecordQueryError::Damaged { slot: 11, after: Some(9), before: Some(12) })
+        );
         assert_eq!(feed.get(12, Some(F)).map(|(_, e)| e.slot), Ok(12));
     }
 }

@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aldb_format::{QueryError, SnapshotReader};
-use aldb_verify::json::{hash_from_base58, JsonError};
 use aldb_verify::Commitment;
-use serde_json::{json, Value};
+use aldb_verify::json::{JsonError, hash_from_base58};
+use serde_json::{Value, json};
 
 use crate::encode;
 use crate::metrics::Metrics;
-pub use crate::protocol::{codes, Method, RpcError};
+pub use crate::protocol::{Method, RpcError, codes};
 use crate::records::{RecordFeed, RecordQueryError};
 
 /// Bounds on what one request may ask for, so no request can take unbounded memory or time.
@@ -92,7 +92,12 @@ impl Rpc {
     }
 
     /// Serves `hyades` and the root records of `records`, counting into `metrics`.
-    pub fn with_records(hyades: Arc<SnapshotReader>, records: Arc<RecordFeed>, metrics: Arc<Metrics>, limits: Limits) -> Self {
+    pub fn with_records(
+        hyades: Arc<SnapshotReader>,
+        records: Arc<RecordFeed>,
+        metrics: Arc<Metrics>,
+        limits: Limits,
+    ) -> Self {
         Self { hyades, records, metrics, limits }
     }
 
@@ -129,7 +134,11 @@ impl Rpc {
                 } else if items.len() > self.limits.max_batch {
                     let err = RpcError::with_data(
                         codes::INVALID_REQUEST,
-                        format!("Invalid request: batch of {} requests exceeds the limit of {}", items.len(), self.limits.max_batch),
+                        format!(
+                            "Invalid request: batch of {} requests exceeds the limit of {}",
+                            items.len(),
+                            self.limits.max_batch
+                        ),
                         json!({"max": self.limits.max_batch, "got": items.len()}),
                     );
                     Some(self.error_response(&Value::Null, &err))
@@ -198,14 +207,19 @@ impl Rpc {
     /// included, takes at most `budget` bytes (an error if the result would not fit).
     fn handle_one(&self, req: Value, subs: Option<&mut dyn Subscriptions>, budget: usize) -> Option<String> {
         let Value::Object(mut req) = req else {
-            return Some(self.error_response(&Value::Null, &RpcError::invalid_request("a request must be a JSON object")));
+            return Some(
+                self.error_response(&Value::Null, &RpcError::invalid_request("a request must be a JSON object")),
+            );
         };
         let id = req.remove("id");
         let reply_id = match &id {
             None => Value::Null,
             Some(v @ (Value::Null | Value::Number(_) | Value::String(_))) => v.clone(),
             Some(_) => {
-                return Some(self.error_response(&Value::Null, &RpcError::invalid_request("`id` must be a string, a number or null")));
+                return Some(self.error_response(
+                    &Value::Null,
+                    &RpcError::invalid_request("`id` must be a string, a number or null"),
+                ));
             }
         };
         if req.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -258,7 +272,12 @@ impl Rpc {
     }
 
     /// Runs one method with positional `params`; returns the result as JSON text.
-    pub fn call(&self, method: Method, params: &[Value], subs: Option<&mut dyn Subscriptions>) -> Result<String, RpcError> {
+    pub fn call(
+        &self,
+        method: Method,
+        params: &[Value],
+        subs: Option<&mut dyn Subscriptions>,
+    ) -> Result<String, RpcError> {
         self.call_within(method, params, subs, self.limits.max_response_bytes)
     }
 
@@ -344,7 +363,10 @@ impl Rpc {
                 if span > self.limits.max_slot_range {
                     return Err(RpcError::with_data(
                         codes::INVALID_PARAMS,
-                        format!("Invalid params: range of {span} slots exceeds the limit of {}", self.limits.max_slot_range),
+                        format!(
+                            "Invalid params: range of {span} slots exceeds the limit of {}",
+                            self.limits.max_slot_range
+                        ),
                         json!({"max": self.limits.max_slot_range, "got": span}),
                     ));
                 }
@@ -388,7 +410,8 @@ impl Rpc {
                 let (newest, entry) = match slot {
                     Some(slot) => self.records.get(slot, level).map_err(RecordQueryError::to_rpc)?,
                     None => {
-                        let e = self.records.latest(level).ok_or_else(|| RecordQueryError::NothingPublished.to_rpc())?;
+                        let e =
+                            self.records.latest(level).ok_or_else(|| RecordQueryError::NothingPublished.to_rpc())?;
                         (e.slot, e)
                     }
                 };
@@ -452,12 +475,18 @@ impl Rpc {
                             }
                             (opt_slot(o.get("fromSlot"), "fromSlot")?, commitment_field(o.get("commitment"))?)
                         }
-                        Some(_) => return Err(RpcError::invalid_params("config must be an object such as {\"fromSlot\": 123}")),
+                        Some(_) => {
+                            return Err(RpcError::invalid_params(
+                                "config must be an object such as {\"fromSlot\": 123}",
+                            ));
+                        }
                     };
                     return subs.record_subscribe(from_slot, level).map(|id| id.to_string());
                 }
                 let id = match params.first() {
-                    Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
+                    Some(v) => v
+                        .as_u64()
+                        .ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
                     None => return Err(RpcError::invalid_params("missing subscription id")),
                 };
                 if subs.record_unsubscribe(id) {
@@ -479,7 +508,9 @@ impl Rpc {
                 }
                 at_most(params, 1)?;
                 let id = match params.first() {
-                    Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
+                    Some(v) => v
+                        .as_u64()
+                        .ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
                     None => return Err(RpcError::invalid_params("missing subscription id")),
                 };
                 if subs.unsubscribe(id) {
@@ -503,7 +534,9 @@ impl Rpc {
             })
         };
         match e {
-            QueryError::NothingPublished => RpcError::new(codes::NOTHING_PUBLISHED, "no snapshot has been published yet"),
+            QueryError::NothingPublished => {
+                RpcError::new(codes::NOTHING_PUBLISHED, "no snapshot has been published yet")
+            }
             QueryError::Pruned { slot, oldest } => {
                 let mut data = range(Some(slot));
                 data["oldestSlot"] = Value::from(oldest);
@@ -514,18 +547,28 @@ impl Rpc {
                 data["newestSlot"] = Value::from(newest);
                 RpcError::with_data(codes::SLOT_NOT_COMMITTED, "slot not committed yet", data)
             }
-            QueryError::NoSnapshot { slot } => RpcError::with_data(codes::SLOT_NO_SNAPSHOT, "slot has no snapshot (skipped)", range(Some(slot))),
+            QueryError::NoSnapshot { slot } => {
+                RpcError::with_data(codes::SLOT_NO_SNAPSHOT, "slot has no snapshot (skipped)", range(Some(slot)))
+            }
             QueryError::Corrupt { slot, reason } => {
                 log::error!("slot {slot} not served: {reason}");
                 let mut data = range(Some(slot));
                 data["reason"] = Value::from(truncate(&reason, 300));
-                RpcError::with_data(codes::SLOT_CORRUPT, "slot cannot be served: a snapshot file it needs is damaged", data)
+                RpcError::with_data(
+                    codes::SLOT_CORRUPT,
+                    "slot cannot be served: a snapshot file it needs is damaged",
+                    data,
+                )
             }
             QueryError::NotWritten { slot, after, until } => {
                 let mut data = range(Some(slot));
                 data["writtenBefore"] = after.map_or(Value::Null, Value::from);
                 data["writtenAgain"] = Value::from(until);
-                RpcError::with_data(codes::SLOT_NOT_WRITTEN, "slot was not written: the snapshot writer was failing", data)
+                RpcError::with_data(
+                    codes::SLOT_NOT_WRITTEN,
+                    "slot was not written: the snapshot writer was failing",
+                    data,
+                )
             }
             QueryError::Storage(reason) => {
                 // The reason names files on the server; it goes to the log, not to clients.
@@ -605,7 +648,10 @@ fn config_slot(v: Option<&Value>) -> Result<Option<u64>, RpcError> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(o)) => {
             if let Some(k) = o.keys().find(|k| k.as_str() != "slot") {
-                return Err(RpcError::invalid_params(format!("unknown config field `{}` (only `slot` is accepted)", truncate(k, 64))));
+                return Err(RpcError::invalid_params(format!(
+                    "unknown config field `{}` (only `slot` is accepted)",
+                    truncate(k, 64)
+                )));
             }
             opt_slot(o.get("slot"), "slot")
         }

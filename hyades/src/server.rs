@@ -17,34 +17,34 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use aldb_format::records::RecordLogReader;
 use aldb_format::{ReadError, SnapshotReader};
 use aldb_verify::Commitment;
+use axum::Router;
 use axum::body::Body;
-use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{ConnectInfo, State};
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use prometheus::IntGauge;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::conn::{ConnHandle, ConnLimits, GuardedListener};
+use crate::encode;
 use crate::error::ServeError;
 use crate::metrics::Metrics;
-use crate::encode;
-use crate::records::{At, RecordFeed, DEFAULT_RECORD_KEEP};
-use crate::rpc::{codes, Limits, Rpc, RpcError, Subscriptions};
+use crate::records::{At, DEFAULT_RECORD_KEEP, RecordFeed};
+use crate::rpc::{Limits, Rpc, RpcError, Subscriptions, codes};
 
 /// WebSocket close code sent to a connection whose record subscriptions fell more than
 /// [`Config::record_buffer`] live notifications behind.
@@ -354,7 +354,13 @@ impl Service {
                 }
             }));
         }
-        tasks.push(tokio::spawn(poll_records(reader, records.clone(), metrics.clone(), config.record_poll_interval, shutdown_rx.clone())));
+        tasks.push(tokio::spawn(poll_records(
+            reader,
+            records.clone(),
+            metrics.clone(),
+            config.record_poll_interval,
+            shutdown_rx.clone(),
+        )));
         tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx)));
         log::info!(
             "serving {} on {addr} (metrics: {}), {} slots published, root records {}",
@@ -499,7 +505,8 @@ async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
         Err(_) => {
             s.metrics.limit_header_timeout.inc();
             let msg = format!("Invalid request: body not received within {} s", s.header_timeout.as_secs_f64());
-            let mut r = json_body(StatusCode::REQUEST_TIMEOUT, s.rpc.error_body(&RpcError::new(codes::INVALID_REQUEST, msg)));
+            let mut r =
+                json_body(StatusCode::REQUEST_TIMEOUT, s.rpc.error_body(&RpcError::new(codes::INVALID_REQUEST, msg)));
             r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
             return r;
         }
@@ -511,7 +518,10 @@ async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
                 let msg = format!("Invalid request: body exceeds the limit of {limit} bytes");
                 (StatusCode::PAYLOAD_TOO_LARGE, RpcError::with_data(codes::INVALID_REQUEST, msg, json!({"max": limit})))
             } else {
-                (StatusCode::BAD_REQUEST, RpcError::new(codes::INVALID_REQUEST, format!("Invalid request: cannot read body: {e}")))
+                (
+                    StatusCode::BAD_REQUEST,
+                    RpcError::new(codes::INVALID_REQUEST, format!("Invalid request: cannot read body: {e}")),
+                )
             };
             return json_body(status, s.rpc.error_body(&err));
         }
@@ -535,7 +545,11 @@ async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
     }
 }
 
-async fn ws_upgrade(State(s): State<Arc<Shared>>, ConnectInfo(conn): ConnectInfo<ConnHandle>, ws: WebSocketUpgrade) -> Response {
+async fn ws_upgrade(
+    State(s): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<ConnHandle>,
+    ws: WebSocketUpgrade,
+) -> Response {
     let limit = s.rpc.limits().max_body_bytes;
     conn.websocket();
     ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| connection(s, socket))
@@ -571,7 +585,14 @@ struct ConnSubs {
 
 impl ConnSubs {
     fn new(shared: Arc<Shared>) -> Self {
-        Self { shared, ids: BTreeMap::new(), feed: None, records: BTreeMap::new(), record_head_rx: None, record_head: 0 }
+        Self {
+            shared,
+            ids: BTreeMap::new(),
+            feed: None,
+            records: BTreeMap::new(),
+            record_head_rx: None,
+            record_head: 0,
+        }
     }
 
     fn check_room(&self) -> Result<(), RpcError> {
@@ -593,7 +614,8 @@ impl ConnSubs {
     /// Live record notifications due to this connection and not yet taken by its socket: those
     /// behind the cursors plus those queued for the writer.
     fn records_buffered(&self, queued: usize) -> u64 {
-        let behind: u64 = self.records.values().map(|s| self.record_head.saturating_sub(s.next.max(s.live_start))).sum();
+        let behind: u64 =
+            self.records.values().map(|s| self.record_head.saturating_sub(s.next.max(s.live_start))).sum();
         behind + queued as u64
     }
 
@@ -694,7 +716,9 @@ impl Drop for ConnSubs {
     }
 }
 
-async fn next_root(feed: &mut Option<broadcast::Receiver<Arc<RootEvent>>>) -> Result<Arc<RootEvent>, broadcast::error::RecvError> {
+async fn next_root(
+    feed: &mut Option<broadcast::Receiver<Arc<RootEvent>>>,
+) -> Result<Arc<RootEvent>, broadcast::error::RecvError> {
     match feed {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
@@ -866,8 +890,10 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                     Err(_) => {
                         shared.metrics.limit_ws_write_timeout.inc();
                         let queued = shared.ws_queue_bytes.saturating_sub(room.available_permits());
-                        let reason =
-                            format!("not reading: a write stalled {} s, {queued} bytes queued", shared.write_timeout.as_secs());
+                        let reason = format!(
+                            "not reading: a write stalled {} s, {queued} bytes queued",
+                            shared.write_timeout.as_secs()
+                        );
                         drop(q);
                         close_slow(&mut sink, CloseFrame { code: NOT_READING_CLOSE, reason: reason.into() }).await;
                         return;
@@ -1055,7 +1081,10 @@ fn slow_frame() -> CloseFrame {
 }
 
 fn slow_record_frame(buffered: u64) -> CloseFrame {
-    CloseFrame { code: SLOW_SUBSCRIBER_CLOSE, reason: format!("slow subscriber: {buffered} notifications buffered").into() }
+    CloseFrame {
+        code: SLOW_SUBSCRIBER_CLOSE,
+        reason: format!("slow subscriber: {buffered} notifications buffered").into(),
+    }
 }
 
 /// Polls the directory, updates the range gauges and announces new roots in slot order.
@@ -1125,7 +1154,9 @@ fn refresh_records(
     let damage = reader.take_damage();
     // The reader's totals count every span, also those its bounded report queue dropped.
     metrics.record_log_damage.inc_by(reader.bad_entries().saturating_sub(metrics.record_log_damage.get()));
-    metrics.record_log_damaged_bytes.inc_by(reader.damaged_bytes().saturating_sub(metrics.record_log_damaged_bytes.get()));
+    metrics
+        .record_log_damaged_bytes
+        .inc_by(reader.damaged_bytes().saturating_sub(metrics.record_log_damaged_bytes.get()));
     // The feed holds what is served; the reader need not keep its own copy.
     reader.forget_before(u64::MAX);
     drop(reader);
@@ -1181,7 +1212,8 @@ mod tests {
 
     #[test]
     fn auto_runs_only_light_single_requests_inline() {
-        let light = br#"{"jsonrpc":"2.0","id":1,"method":"getAccountProof","params":["11111111111111111111111111111111"]}"#;
+        let light =
+            br#"{"jsonrpc":"2.0","id":1,"method":"getAccountProof","params":["11111111111111111111111111111111"]}"#;
         assert!(!Execution::Auto.blocking(light));
         assert!(!Execution::Auto.blocking(br#"  {"jsonrpc":"2.0","id":1,"method":"getStateRoot"}"#));
         for heavy in [

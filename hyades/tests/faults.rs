@@ -6,9 +6,9 @@
 
 mod common;
 
-use aldb_format::format::{file_checksum, parse_file_name, FOOTER_LEN, HEADER_LEN};
+use aldb_format::format::{FOOTER_LEN, HEADER_LEN, file_checksum, parse_file_name};
 use aldb_snapshot::WriterConfig;
-use common::{b58, Model, Server};
+use common::{Model, Server, b58};
 use serde_json::json;
 
 #[test]

@@ -10,20 +10,20 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream as StdTcp;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aldb_format::Account;
-use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_snapshot::WriterConfig;
+use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_verify::record::Commitment;
-use common::{b58, Model, Server};
+use common::{Model, Server, b58};
 use futures_util::{SinkExt, StreamExt};
-use hyades::{codes, Config, NOT_READING_CLOSE};
-use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use hyades::{Config, NOT_READING_CLOSE, codes};
+use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 /// Generous bound for anything the server should do within a second or two.
 const WAIT: Duration = Duration::from_secs(20);
@@ -159,15 +159,20 @@ fn slow_and_silent_http_connections_are_closed() {
 
     // A slow body: the head is complete, the body never is; answered 408 and closed.
     let mut body = StdTcp::connect(&addr).unwrap();
-    body.write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{").unwrap();
+    body.write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
     let answer = read_until_closed(&mut body).expect("a slow body was never answered");
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 408"), "{}", String::from_utf8_lossy(&answer));
 
     // Keep-alive: one request answered, then nothing; the idle connection is closed.
     let mut idle = StdTcp::connect(&addr).unwrap();
     let req = r#"{"jsonrpc":"2.0","id":1,"method":"getHealth"}"#;
-    write!(idle, "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{req}", req.len())
-        .unwrap();
+    write!(
+        idle,
+        "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{req}",
+        req.len()
+    )
+    .unwrap();
     let answer = read_until_closed(&mut idle).expect("an idle keep-alive connection was never closed");
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 200") && answer.contains(r#""result":"ok""#), "{answer}");

@@ -14,11 +14,11 @@ use aldb_verify::record::{Attestation, Commitment, Quorum, RootRecord};
 use aldb_verify::record_json::attested_record_from_json_value;
 use common::Server;
 use futures_util::{SinkExt, StreamExt};
-use hyades::{codes, SLOW_SUBSCRIBER_CLOSE};
-use serde_json::{json, Value};
+use hyades::{SLOW_SUBSCRIBER_CLOSE, codes};
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(10);
 const GENESIS: [u8; 32] = [0x47; 32];
@@ -66,7 +66,12 @@ async fn next_json<S: AsyncRead + AsyncWrite + Unpin>(ws: &mut WebSocketStream<S
     }
 }
 
-async fn request<S: AsyncRead + AsyncWrite + Unpin>(ws: &mut WebSocketStream<S>, id: u64, method: &str, params: Value) -> Value {
+async fn request<S: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<S>,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> Value {
     send(ws, json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
     let r = next_json(ws, WAIT).await.expect("an answer");
     assert_eq!(r["id"], id, "{r}");
@@ -134,7 +139,12 @@ fn get_root_record_and_records_round_trip_with_every_error() {
 
     let r = s.ok("getRootRecords", json!([0, 5000]));
     assert_eq!(r["context"]["slot"], 14);
-    let slots: Vec<u64> = r["value"].as_array().unwrap().iter().map(|v| attested_record_from_json_value(v).unwrap().record.slot).collect();
+    let slots: Vec<u64> = r["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| attested_record_from_json_value(v).unwrap().record.slot)
+        .collect();
     assert_eq!(slots, [10, 11, 13, 14]);
     let r = s.ok("getRootRecords", json!([11, 13]));
     assert_eq!(r["value"].as_array().unwrap().len(), 2);
@@ -175,7 +185,10 @@ fn subscribers_get_the_backlog_then_live_records_without_gap_or_duplicate() {
     const LAST: u64 = 400;
     s.rt.block_on(async {
         let (mut a, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
-        assert_eq!(request(&mut a, 2, "recordSubscribe", json!([{"fromSlot": 1, "x": 2}])).await["error"]["code"], codes::INVALID_PARAMS);
+        assert_eq!(
+            request(&mut a, 2, "recordSubscribe", json!([{"fromSlot": 1, "x": 2}])).await["error"]["code"],
+            codes::INVALID_PARAMS
+        );
         assert_eq!(request(&mut a, 3, "recordSubscribe", json!([5])).await["error"]["code"], codes::INVALID_PARAMS);
 
         // The producer keeps appending while the subscriptions are made and the backlog is sent.
@@ -193,7 +206,8 @@ fn subscribers_get_the_backlog_then_live_records_without_gap_or_duplicate() {
         // Without fromSlot: only records logged after subscribing, from wherever that was.
         let sub_b = request(&mut b, 1, "recordSubscribe", json!([])).await["result"].as_u64().unwrap();
         let (mut c, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
-        let sub_c = request(&mut c, 1, "recordSubscribe", json!([{"fromSlot": null}])).await["result"].as_u64().unwrap();
+        let sub_c =
+            request(&mut c, 1, "recordSubscribe", json!([{"fromSlot": null}])).await["result"].as_u64().unwrap();
 
         let got = collect(&mut a, sub, LAST).await;
         assert_eq!(got, (20..=LAST).collect::<Vec<_>>());
@@ -209,7 +223,10 @@ fn subscribers_get_the_backlog_then_live_records_without_gap_or_duplicate() {
         assert_eq!(request(&mut a, 6, "recordUnsubscribe", json!([sub])).await["error"]["code"], codes::INVALID_PARAMS);
         // Root and record subscriptions are separate.
         let root_sub = request(&mut a, 7, "rootSubscribe", json!([])).await["result"].as_u64().unwrap();
-        assert_eq!(request(&mut a, 8, "recordUnsubscribe", json!([root_sub])).await["error"]["code"], codes::INVALID_PARAMS);
+        assert_eq!(
+            request(&mut a, 8, "recordUnsubscribe", json!([root_sub])).await["error"]["code"],
+            codes::INVALID_PARAMS
+        );
         p.produce(input(LAST + 1, Some(LAST))).unwrap();
         assert_eq!(collect(&mut b, sub_b, LAST + 1).await, [LAST + 1]);
         assert!(next_json(&mut a, Duration::from_millis(200)).await.is_none());
@@ -245,7 +262,14 @@ fn publish_to_notification_latency_is_well_under_a_second() {
 
 /// A record with the most attestations an entry holds: about 40 KB of JSON.
 fn fat_record(slot: u64) -> LoggedRecord {
-    let record = RootRecord { genesis_hash: GENESIS, slot, parent: None, commitment: Commitment::Confirmed, state_root: [3; 32], block: None };
+    let record = RootRecord {
+        genesis_hash: GENESIS,
+        slot,
+        parent: None,
+        commitment: Commitment::Confirmed,
+        state_root: [3; 32],
+        block: None,
+    };
     let attestations = (0..255u8).map(|i| Attestation { identity: [i; 32], signature: [i; 64] }).collect();
     LoggedRecord { record_hash: record.hash(), record, attestations }
 }
@@ -401,19 +425,32 @@ fn two_levels_per_slot_are_served_by_commitment() {
     s.err("getRootRecord", json!([3, {"level": "finalized"}]), codes::INVALID_PARAMS);
     // Both levels are signed, and each finalized record chains to the finalized parent.
     let fin = s.ok("getRootRecords", json!([0, 10, {"commitment": "finalized"}]));
-    let docs: Vec<_> = fin["value"].as_array().unwrap().iter().map(|v| attested_record_from_json_value(v).unwrap()).collect();
+    let docs: Vec<_> =
+        fin["value"].as_array().unwrap().iter().map(|v| attested_record_from_json_value(v).unwrap()).collect();
     assert_eq!(docs.iter().map(|d| d.record.slot).collect::<Vec<_>>(), [1, 2]);
     assert!(docs[1].record.extends(&docs[0].record, &docs[0].record_hash));
     assert_eq!(fin["context"]["slot"], 2);
     let all = s.ok("getRootRecords", json!([0, 10]));
     let levels: Vec<_> = all["value"].as_array().unwrap().iter().map(level_of).collect();
-    assert_eq!(levels, [(1, "confirmed".into()), (1, "finalized".into()), (2, "confirmed".into()), (2, "finalized".into()), (3, "confirmed".into())]);
+    assert_eq!(
+        levels,
+        [
+            (1, "confirmed".into()),
+            (1, "finalized".into()),
+            (2, "confirmed".into()),
+            (2, "finalized".into()),
+            (3, "confirmed".into())
+        ]
+    );
 
     s.rt.block_on(async {
         let (mut a, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
         let e = request(&mut a, 1, "recordSubscribe", json!([{"fromSlot": 1, "commitment": "processed"}])).await;
         assert_eq!(e["error"]["code"], codes::INVALID_PARAMS, "{e}");
-        let sub = request(&mut a, 2, "recordSubscribe", json!([{"fromSlot": 2, "commitment": "finalized"}])).await["result"].as_u64().unwrap();
+        let sub =
+            request(&mut a, 2, "recordSubscribe", json!([{"fromSlot": 2, "commitment": "finalized"}])).await["result"]
+                .as_u64()
+                .unwrap();
         let (mut b, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
         let sub_b = request(&mut b, 1, "recordSubscribe", json!([{"fromSlot": 2}])).await["result"].as_u64().unwrap();
         // Live: 3 is rooted, 4 confirmed.
@@ -428,11 +465,17 @@ fn two_levels_per_slot_are_served_by_commitment() {
             assert_eq!(n["params"]["subscription"], sub_b, "{n}");
             both.push(level_of(&n["params"]["result"]));
         }
-        let want: Vec<(u64, String)> =
-            [(2, "confirmed"), (3, "confirmed"), (2, "finalized"), (3, "finalized"), (4, "confirmed"), (4, "finalized")]
-                .iter()
-                .map(|(s, l)| (*s, l.to_string()))
-                .collect();
+        let want: Vec<(u64, String)> = [
+            (2, "confirmed"),
+            (3, "confirmed"),
+            (2, "finalized"),
+            (3, "finalized"),
+            (4, "confirmed"),
+            (4, "finalized"),
+        ]
+        .iter()
+        .map(|(s, l)| (*s, l.to_string()))
+        .collect();
         assert_eq!(both, want);
     });
 }

@@ -10,9 +10,9 @@ use aldb_format::Account;
 use aldb_snapshot::WriterConfig;
 use aldb_verify::{Claim, Proof, Terminal};
 use base64::Engine as _;
-use common::{b58, Model, Server, State};
+use common::{Model, Server, State, b58};
 use hyades::codes;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Checks one `getAccountProof` value against the model at `slot`.
 fn check_proof(v: &Value, pubkey: &[u8; 32], slot: u64, root: &[u8; 32], state: &State) {
@@ -60,7 +60,10 @@ fn every_method_answers_and_proofs_verify() {
 
     assert_eq!(s.ok("getHealth", json!([])), "ok");
     let v = s.ok("getVersion", json!([]));
-    assert_eq!(v, json!({"hyades": env!("CARGO_PKG_VERSION"), "snapshotFormat": aldb_format::FORMAT_VERSION, "commitment": 1}));
+    assert_eq!(
+        v,
+        json!({"hyades": env!("CARGO_PKG_VERSION"), "snapshotFormat": aldb_format::FORMAT_VERSION, "commitment": 1})
+    );
 
     // getStateRoot: newest by default, any kept slot by number.
     let r = s.ok("getStateRoot", json!([]));
@@ -72,8 +75,7 @@ fn every_method_answers_and_proofs_verify() {
     // getStateRoots: every published slot in the range, in order.
     let r = s.ok("getStateRoots", json!([3, 6]));
     assert_eq!(r["context"]["slot"], 11);
-    let expect: Vec<Value> =
-        (3..=6u64).map(|i| json!({"slot": i, "parent": i - 1, "root": b58(&roots[&i])})).collect();
+    let expect: Vec<Value> = (3..=6u64).map(|i| json!({"slot": i, "parent": i - 1, "root": b58(&roots[&i])})).collect();
     assert_eq!(r["value"], Value::Array(expect));
     assert_eq!(s.ok("getStateRoots", json!([0, 999]))["value"].as_array().unwrap().len(), 12);
     assert_eq!(s.ok("getStateRoots", json!([500, 600]))["value"], json!([]));
@@ -92,7 +94,8 @@ fn every_method_answers_and_proofs_verify() {
     }
     // No slot (or a null one) means the newest.
     let pk = m.keys[0];
-    for params in [json!([b58(&pk)]), json!([b58(&pk), {}]), json!([b58(&pk), null]), json!([b58(&pk), {"slot": null}])] {
+    for params in [json!([b58(&pk)]), json!([b58(&pk), {}]), json!([b58(&pk), null]), json!([b58(&pk), {"slot": null}])]
+    {
         let r = s.ok("getAccountProof", params);
         check_proof(&r["value"], &pk, 11, &roots[&11], &m.states[&11]);
     }
@@ -269,7 +272,13 @@ fn malformed_requests_get_distinct_codes() {
     s.err("getMultipleAccountProofs", json!([[good], {"slot": u64::MAX}]), codes::SLOT_NOT_COMMITTED);
 
     let text = s.metrics();
-    for code in [codes::PARSE_ERROR, codes::INVALID_REQUEST, codes::METHOD_NOT_FOUND, codes::INVALID_PARAMS, codes::SLOT_NOT_COMMITTED] {
+    for code in [
+        codes::PARSE_ERROR,
+        codes::INVALID_REQUEST,
+        codes::METHOD_NOT_FOUND,
+        codes::INVALID_PARAMS,
+        codes::SLOT_NOT_COMMITTED,
+    ] {
         assert!(text.contains(&format!(r#"hyades_errors_total{{code="{code}"}}"#)), "{code}: {text}");
     }
     assert!(text.contains(r#"hyades_requests_total{method="unknown"}"#));
@@ -358,4 +367,3 @@ fn missing_directory_is_a_clear_error() {
     let err = rt.block_on(hyades::Service::start(hyades::Config::new("/nonexistent/hyades-test-dir"))).unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
 }
-

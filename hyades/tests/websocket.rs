@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use aldb_format::Account;
 use aldb_snapshot::WriterConfig;
-use common::{b58, Model, Server};
+use common::{Model, Server, b58};
 use futures_util::{SinkExt, StreamExt};
 use hyades::codes;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -109,10 +109,13 @@ fn subscribers_get_new_roots_in_order_until_they_unsubscribe() {
         assert_eq!(next_json(&mut a, WAIT).await.unwrap()["error"]["code"], codes::PARSE_ERROR);
         let r = request(&mut a, 8, "noSuchMethod", json!([])).await;
         assert_eq!(r["error"]["code"], codes::METHOD_NOT_FOUND);
-        send(&mut a, json!([
-            {"jsonrpc": "2.0", "id": 9, "method": "getHealth"},
-            {"jsonrpc": "2.0", "id": 10, "method": "rootSubscribe"},
-        ]))
+        send(
+            &mut a,
+            json!([
+                {"jsonrpc": "2.0", "id": 9, "method": "getHealth"},
+                {"jsonrpc": "2.0", "id": 10, "method": "rootSubscribe"},
+            ]),
+        )
         .await;
         let r = next_json(&mut a, WAIT).await.unwrap();
         assert_eq!(r[0]["result"], "ok");
@@ -120,7 +123,10 @@ fn subscribers_get_new_roots_in_order_until_they_unsubscribe() {
         let slot = m.commit_random(5);
         m.flush();
         let n = next_json(&mut a, WAIT).await.expect("a is notified again");
-        assert_eq!((n["params"]["subscription"].as_u64(), n["params"]["result"]["slot"].as_u64()), (Some(sub_c), Some(slot)));
+        assert_eq!(
+            (n["params"]["subscription"].as_u64(), n["params"]["result"]["slot"].as_u64()),
+            (Some(sub_c), Some(slot))
+        );
 
         a.close(None).await.unwrap();
         b.close(None).await.unwrap();
@@ -154,8 +160,11 @@ fn a_subscriber_that_stops_reading_is_disconnected() {
         let keys: Vec<String> = accounts.iter().map(|a| b58(&a.pubkey)).collect();
         const ASKED: u64 = 24;
         for id in 0..ASKED {
-            send(&mut slow, json!({"jsonrpc": "2.0", "id": 100 + id, "method": "getMultipleAccountProofs", "params": [keys]}))
-                .await;
+            send(
+                &mut slow,
+                json!({"jsonrpc": "2.0", "id": 100 + id, "method": "getMultipleAccountProofs", "params": [keys]}),
+            )
+            .await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let slot = m.commit_random(3);

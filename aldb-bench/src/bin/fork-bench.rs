@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use aldb_core::{BulkBuilder, Config, ForkEngine, ForkLimits, Pleiades, Update};
 use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
-use anyhow::{ensure, Context};
+use anyhow::{Context, ensure};
 use clap::Parser;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Accounts generated and pushed to the bulk builder at a time.
 const PREFILL_CHUNK: usize = 65_536;
@@ -306,7 +306,10 @@ fn build(o: &Opts, config: Config) -> anyhow::Result<(Pleiades, f64)> {
 
 fn main() -> anyhow::Result<()> {
     let o = Opts::parse();
-    ensure!(o.threads > 0 && o.slots > 0 && o.switch_rounds > 0, "--threads, --slots and --switch-rounds must be positive");
+    ensure!(
+        o.threads > 0 && o.slots > 0 && o.switch_rounds > 0,
+        "--threads, --slots and --switch-rounds must be positive"
+    );
     let config = Config::for_leaves(1u64 << o.leaves_log2, o.threads);
     println!(
         "fork-bench: leaves=2^{} threads={} shard_bits={} bucket_bits={} seed={} data_len={} bank_sizes={:?} slots={} \
@@ -331,7 +334,8 @@ fn main() -> anyhow::Result<()> {
     );
     let (tree, build_secs) = build(&o, config).context("building the base tree")?;
     println!("prefill: {} accounts in {build_secs:.1} s (generation included)", tree.len());
-    let stream = Stream { seed: o.seed, data_len: o.data_len, window: KeyWindow::prefilled(1u64 << o.leaves_log2), drawn: 0 };
+    let stream =
+        Stream { seed: o.seed, data_len: o.data_len, window: KeyWindow::prefilled(1u64 << o.leaves_log2), drawn: 0 };
     let limits = ForkLimits::new(usize::MAX, usize::MAX);
     let mut b = Bench { engine: ForkEngine::new(tree, 0, limits), slot: 0, stream, max_held: 0 };
 

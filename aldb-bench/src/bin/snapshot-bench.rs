@@ -77,7 +77,11 @@ impl ThreadTimes {
         let mut out = Self::default();
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
         for t in tasks.flatten() {
-            let (Ok(comm), Ok(sched)) = (std::fs::read_to_string(t.path().join("comm")), std::fs::read_to_string(t.path().join("schedstat"))) else { continue };
+            let (Ok(comm), Ok(sched)) =
+                (std::fs::read_to_string(t.path().join("comm")), std::fs::read_to_string(t.path().join("schedstat")))
+            else {
+                continue;
+            };
             let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
             let mut fields = sched.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
             let (cpu, wait) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
@@ -194,7 +198,14 @@ fn main() -> anyhow::Result<()> {
     let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
     tree.capture_all(&mut changes);
     let t = Instant::now();
-    writer.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes, accounts: full_accounts, full: true })?;
+    writer.submit(SlotInput {
+        slot: 0,
+        parent: None,
+        root: tree.root(),
+        changes,
+        accounts: full_accounts,
+        full: true,
+    })?;
     writer.flush()?;
     let full_bytes = writer.stats().bytes.load(Ordering::Relaxed);
     let full_account_bytes = writer.stats().account_bytes.load(Ordering::Relaxed);
@@ -237,7 +248,11 @@ fn main() -> anyhow::Result<()> {
         let root = tree.commit_capture(updates, &mut changes);
         let t_committed = Instant::now();
         writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes, accounts: batch, full: false })?;
-        for (part, (a, b)) in [(t, t_hashed), (t_hashed, t_copied), (t_copied, t_committed), (t_committed, Instant::now())].into_iter().enumerate() {
+        for (part, (a, b)) in
+            [(t, t_hashed), (t_hashed, t_copied), (t_copied, t_committed), (t_committed, Instant::now())]
+                .into_iter()
+                .enumerate()
+        {
             hand_off[part] += (b - a).as_secs_f64() * 1e3;
         }
         on_secs += t.elapsed().as_secs_f64();
@@ -249,12 +264,14 @@ fn main() -> anyhow::Result<()> {
     on_secs += t.elapsed().as_secs_f64();
     drop(spares);
     let times = ThreadTimes::now();
-    let [engine_on, writer_main, writer_io] = ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| times.since(&times_on, n));
+    let [engine_on, writer_main, writer_io] =
+        ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| times.since(&times_on, n));
     let on_cpu = [engine_on.0, writer_main.0, writer_io.0];
     let queued_ms = [engine_on.1, writer_main.1 + writer_io.1];
     let s = writer.stats().clone();
     let now = counters(&s);
-    let [bytes, account_bytes, refresh, waits, wait_nanos, write_nanos]: [u64; 6] = std::array::from_fn(|i| now[i] - base[i]);
+    let [bytes, account_bytes, refresh, waits, wait_nanos, write_nanos]: [u64; 6] =
+        std::array::from_fn(|i| now[i] - base[i]);
     let wait_ms = wait_nanos as f64 / 1e6;
     let write_ms = write_nanos as f64 / 1e6;
     writer.shutdown()?;

@@ -12,8 +12,8 @@ use aldb_core::{BulkBuilder, Config};
 use aldb_snapshot::records::Signer;
 use aldb_verify::record::{BlockInfo, Commitment, ParentLink, RootRecord};
 use aldb_verify::{Claim, Proof};
-use aldb_workload::{pubkey, SlotAccounts};
-use anyhow::{bail, Context};
+use aldb_workload::{SlotAccounts, pubkey};
+use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
@@ -50,9 +50,13 @@ fn parse() -> anyhow::Result<Opts> {
 fn main() -> anyhow::Result<()> {
     let o = parse()?;
     let n = 1u64 << o.leaves_log2;
-    println!("verify-bench: leaves=2^{} proofs={} rounds={} seed={} threads=1 (verification)", o.leaves_log2, o.proofs, o.rounds, o.seed);
+    println!(
+        "verify-bench: leaves=2^{} proofs={} rounds={} seed={} threads=1 (verification)",
+        o.leaves_log2, o.proofs, o.rounds, o.seed
+    );
 
-    let mut builder = BulkBuilder::new(Config::for_leaves(n, std::thread::available_parallelism().map_or(1, |t| t.get())))?;
+    let mut builder =
+        BulkBuilder::new(Config::for_leaves(n, std::thread::available_parallelism().map_or(1, |t| t.get())))?;
     let mut first = 0;
     while first < n {
         let count = (n - first).min(65_536) as usize;
@@ -65,9 +69,8 @@ fn main() -> anyhow::Result<()> {
 
     // Half the keys present, half never created.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(o.seed);
-    let keys: Vec<[u8; 32]> = (0..o.proofs)
-        .map(|i| if i % 2 == 0 { pubkey(o.seed, rng.random_range(0..n)) } else { rng.random() })
-        .collect();
+    let keys: Vec<[u8; 32]> =
+        (0..o.proofs).map(|i| if i % 2 == 0 { pubkey(o.seed, rng.random_range(0..n)) } else { rng.random() }).collect();
     let wires: Vec<Vec<u8>> = keys.iter().map(|k| tree.prove_pubkey(k).to_bytes()).collect();
     let siblings: usize = keys.iter().map(|k| tree.prove_pubkey(k).siblings.len()).sum();
     let avg_siblings = siblings as f64 / o.proofs as f64;
@@ -122,8 +125,11 @@ fn main() -> anyhow::Result<()> {
 
     println!("proofs: {present} of {} keys present, {avg_siblings:.1} siblings on average", o.proofs);
     println!("decode+verify: {proofs_per_sec:.0} proofs/s on one core");
-    println!("anchor blake2s one-block: {blake_per_sec:.0} hashes/s; {hashes_per_proof:.1} hashes per proof -> hash-bound ceiling {:.0} proofs/s (ratio {:.2})",
-        blake_per_sec / hashes_per_proof, proofs_per_sec * hashes_per_proof / blake_per_sec);
+    println!(
+        "anchor blake2s one-block: {blake_per_sec:.0} hashes/s; {hashes_per_proof:.1} hashes per proof -> hash-bound ceiling {:.0} proofs/s (ratio {:.2})",
+        blake_per_sec / hashes_per_proof,
+        proofs_per_sec * hashes_per_proof / blake_per_sec
+    );
     println!("record hash + attestation verify: {records_per_sec:.0} records/s on one core");
     println!(
         "{}",

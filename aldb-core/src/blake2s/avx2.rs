@@ -35,8 +35,8 @@ macro_rules! ops {
         _mm256_shuffle_epi8(
             $x,
             _mm256_setr_epi8(
-                2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6, 7, 4, 5, 10,
-                11, 8, 9, 14, 15, 12, 13,
+                2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12,
+                13,
             ),
         )
     };
@@ -44,17 +44,14 @@ macro_rules! ops {
         _mm256_shuffle_epi8(
             $x,
             _mm256_setr_epi8(
-                1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12, 1, 2, 3, 0, 5, 6, 7, 4, 9,
-                10, 11, 8, 13, 14, 15, 12,
+                1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12, 1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15,
+                12,
             ),
         )
     };
     (ror $x:expr, $n:literal) => {{
         let x = $x;
-        _mm256_or_si256(
-            _mm256_srli_epi32::<$n>(x),
-            _mm256_slli_epi32::<{ 32 - $n }>(x),
-        )
+        _mm256_or_si256(_mm256_srli_epi32::<$n>(x), _mm256_slli_epi32::<{ 32 - $n }>(x))
     }};
 }
 
@@ -94,28 +91,15 @@ fn load_block(msg: &[u8]) -> [__m256i; 2] {
     let p = msg.as_ptr();
     match msg.len() {
         // SAFETY: `msg` has exactly the 64 bytes the two unaligned 256-bit loads read.
-        BLOCK_LEN => unsafe {
-            [
-                _mm256_loadu_si256(p.cast()),
-                _mm256_loadu_si256(p.add(32).cast()),
-            ]
-        },
+        BLOCK_LEN => unsafe { [_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(32).cast())] },
         // SAFETY: `msg` has exactly the 32 bytes the unaligned 256-bit load reads.
-        32 => [
-            unsafe { _mm256_loadu_si256(p.cast()) },
-            _mm256_setzero_si256(),
-        ],
+        32 => [unsafe { _mm256_loadu_si256(p.cast()) }, _mm256_setzero_si256()],
         len => {
             let mut block = [0u8; BLOCK_LEN];
             block[..len].copy_from_slice(msg);
             let b = block.as_ptr();
             // SAFETY: `block` is a live `[u8; 64]`, exactly the 64 bytes the loads read.
-            unsafe {
-                [
-                    _mm256_loadu_si256(b.cast()),
-                    _mm256_loadu_si256(b.add(32).cast()),
-                ]
-            }
+            unsafe { [_mm256_loadu_si256(b.cast()), _mm256_loadu_si256(b.add(32).cast())] }
         }
     }
 }
@@ -124,17 +108,12 @@ fn load_block(msg: &[u8]) -> [__m256i; 2] {
 #[target_feature(enable = "avx2")]
 #[inline]
 fn load_cvs(cvs: &[&[u32; 8]; LANES]) -> [__m256i; 8] {
-    if cvs
-        .iter()
-        .all(|c| core::ptr::eq(*c, cvs[0]) || **c == *cvs[0])
-    {
+    if cvs.iter().all(|c| core::ptr::eq(*c, cvs[0]) || **c == *cvs[0]) {
         core::array::from_fn(|w| _mm256_set1_epi32(cvs[0][w] as i32))
     } else {
         // SAFETY: each pointer is to a live `[u32; 8]`, exactly the 32 bytes an unaligned
         // 256-bit load reads.
-        transpose8(core::array::from_fn(|l| unsafe {
-            _mm256_loadu_si256(cvs[l].as_ptr().cast())
-        }))
+        transpose8(core::array::from_fn(|l| unsafe { _mm256_loadu_si256(cvs[l].as_ptr().cast()) }))
     }
 }
 
@@ -219,10 +198,7 @@ pub(super) fn hash8_multi(
     blocks: usize,
     out: &mut [[u8; 32]; LANES],
 ) {
-    debug_assert!(
-        msgs.iter()
-            .all(|m| m.blocks() == blocks && m.len() <= u32::MAX as usize)
-    );
+    debug_assert!(msgs.iter().all(|m| m.blocks() == blocks && m.len() <= u32::MAX as usize));
     let lens: [u32; LANES] = core::array::from_fn(|l| msgs[l].len() as u32);
     // A block that neither part holds whole (at most the one straddling the parts, and the
     // last) is assembled in a zeroed stack block; AVX2 has no byte-granular load or permute
@@ -286,7 +262,5 @@ pub(super) unsafe fn hash_all_multi<'a>(
     job: impl FnMut(usize) -> (&'a [u32; 8], Parts<'a>),
     out: impl FnMut(usize, [u8; 32]),
 ) {
-    schedule::<LANES>(count, job, out, |cvs, msgs, blocks, digests| {
-        hash8_multi(cvs, msgs, blocks, digests)
-    });
+    schedule::<LANES>(count, job, out, |cvs, msgs, blocks, digests| hash8_multi(cvs, msgs, blocks, digests));
 }

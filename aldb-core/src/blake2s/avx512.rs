@@ -134,12 +134,7 @@ fn load_block(msg: &[u8]) -> __m512i {
 fn load_cv_pair(lo: &[u32; 8], hi: &[u32; 8]) -> __m512i {
     // SAFETY: each pointer is to a live `[u32; 8]`, exactly the 32 bytes an unaligned 256-bit
     // load reads.
-    let (lo, hi) = unsafe {
-        (
-            _mm256_loadu_si256(lo.as_ptr().cast()),
-            _mm256_loadu_si256(hi.as_ptr().cast()),
-        )
-    };
+    let (lo, hi) = unsafe { (_mm256_loadu_si256(lo.as_ptr().cast()), _mm256_loadu_si256(hi.as_ptr().cast())) };
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 }
 
@@ -148,10 +143,7 @@ fn load_cv_pair(lo: &[u32; 8], hi: &[u32; 8]) -> __m512i {
 #[inline]
 fn load_cvs(cvs: &[&[u32; 8]; LANES]) -> [__m512i; 8] {
     // Lanes usually share one domain (one chaining value); then a broadcast beats a transpose.
-    if cvs
-        .iter()
-        .all(|c| core::ptr::eq(*c, cvs[0]) || **c == *cvs[0])
-    {
+    if cvs.iter().all(|c| core::ptr::eq(*c, cvs[0]) || **c == *cvs[0]) {
         core::array::from_fn(|w| _mm512_set1_epi32(cvs[0][w] as i32))
     } else {
         let pairs: [__m512i; 8] = core::array::from_fn(|e| load_cv_pair(cvs[e], cvs[e + 8]));
@@ -170,10 +162,7 @@ fn store_digests(h: [__m512i; 8], out: &mut [[u8; 32]; LANES]) {
         // unaligned 256-bit store writes.
         unsafe {
             _mm256_storeu_si256(lo[e].as_mut_ptr().cast(), _mm512_castsi512_si256(*ye));
-            _mm256_storeu_si256(
-                hi[e].as_mut_ptr().cast(),
-                _mm512_extracti64x4_epi64::<1>(*ye),
-            );
+            _mm256_storeu_si256(hi[e].as_mut_ptr().cast(), _mm512_extracti64x4_epi64::<1>(*ye));
         }
     }
 }
@@ -310,9 +299,7 @@ fn load_row_masked(msg: &Parts<'_>, start: usize) -> __m512i {
         let hi = unsafe { _mm512_maskz_loadu_epi8(byte_mask(t) << r, base.cast()) };
         return _mm512_or_si512(lo, hi);
     }
-    let t = tail
-        .get(start.saturating_sub(head.len())..)
-        .unwrap_or_default();
+    let t = tail.get(start.saturating_sub(head.len())..).unwrap_or_default();
     if t.len() >= BLOCK_LEN {
         // SAFETY: `t` has at least the 64 bytes the unaligned 512-bit load reads.
         unsafe { _mm512_loadu_si512(t.as_ptr().cast()) }
@@ -378,23 +365,13 @@ fn window(part: &[u8], o: isize) -> (__m512i, __m512i) {
         32.. => {
             // SAFETY: `32 <= n`, so both unaligned 256-bit loads (from 0 and from `n - 32`)
             // read bytes of `part`.
-            let (lo, hi) = unsafe {
-                (
-                    _mm256_loadu_si256(p.cast()),
-                    _mm256_loadu_si256(p.add(n - 32).cast()),
-                )
-            };
+            let (lo, hi) = unsafe { (_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(n - 32).cast())) };
             (_mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi), 32)
         }
         16.. => {
             // SAFETY: `16 <= n`, so both unaligned 128-bit loads (from 0 and from `n - 16`)
             // read bytes of `part`.
-            let (lo, hi) = unsafe {
-                (
-                    _mm_loadu_si128(p.cast()),
-                    _mm_loadu_si128(p.add(n - 16).cast()),
-                )
-            };
+            let (lo, hi) = unsafe { (_mm_loadu_si128(p.cast()), _mm_loadu_si128(p.add(n - 16).cast())) };
             (_mm512_zextsi256_si512(_mm256_set_m128i(hi, lo)), 16)
         }
         8.. => {
@@ -409,10 +386,7 @@ fn window(part: &[u8], o: isize) -> (__m512i, __m512i) {
         }
         _ => {
             // One to three bytes (or none): in place, no second copy.
-            let w = part
-                .iter()
-                .rev()
-                .fold(0u32, |w, &b| (w << 8) | u32::from(b));
+            let w = part.iter().rev().fold(0u32, |w, &b| (w << 8) | u32::from(b));
             let v = _mm512_zextsi128_si512(_mm_cvtsi32_si128(w as i32));
             return (v, x);
         }
@@ -545,8 +519,8 @@ pub(super) unsafe fn hash_all_multi<'a>(
             // features cover the rest.
             unsafe { hash16_multi_permute(cvs, msgs, blocks, d) }
         }),
-        RowLoads::Masked => schedule::<LANES>(count, job, out, |cvs, msgs, blocks, d| {
-            hash16_multi_masked(cvs, msgs, blocks, d)
-        }),
+        RowLoads::Masked => {
+            schedule::<LANES>(count, job, out, |cvs, msgs, blocks, d| hash16_multi_masked(cvs, msgs, blocks, d))
+        }
     }
 }

@@ -46,16 +46,8 @@ mod tests;
 pub(crate) use parts::Parts;
 
 /// The BLAKE2s initialisation vector (RFC 7693 section 2.6), shared with SHA-256.
-const IV: [u32; 8] = [
-    0x6A09_E667,
-    0xBB67_AE85,
-    0x3C6E_F372,
-    0xA54F_F53A,
-    0x510E_527F,
-    0x9B05_688C,
-    0x1F83_D9AB,
-    0x5BE0_CD19,
-];
+const IV: [u32; 8] =
+    [0x6A09_E667, 0xBB67_AE85, 0x3C6E_F372, 0xA54F_F53A, 0x510E_527F, 0x9B05_688C, 0x1F83_D9AB, 0x5BE0_CD19];
 
 /// The message word permutation of each of the ten rounds (RFC 7693 section 2.7).
 const SIGMA: [[usize; 16]; 10] = [
@@ -136,11 +128,7 @@ pub(crate) fn hash_single_blocks<'a>(
 
 /// Checks the one-block precondition shared by both implementations.
 fn check_len(msg: &[u8]) {
-    assert!(
-        msg.len() <= BLOCK_LEN,
-        "hash_single_blocks: a {}-byte message does not fit one BLAKE2s block",
-        msg.len()
-    );
+    assert!(msg.len() <= BLOCK_LEN, "hash_single_blocks: a {}-byte message does not fit one BLAKE2s block", msg.len());
 }
 
 /// Hashes `count` independent messages of any length, each given as two [`Parts`].

@@ -49,10 +49,7 @@ impl Parts<'_> {
         let head = self.head.get(start..).unwrap_or_default();
         let h = head.len().min(BLOCK_LEN);
         block[..h].copy_from_slice(&head[..h]);
-        let tail = self
-            .tail
-            .get(start.saturating_sub(self.head.len())..)
-            .unwrap_or_default();
+        let tail = self.tail.get(start.saturating_sub(self.head.len())..).unwrap_or_default();
         let t = tail.len().min(BLOCK_LEN - h);
         block[h..h + t].copy_from_slice(&tail[..t]);
     }

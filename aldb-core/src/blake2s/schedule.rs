@@ -10,11 +10,7 @@ pub(super) const WINDOW: usize = 4096;
 /// The grouping key of a message: its block count, or `usize::MAX` for a message whose length
 /// does not fit the kernels' 32-bit per-lane byte counter (the portable code hashes those).
 fn group_key(msg: &Parts<'_>) -> usize {
-    if u32::try_from(msg.len()).is_ok() {
-        msg.blocks()
-    } else {
-        usize::MAX
-    }
+    if u32::try_from(msg.len()).is_ok() { msg.blocks() } else { usize::MAX }
 }
 
 /// The batching shared by the vector implementations of [`hash_multi_blocks`].
@@ -49,11 +45,7 @@ pub(super) fn schedule<'a, const L: usize>(
         let mut s = 0;
         while s < order.len() {
             let blocks = order[s].0;
-            let n = order[s..]
-                .iter()
-                .take(L)
-                .take_while(|o| o.0 == blocks)
-                .count();
+            let n = order[s..].iter().take(L).take_while(|o| o.0 == blocks).count();
             let group = &order[s..s + n];
             s += n;
             if n == 1 || blocks == usize::MAX {

@@ -21,51 +21,29 @@ fn cases(count: usize, seed: u64) -> Vec<Case> {
         .map(|i| {
             let personal: [u8; 8] = rng.random();
             let salt: [u8; 8] = rng.random();
-            let len = if i % 2 == 0 {
-                i / 2 % 65
-            } else {
-                rng.random_range(0..=64)
-            };
+            let len = if i % 2 == 0 { i / 2 % 65 } else { rng.random_range(0..=64) };
             let msg = (0..len).map(|_| rng.random()).collect();
-            Case {
-                personal,
-                salt,
-                cv: chaining_value(&personal, &salt),
-                msg,
-            }
+            Case { personal, salt, cv: chaining_value(&personal, &salt), msg }
         })
         .collect()
 }
 
 /// The reference digest.
 fn reference(c: &Case) -> [u8; 32] {
-    *blake2s_simd::Params::new()
-        .hash_length(32)
-        .personal(&c.personal)
-        .salt(&c.salt)
-        .hash(&c.msg)
-        .as_array()
+    *blake2s_simd::Params::new().hash_length(32).personal(&c.personal).salt(&c.salt).hash(&c.msg).as_array()
 }
 
 /// Runs one implementation of `hash_single_blocks` over `cases` and checks every digest and
 /// that each index is reported exactly once.
 fn check<'a>(
     cases: &'a [Case],
-    run: impl FnOnce(
-        usize,
-        &mut dyn FnMut(usize) -> (&'a [u32; 8], &'a [u8]),
-        &mut dyn FnMut(usize, [u8; 32]),
-    ),
+    run: impl FnOnce(usize, &mut dyn FnMut(usize) -> (&'a [u32; 8], &'a [u8]), &mut dyn FnMut(usize, [u8; 32])),
 ) {
     let mut got = vec![None; cases.len()];
-    run(
-        cases.len(),
-        &mut |i| (&cases[i].cv, &cases[i].msg[..]),
-        &mut |i, d| {
-            assert!(got[i].is_none(), "index {i} reported twice");
-            got[i] = Some(d);
-        },
-    );
+    run(cases.len(), &mut |i| (&cases[i].cv, &cases[i].msg[..]), &mut |i, d| {
+        assert!(got[i].is_none(), "index {i} reported twice");
+        got[i] = Some(d);
+    });
     for (i, (c, g)) in cases.iter().zip(&got).enumerate() {
         assert_eq!(*g, Some(reference(c)), "case {i}, length {}", c.msg.len());
     }
@@ -78,9 +56,8 @@ fn rfc7693_abc_vector() {
     // RFC 7693 appendix B: unkeyed BLAKE2s-256("abc"), whose parameter block has zero salt
     // and personal.
     let want: [u8; 32] = [
-        0x50, 0x8C, 0x5E, 0x8C, 0x32, 0x7C, 0x14, 0xE2, 0xE1, 0xA7, 0x2B, 0xA3, 0x4E, 0xEB, 0x45,
-        0x2F, 0x37, 0x45, 0x8B, 0x20, 0x9E, 0xD6, 0x3A, 0x29, 0x4D, 0x99, 0x9B, 0x4C, 0x86, 0x67,
-        0x59, 0x82,
+        0x50, 0x8C, 0x5E, 0x8C, 0x32, 0x7C, 0x14, 0xE2, 0xE1, 0xA7, 0x2B, 0xA3, 0x4E, 0xEB, 0x45, 0x2F, 0x37, 0x45,
+        0x8B, 0x20, 0x9E, 0xD6, 0x3A, 0x29, 0x4D, 0x99, 0x9B, 0x4C, 0x86, 0x67, 0x59, 0x82,
     ];
     let cv = chaining_value(&[0; 8], &[0; 8]);
     assert_eq!(cv[0], IV[0] ^ 0x0101_0020);
@@ -94,18 +71,14 @@ fn rfc7693_abc_vector() {
 #[test]
 fn dispatch_matches_reference() {
     for (k, n) in COUNTS.into_iter().enumerate() {
-        check(&cases(n, k as u64), |n, job, out| {
-            hash_single_blocks(n, job, out)
-        });
+        check(&cases(n, k as u64), |n, job, out| hash_single_blocks(n, job, out));
     }
 }
 
 #[test]
 fn portable_matches_reference() {
     for (k, n) in COUNTS.into_iter().enumerate() {
-        check(&cases(n, 100 + k as u64), |n, job, out| {
-            portable::hash_all(n, job, out)
-        });
+        check(&cases(n, 100 + k as u64), |n, job, out| portable::hash_all(n, job, out));
     }
 }
 
@@ -118,9 +91,7 @@ fn avx512_matches_reference() {
     }
     for (k, n) in COUNTS.into_iter().enumerate() {
         // SAFETY: `available` confirmed AVX-512F.
-        check(&cases(n, 200 + k as u64), |n, job, out| unsafe {
-            avx512::hash_all(n, job, out)
-        });
+        check(&cases(n, 200 + k as u64), |n, job, out| unsafe { avx512::hash_all(n, job, out) });
     }
 }
 
@@ -133,9 +104,7 @@ fn avx2_matches_reference() {
     }
     for (k, n) in COUNTS.into_iter().enumerate() {
         // SAFETY: `available` confirmed AVX2.
-        check(&cases(n, 300 + k as u64), |n, job, out| unsafe {
-            avx2::hash_all(n, job, out)
-        });
+        check(&cases(n, 300 + k as u64), |n, job, out| unsafe { avx2::hash_all(n, job, out) });
     }
 }
 
@@ -156,11 +125,7 @@ fn simd_shared_chaining_value() {
             .iter()
             .map(|m| {
                 let mut p = blake2s_simd::Params::new();
-                *p.hash_length(32)
-                    .personal(&personal)
-                    .salt(&salt)
-                    .hash(m)
-                    .as_array()
+                *p.hash_length(32).personal(&personal).salt(&salt).hash(m).as_array()
             })
             .collect();
         for same_ref in [true, false] {
@@ -225,12 +190,7 @@ fn multi_cases(count: usize, seed: u64) -> Vec<MultiCase> {
                 2 => len.min(49),
                 _ => rng.random_range(0..=len),
             };
-            MultiCase {
-                personal,
-                cv: chaining_value(&personal, &[0; 8]),
-                msg,
-                split,
-            }
+            MultiCase { personal, cv: chaining_value(&personal, &[0; 8]), msg, split }
         })
         .collect()
 }
@@ -239,52 +199,30 @@ fn multi_cases(count: usize, seed: u64) -> Vec<MultiCase> {
 /// `blake2s_simd` and that each index is reported exactly once.
 fn check_multi<'a>(
     cases: &'a [MultiCase],
-    run: impl FnOnce(
-        usize,
-        &mut dyn FnMut(usize) -> (&'a [u32; 8], Parts<'a>),
-        &mut dyn FnMut(usize, [u8; 32]),
-    ),
+    run: impl FnOnce(usize, &mut dyn FnMut(usize) -> (&'a [u32; 8], Parts<'a>), &mut dyn FnMut(usize, [u8; 32])),
 ) {
     let mut got = vec![None; cases.len()];
-    run(
-        cases.len(),
-        &mut |i| (&cases[i].cv, cases[i].parts()),
-        &mut |i, d| {
-            assert!(got[i].is_none(), "index {i} reported twice");
-            got[i] = Some(d);
-        },
-    );
+    run(cases.len(), &mut |i| (&cases[i].cv, cases[i].parts()), &mut |i, d| {
+        assert!(got[i].is_none(), "index {i} reported twice");
+        got[i] = Some(d);
+    });
     for (i, (c, g)) in cases.iter().zip(&got).enumerate() {
-        let want = *blake2s_simd::Params::new()
-            .hash_length(32)
-            .personal(&c.personal)
-            .hash(&c.msg)
-            .as_array();
-        assert_eq!(
-            *g,
-            Some(want),
-            "case {i}, length {}, split {}",
-            c.msg.len(),
-            c.split
-        );
+        let want = *blake2s_simd::Params::new().hash_length(32).personal(&c.personal).hash(&c.msg).as_array();
+        assert_eq!(*g, Some(want), "case {i}, length {}, split {}", c.msg.len(), c.split);
     }
 }
 
 #[test]
 fn multi_dispatch_matches_reference() {
     for (k, n) in COUNTS.into_iter().enumerate() {
-        check_multi(&multi_cases(n, 400 + k as u64), |n, job, out| {
-            hash_multi_blocks(n, job, out)
-        });
+        check_multi(&multi_cases(n, 400 + k as u64), |n, job, out| hash_multi_blocks(n, job, out));
     }
 }
 
 #[test]
 fn multi_portable_matches_reference() {
     for (k, n) in COUNTS.into_iter().enumerate() {
-        check_multi(&multi_cases(n, 500 + k as u64), |n, job, out| {
-            portable::hash_all_multi(n, job, out)
-        });
+        check_multi(&multi_cases(n, 500 + k as u64), |n, job, out| portable::hash_all_multi(n, job, out));
     }
 }
 
@@ -327,9 +265,7 @@ fn multi_avx2_matches_reference() {
     }
     for (k, n) in COUNTS.into_iter().enumerate() {
         // SAFETY: `available` confirmed AVX2.
-        check_multi(&multi_cases(n, 700 + k as u64), |n, job, out| unsafe {
-            avx2::hash_all_multi(n, job, out)
-        });
+        check_multi(&multi_cases(n, 700 + k as u64), |n, job, out| unsafe { avx2::hash_all_multi(n, job, out) });
     }
 }
 
@@ -343,11 +279,7 @@ fn multi_uniform_lengths_and_windows() {
         let n = if len == 214 { 2 * WINDOW + 37 } else { 100 };
         let cases: Vec<MultiCase> = (0..n)
             .map(|i| {
-                let personal = if i % 3 == 0 {
-                    *b"aldbacct"
-                } else {
-                    rng.random()
-                };
+                let personal = if i % 3 == 0 { *b"aldbacct" } else { rng.random() };
                 MultiCase {
                     personal,
                     cv: chaining_value(&personal, &[0; 8]),
@@ -361,16 +293,12 @@ fn multi_uniform_lengths_and_windows() {
         #[cfg(target_arch = "x86_64")]
         for loads in avx512_loads() {
             // SAFETY: `avx512_loads` offers only what `multi_loads` detected.
-            check_multi(&cases, |n, job, out| unsafe {
-                avx512::hash_all_multi(n, job, out, loads)
-            });
+            check_multi(&cases, |n, job, out| unsafe { avx512::hash_all_multi(n, job, out, loads) });
         }
         #[cfg(target_arch = "x86_64")]
         if avx2::available() {
             // SAFETY: `available` confirmed AVX2.
-            check_multi(&cases, |n, job, out| unsafe {
-                avx2::hash_all_multi(n, job, out)
-            });
+            check_multi(&cases, |n, job, out| unsafe { avx2::hash_all_multi(n, job, out) });
         }
     }
 }
@@ -386,28 +314,19 @@ fn multi_every_split() {
         let msg: Vec<u8> = (0..len).map(|_| rng.random()).collect();
         for split in 0..=len {
             let personal: [u8; 8] = rng.random();
-            cases.push(MultiCase {
-                personal,
-                cv: chaining_value(&personal, &[0; 8]),
-                msg: msg.clone(),
-                split,
-            });
+            cases.push(MultiCase { personal, cv: chaining_value(&personal, &[0; 8]), msg: msg.clone(), split });
         }
     }
     check_multi(&cases, |n, job, out| portable::hash_all_multi(n, job, out));
     #[cfg(target_arch = "x86_64")]
     for loads in avx512_loads() {
         // SAFETY: `avx512_loads` offers only what `multi_loads` detected.
-        check_multi(&cases, |n, job, out| unsafe {
-            avx512::hash_all_multi(n, job, out, loads)
-        });
+        check_multi(&cases, |n, job, out| unsafe { avx512::hash_all_multi(n, job, out, loads) });
     }
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
         // SAFETY: `available` confirmed AVX2.
-        check_multi(&cases, |n, job, out| unsafe {
-            avx2::hash_all_multi(n, job, out)
-        });
+        check_multi(&cases, |n, job, out| unsafe { avx2::hash_all_multi(n, job, out) });
     }
 }
 
@@ -416,14 +335,9 @@ fn multi_every_split() {
 fn bench_json(bench: &str, unit: &str, results: &[(String, f64, f64)]) -> String {
     let paths: Vec<String> = results
         .iter()
-        .map(|(name, min, median)| {
-            format!("{{\"path\":\"{name}\",\"min\":{min:.3},\"median\":{median:.3}}}")
-        })
+        .map(|(name, min, median)| format!("{{\"path\":\"{name}\",\"min\":{min:.3},\"median\":{median:.3}}}"))
         .collect();
-    format!(
-        "{{\"bench\":\"{bench}\",\"unit\":\"{unit}\",\"paths\":[{}]}}",
-        paths.join(",")
-    )
+    format!("{{\"bench\":\"{bench}\",\"unit\":\"{unit}\",\"paths\":[{}]}}", paths.join(","))
 }
 
 /// Throughput of every path on one million 64-byte messages (the size of a branch
@@ -466,11 +380,7 @@ fn bench() {
             }
         }
         ns.sort_by(f64::total_cmp);
-        println!(
-            "{name:<40} min {:6.2}  median {:6.2} ns/hash",
-            ns[0],
-            ns[ns.len() / 2]
-        );
+        println!("{name:<40} min {:6.2}  median {:6.2} ns/hash", ns[0], ns[ns.len() / 2]);
         results.push((name.to_string(), ns[0], ns[ns.len() / 2]));
     };
 
@@ -481,9 +391,7 @@ fn bench() {
             unsafe { avx512::hash_all(m.len(), |i| (&cv, &m[i][..]), |i, d| s[i] = d) }
         });
         // Distinct chaining values in neighbouring lanes force the transpose path.
-        let cvs: Vec<[u32; 8]> = (0..=255u8)
-            .map(|d| chaining_value(&personal, &[d, 0, 0, 0, 0, 0, 0, 0]))
-            .collect();
+        let cvs: Vec<[u32; 8]> = (0..=255u8).map(|d| chaining_value(&personal, &[d, 0, 0, 0, 0, 0, 0, 0])).collect();
         time("avx512 x16, per-lane chaining values", &mut |m, s, base| {
             let job = |i: usize| (&cvs[(base + i) % 256], &m[i][..]);
             // SAFETY: `available` confirmed AVX-512F.
@@ -518,10 +426,7 @@ fn bench() {
             *o = *params.hash(x).as_array();
         }
     });
-    println!(
-        "{}",
-        bench_json("blake2s_single_block", "ns/hash", &results)
-    );
+    println!("{}", bench_json("blake2s_single_block", "ns/hash", &results));
 }
 
 /// Account value hashing on every path: 65536 preimages of a 49-byte header and 165 bytes of
@@ -542,12 +447,8 @@ fn bench_accounts() {
     const BATCH: usize = 1024;
     const HEADER: usize = 49;
     let mut rng = ChaCha8Rng::seed_from_u64(2);
-    let headers: Vec<[u8; HEADER]> = (0..N)
-        .map(|_| core::array::from_fn(|_| rng.random()))
-        .collect();
-    let datas: Vec<Vec<u8>> = (0..N)
-        .map(|_| (0..165).map(|_| rng.random()).collect())
-        .collect();
+    let headers: Vec<[u8; HEADER]> = (0..N).map(|_| core::array::from_fn(|_| rng.random())).collect();
+    let datas: Vec<Vec<u8>> = (0..N).map(|_| (0..165).map(|_| rng.random()).collect()).collect();
     let personal = *b"aldbacct";
     let cv = chaining_value(&personal, &[0; 8]);
     let params = {
@@ -563,41 +464,27 @@ fn bench_accounts() {
     let mut time = |name: &str, f: Path<'_>| {
         let mut ns = Vec::new();
         for _ in 0..10 {
-            for ((h, d), s) in headers
-                .chunks(BATCH)
-                .zip(datas.chunks(BATCH))
-                .zip(sink.chunks_mut(BATCH))
-            {
+            for ((h, d), s) in headers.chunks(BATCH).zip(datas.chunks(BATCH)).zip(sink.chunks_mut(BATCH)) {
                 let t = Instant::now();
                 f(black_box(h), black_box(d), black_box(s));
                 ns.push(t.elapsed().as_secs_f64() * 1e9 / h.len() as f64);
             }
         }
         ns.sort_by(f64::total_cmp);
-        println!(
-            "{name:<34} min {:6.2}  median {:6.2} ns/account",
-            ns[0],
-            ns[ns.len() / 2]
-        );
+        println!("{name:<34} min {:6.2}  median {:6.2} ns/account", ns[0], ns[ns.len() / 2]);
         results.push((name.to_string(), ns[0], ns[ns.len() / 2]));
     };
     fn parts<'a>(h: &'a [[u8; HEADER]], d: &'a [Vec<u8>], i: usize) -> Parts<'a> {
-        Parts {
-            head: &h[i],
-            tail: &d[i],
-        }
+        Parts { head: &h[i], tail: &d[i] }
     }
 
     #[cfg(target_arch = "x86_64")]
     for loads in avx512_loads() {
-        time(
-            &format!("avx512 x16 multi-block, {loads:?}"),
-            &mut |h, d, s| {
-                let job = |i| (&cv, parts(h, d, i));
-                // SAFETY: `avx512_loads` offers only what `multi_loads` detected.
-                unsafe { avx512::hash_all_multi(h.len(), job, |i, x| s[i] = x, loads) }
-            },
-        );
+        time(&format!("avx512 x16 multi-block, {loads:?}"), &mut |h, d, s| {
+            let job = |i| (&cv, parts(h, d, i));
+            // SAFETY: `avx512_loads` offers only what `multi_loads` detected.
+            unsafe { avx512::hash_all_multi(h.len(), job, |i, x| s[i] = x, loads) }
+        });
     }
     #[cfg(target_arch = "x86_64")]
     if avx2::available() {
@@ -620,10 +507,7 @@ fn bench_accounts() {
         for (g, outs) in s.chunks_mut(64).enumerate() {
             jobs.clear();
             let base = g * 64;
-            jobs.extend(
-                (base..base + outs.len())
-                    .map(|i| HashManyJob::new(&params, &buf[offsets[i]..offsets[i + 1]])),
-            );
+            jobs.extend((base..base + outs.len()).map(|i| HashManyJob::new(&params, &buf[offsets[i]..offsets[i + 1]])));
             hash_many(jobs.iter_mut());
             for (o, j) in outs.iter_mut().zip(&jobs) {
                 *o = *j.to_hash().as_array();

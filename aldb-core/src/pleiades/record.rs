@@ -8,7 +8,7 @@
 use aldb_verify::spec::Hash;
 use rayon::prelude::*;
 
-use super::{apply_to_shard, partition, shard_index, sort_keep_last, split_by_offsets, Pleiades, ShardResult};
+use super::{Pleiades, ShardResult, apply_to_shard, partition, shard_index, sort_keep_last, split_by_offsets};
 use crate::account::Update;
 use crate::changes::{CaptureSink, ChangeSet};
 use crate::shard::{ShardScratch, UndoSlice};

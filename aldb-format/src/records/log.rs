@@ -14,8 +14,8 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use aldb_verify::record::{Attestation, RootRecord, RECORD_LEN};
 use aldb_verify::Hash;
+use aldb_verify::record::{Attestation, RECORD_LEN, RootRecord};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::ReadError;
@@ -45,7 +45,6 @@ pub struct LoggedRecord {
     /// The producer's attestations (none when it signs nothing).
     pub attestations: Vec<Attestation>,
 }
-
 
 /// The file name of the segment whose first record is of `first_slot`.
 pub fn segment_name(first_slot: u64) -> String {

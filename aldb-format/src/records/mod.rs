@@ -6,7 +6,7 @@ mod log;
 mod reader;
 
 pub use log::{
-    encode_entry, list_segments, parse_segment, segment_first_slot, segment_header, segment_name, Damage, LoggedRecord,
-    SegmentScan, HEADER_LEN, MAGIC, RECORDS_DIR, SEGMENT_RECORDS,
+    Damage, HEADER_LEN, LoggedRecord, MAGIC, RECORDS_DIR, SEGMENT_RECORDS, SegmentScan, encode_entry, list_segments,
+    parse_segment, segment_first_slot, segment_header, segment_name,
 };
 pub use reader::RecordLogReader;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::log::{header_ok, list_segments, scan, Damage, LoggedRecord, HEADER_LEN, MAX_ENTRY, RECORDS_DIR};
+use super::log::{Damage, HEADER_LEN, LoggedRecord, MAX_ENTRY, RECORDS_DIR, header_ok, list_segments, scan};
 use crate::error::ReadError;
 
 /// Damage reports a [`RecordLogReader`] holds until [`take_damage`](RecordLogReader::take_damage)
@@ -122,7 +122,10 @@ impl RecordLogReader {
                 Err(e) => return Err(ReadError::io("read", path, e)),
             }
             if !header_ok(&head) {
-                log::warn!("record log {}: bytes 0..{HEADER_LEN}: not a version-1 segment header; reading its entries", path.display());
+                log::warn!(
+                    "record log {}: bytes 0..{HEADER_LEN}: not a version-1 segment header; reading its entries",
+                    path.display()
+                );
                 self.note(Damage::new(path, 0..HEADER_LEN, None, None));
             }
             *pos = Position { header_read: true, end: HEADER_LEN, resume: HEADER_LEN, ..Position::default() };

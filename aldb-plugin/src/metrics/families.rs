@@ -6,8 +6,8 @@
 //! [`TextEncoder`] do the exposition format (escaping, `le` labels, `+Inf`, number formatting),
 //! so nothing on the callback path goes through a registry or a lock.
 
-use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::TextEncoder;
+use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 
 /// Families in the order they are added, which is the order they are written in.
 #[derive(Debug, Default)]
@@ -51,7 +51,12 @@ impl Families {
     }
 
     /// A counter with one sample per label set.
-    pub(crate) fn counters<'a>(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels<'a>, f64)>) {
+    pub(crate) fn counters<'a>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels<'a>, f64)>,
+    ) {
         let metrics = self.family(name, MetricType::COUNTER, help);
         for (labels, value) in samples {
             let mut c = Counter::default();

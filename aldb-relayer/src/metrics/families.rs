@@ -5,8 +5,8 @@
 //! model ([`MetricFamily`]) and lets the crate's [`TextEncoder`] do the exposition format
 //! (escaping of label values such as endpoint URLs, number formatting).
 
-use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::TextEncoder;
+use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
 /// Families in the order they are added, which is the order they are written in.
 #[derive(Debug, Default)]
@@ -50,7 +50,12 @@ impl Families {
     }
 
     /// A counter with one sample per label set.
-    pub(crate) fn counters<'a>(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels<'a>, f64)>) {
+    pub(crate) fn counters<'a>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels<'a>, f64)>,
+    ) {
         let metrics = self.family(name, MetricType::COUNTER, help);
         for (labels, value) in samples {
             let mut c = Counter::default();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use aldb_format::records::RecordLogReader;
 use aldb_verify::record_json::attested_record_to_json_value;
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message;
@@ -115,7 +115,11 @@ async fn serve_standin(tcp: tokio::net::TcpStream, dir: PathBuf, garbage: bool) 
             }
             let mut lie = doc.clone();
             lie["stateRoot"] = json!("11111111111111111111111111111111");
-            for m in ["{not json".to_string(), json!({"jsonrpc": "2.0", "method": "recordNotification"}).to_string(), note(lie)] {
+            for m in [
+                "{not json".to_string(),
+                json!({"jsonrpc": "2.0", "method": "recordNotification"}).to_string(),
+                note(lie),
+            ] {
                 if ws.send(Message::text(m)).await.is_err() {
                     return;
                 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use aldb_snapshot::records::{LoggedRecord, RecordInput, RecordLogWriter, RecordProducer, Signer};
 use aldb_verify::record::{Attestation, ParentLink};
-use aldb_verify::{hash_to_base58, Commitment, Hash};
+use aldb_verify::{Commitment, Hash, hash_to_base58};
 
 pub const GENESIS: Hash = [0x47; 32];
 pub const OTHER_GENESIS: Hash = [0x48; 32];
@@ -64,9 +64,15 @@ impl Producer {
     pub fn new(kind: Kind, dir: &Path) -> Self {
         std::fs::create_dir_all(dir).unwrap();
         let inner = match kind {
-            Kind::Honest(k) | Kind::Liar(k) => Inner::Producer(RecordProducer::open(dir, GENESIS, Some(signer(k))).unwrap()),
-            Kind::OtherGenesis(k) => Inner::Producer(RecordProducer::open(dir, OTHER_GENESIS, Some(signer(k))).unwrap()),
-            Kind::BadSignature(k) | Kind::BrokenChain(k) => Inner::Raw(RecordLogWriter::open(dir).unwrap().0, signer(k)),
+            Kind::Honest(k) | Kind::Liar(k) => {
+                Inner::Producer(RecordProducer::open(dir, GENESIS, Some(signer(k))).unwrap())
+            }
+            Kind::OtherGenesis(k) => {
+                Inner::Producer(RecordProducer::open(dir, OTHER_GENESIS, Some(signer(k))).unwrap())
+            }
+            Kind::BadSignature(k) | Kind::BrokenChain(k) => {
+                Inner::Raw(RecordLogWriter::open(dir).unwrap().0, signer(k))
+            }
         };
         Self { kind, dir: dir.to_path_buf(), inner }
     }
@@ -108,7 +114,14 @@ impl Producer {
 }
 
 pub fn input(slot: u64, parent: Option<u64>, root: Hash) -> RecordInput {
-    RecordInput { slot, parent, commitment: Commitment::Finalized, state_root: root, block: None, parent_bank_hash: None }
+    RecordInput {
+        slot,
+        parent,
+        commitment: Commitment::Finalized,
+        state_root: root,
+        block: None,
+        parent_bank_hash: None,
+    }
 }
 
 /// Writes the honest chain into `dirs` (each with its own producer) slot by slot; the first

@@ -11,8 +11,8 @@ mod producer;
 mod signer;
 mod writer;
 
-pub use error::RecordsError;
 pub use aldb_format::records::LoggedRecord;
-pub use writer::RecordLogWriter;
+pub use error::RecordsError;
 pub use producer::{RecordInput, RecordProducer};
 pub use signer::Signer;
+pub use writer::RecordLogWriter;

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use aldb_format::records::LoggedRecord;
-use aldb_verify::record::{Attestation, BlockInfo, Commitment, ParentLink, RootRecord};
 use aldb_verify::Hash;
+use aldb_verify::record::{Attestation, BlockInfo, Commitment, ParentLink, RootRecord};
 
 use super::writer::RecordLogWriter;
 use super::{RecordsError, Signer};
@@ -240,7 +240,15 @@ mod tests {
         let got: Vec<(u64, Commitment)> = all.iter().map(|r| (r.record.slot, r.record.commitment)).collect();
         assert_eq!(
             got,
-            [(0, Confirmed), (1, Confirmed), (0, Finalized), (2, Confirmed), (1, Finalized), (2, Finalized), (3, Confirmed)]
+            [
+                (0, Confirmed),
+                (1, Confirmed),
+                (0, Finalized),
+                (2, Confirmed),
+                (1, Finalized),
+                (2, Finalized),
+                (3, Confirmed)
+            ]
         );
     }
 }

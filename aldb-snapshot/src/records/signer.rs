@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use aldb_verify::record::{attestation_message, Attestation};
 use aldb_verify::Hash;
+use aldb_verify::record::{Attestation, attestation_message};
 use ed25519_dalek::{Signer as _, SigningKey};
 
 use super::RecordsError;
@@ -32,8 +32,9 @@ impl Signer {
         let bad = |reason: String| RecordsError::Keypair { path: path.to_path_buf(), reason };
         let text = read_keypair_text(path).map_err(|e| bad(e.to_string()))?;
         // The parser's message can quote a string from the file: only its start is kept.
-        let bytes: Vec<u8> = serde_json::from_str(&text)
-            .map_err(|e| bad(format!("not a JSON array of bytes: {}", e.to_string().chars().take(200).collect::<String>())))?;
+        let bytes: Vec<u8> = serde_json::from_str(&text).map_err(|e| {
+            bad(format!("not a JSON array of bytes: {}", e.to_string().chars().take(200).collect::<String>()))
+        })?;
         let Ok(full) = <[u8; 64]>::try_from(bytes.as_slice()) else {
             return Err(bad(format!("holds {} bytes, a keypair has 64", bytes.len())));
         };
@@ -57,7 +58,10 @@ impl Signer {
 
     /// Attests a record hash.
     pub fn attest(&self, record_hash: &Hash) -> Attestation {
-        Attestation { identity: self.identity(), signature: self.key.sign(&attestation_message(record_hash)).to_bytes() }
+        Attestation {
+            identity: self.identity(),
+            signature: self.key.sign(&attestation_message(record_hash)).to_bytes(),
+        }
     }
 }
 

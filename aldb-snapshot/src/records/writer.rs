@@ -6,8 +6,8 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use aldb_format::records::{
-    encode_entry, list_segments, parse_segment, segment_header, segment_name, LoggedRecord, HEADER_LEN, RECORDS_DIR,
-    SEGMENT_RECORDS,
+    HEADER_LEN, LoggedRecord, RECORDS_DIR, SEGMENT_RECORDS, encode_entry, list_segments, parse_segment, segment_header,
+    segment_name,
 };
 
 use super::RecordsError;
@@ -55,7 +55,10 @@ impl RecordLogWriter {
             let scan = parse_segment(&bytes);
             let newest = i + 1 == segments.len();
             if bytes.len() >= HEADER_LEN && !scan.header_ok {
-                log::warn!("record log {}: bytes 0..{HEADER_LEN}: not a version-1 segment header; reading its entries", path.display());
+                log::warn!(
+                    "record log {}: bytes 0..{HEADER_LEN}: not a version-1 segment header; reading its entries",
+                    path.display()
+                );
             }
             for r in &scan.damaged {
                 log::warn!("record log {}: bytes {}..{} damaged, skipped", path.display(), r.start, r.end);
@@ -73,7 +76,8 @@ impl RecordLogWriter {
         let recent: Vec<LoggedRecord> = batches.into_iter().rev().flatten().collect();
         let (end, entries_in_segment) = last_scan.unwrap_or((HEADER_LEN, 0));
 
-        let mut file = OpenOptions::new().read(true).write(true).open(last).map_err(|e| RecordsError::io("open", last, e))?;
+        let mut file =
+            OpenOptions::new().read(true).write(true).open(last).map_err(|e| RecordsError::io("open", last, e))?;
         let len = file.metadata().map_err(|e| RecordsError::io("stat", last, e))?.len();
         if len < HEADER_LEN as u64 {
             // Created but its header not fully written: it holds nothing.
@@ -114,7 +118,11 @@ impl RecordLogWriter {
                 Some(next) => *self = next,
                 None => {
                     // Only a stray file can hold the name; appending on here loses nothing.
-                    log::warn!("record log: {} exists; appending to {}", segment_name(rec.record.slot), self.path.display());
+                    log::warn!(
+                        "record log: {} exists; appending to {}",
+                        segment_name(rec.record.slot),
+                        self.path.display()
+                    );
                     self.entries_in_segment = 0;
                 }
             }
@@ -161,7 +169,7 @@ fn already_exists(dir: &Path, first_slot: u64) -> RecordsError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aldb_format::records::{segment_first_slot, RecordLogReader};
+    use aldb_format::records::{RecordLogReader, segment_first_slot};
     use aldb_verify::record::{Attestation, Commitment, ParentLink, RootRecord};
 
     fn rec(slot: u64) -> LoggedRecord {
@@ -173,7 +181,11 @@ mod tests {
             state_root: [slot as u8; 32],
             block: None,
         };
-        LoggedRecord { record_hash: record.hash(), record, attestations: vec![Attestation { identity: [2; 32], signature: [3; 64] }] }
+        LoggedRecord {
+            record_hash: record.hash(),
+            record,
+            attestations: vec![Attestation { identity: [2; 32], signature: [3; 64] }],
+        }
     }
 
     fn segment(dir: &Path, first: u64) -> RecordLogWriter {
@@ -263,7 +275,10 @@ mod tests {
         let damage = reader.take_damage();
         let spans: Vec<_> = damage.iter().map(|d| (d.bytes.clone(), d.after_slot, d.before_slot)).collect();
         let (e, l) = (entry_len as u64, HEADER_LEN as u64);
-        assert_eq!(spans, vec![(l + e..l + 2 * e, Some(1), Some(3)), (l + 3 * e..bytes.len() as u64, Some(3), Some(5))]);
+        assert_eq!(
+            spans,
+            vec![(l + e..l + 2 * e, Some(1), Some(3)), (l + 3 * e..bytes.len() as u64, Some(3), Some(5))]
+        );
         new.append(&rec(6)).expect("append");
         assert_eq!(reader.refresh().expect("refresh"), vec![rec(6)]);
         assert_eq!(reader.bad_entries(), 2);

@@ -13,7 +13,7 @@ use aldb_snapshot::WriterConfig;
 use hyades::{Config, Service};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 pub type State = BTreeMap<[u8; 32], Account>;
 
@@ -41,9 +41,16 @@ impl Model {
 
     fn random_account(&mut self, pubkey: [u8; 32], allow_delete: bool) -> Account {
         let rng = &mut self.rng;
-        let lamports = if allow_delete && rng.random_range(0..100) < 10 { 0 } else { rng.random_range(1..1_000_000_000) };
+        let lamports =
+            if allow_delete && rng.random_range(0..100) < 10 { 0 } else { rng.random_range(1..1_000_000_000) };
         let len = rng.random_range(0..100);
-        Account { pubkey, lamports, owner: rng.random(), executable: rng.random_bool(0.1), data: (0..len).map(|_| rng.random()).collect() }
+        Account {
+            pubkey,
+            lamports,
+            owner: rng.random(),
+            executable: rng.random_bool(0.1),
+            data: (0..len).map(|_| rng.random()).collect(),
+        }
     }
 
     /// Commits one slot of `n` random creates, updates and deletes; returns the slot.
