@@ -767,7 +767,7 @@ mod tests {
         let text = render(&Sources { adapter, writer: Arc::new(WriterStats::default()), plugin: Arc::default() });
         for (name, kind, help) in FAMILIES {
             assert!(text.contains(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n")), "{name} lost or changed");
-            let sample = if kind == "histogram" { format!("{name}_count ") } else { format!("{name}") };
+            let sample = if kind == "histogram" { format!("{name}_count ") } else { name.to_string() };
             assert!(text.lines().any(|l| l.starts_with(&sample)), "{name} has no sample");
         }
         // The labelled families keep their label names and every value.
