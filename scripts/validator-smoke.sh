@@ -53,7 +53,9 @@ fail=0
 for pk in 11111111111111111111111111111111 TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA \
           SysvarRent111111111111111111111111111111111 Stake11111111111111111111111111111111111111 \
           4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi; do
-  out="$(target/release/aldb proof --url "http://127.0.0.1:$HYADES_PORT" "$pk" 2>&1)" || { echo "FAIL proof $pk: $out"; fail=1; continue; }
+  # The plugin here signs no records, so the proof is checked against the service's own root
+  # (said explicitly); what vouches for it is the comparison with the validator's RPC below.
+  out="$(target/release/aldb proof --trust-server --url "http://127.0.0.1:$HYADES_PORT" "$pk" 2>&1)" || { echo "FAIL proof $pk: $out"; fail=1; continue; }
   # sed reads all of its input: `head` could exit first and fail the pipeline with SIGPIPE.
   echo "$out" | sed -n 1,4p
   # The proven account must equal what the validator's own RPC returns, field by field.
