@@ -21,6 +21,7 @@ mod mapping_guard;
 mod reader;
 pub mod records;
 pub mod sorted;
+pub mod status;
 pub mod store;
 
 pub use error::{QueryError, ReadError};
