@@ -13,6 +13,14 @@
 #   - every record hash and attestation verifies, signed by the generated key;
 #   - each relayer accepted roots, each equal to the state root of its level's record of the slot,
 #     and the finalized ones are at most getSlot(finalized).
+# Its workload airdrops to two fresh accounts through the validator's faucet. Then
+# ts/aldb-verify/examples/kit-proof.ts reads each with @solana/kit from the validator's RPC, at
+# confirmed and at finalized, and proves that answer through Hyades against the root of the slot's
+# record signed by 1 of the 3 configured identities (the plugin's key and two that sign nothing),
+# naming the cluster's genesis hash: the lamports must be the airdrops', a never-funded account must
+# be proven absent, and the same proof must be refused with 2 of 3 required, with only strangers'
+# keys, and with another cluster's genesis hash. This step needs Node and the package's npm
+# dependencies (`npm ci` when ts/aldb-verify/node_modules is missing).
 # Everything listens on loopback. Ports and the run length come from the environment, so this can
 # run beside another validator:
 #   RPC_PORT (18899) FAUCET_PORT (19900) GOSSIP_PORT (18001) DYNAMIC_PORTS (18100-18200)
@@ -34,6 +42,12 @@ CHECK_SLOTS="${CHECK_SLOTS:-8}"
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin --bins --lib --example records-tool -p hyades -p aldb-cli -p aldb-relayer >&2
 tool=target/release/examples/records-tool
+command -v node >/dev/null || { echo "needs node (ts/aldb-verify/README.md: Build and test)" >&2; exit 1; }
+(
+  cd ts/aldb-verify
+  [[ -d node_modules ]] || npm ci --no-audit --no-fund
+  npm run -s build && npm run -s build:examples
+) >&2
 work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
 echo "work dir: $work" >&2
@@ -50,6 +64,16 @@ while n: n,r=divmod(n,58); s=A[r]+s
 print("1"*(len(k)-len(bytes(k).lstrip(b"\0")))+s)' "$work/attester.json")"
 else
   identity="$(target/release/aldb keygen "$work/attester.json")"
+fi
+# The identities the proofs trust: the plugin's key and two keys that sign nothing, 1 of 3 needed.
+if [[ ! -f "$work/identities.txt" ]]; then
+  {
+    echo "# the plugin's signing key"
+    echo "$identity"
+    echo "# keys of no running validator"
+    target/release/aldb keygen --force "$work/other-1.json"
+    target/release/aldb keygen --force "$work/other-2.json"
+  } >"$work/identities.txt"
 fi
 cat > "$work/aldb.json5" <<JSON
 {
@@ -97,7 +121,47 @@ JSON
   target/release/aldb-relayer --config "$work/relayer-$level/relayer.json5" >"$work/relayer-$level/stdout" 2>"$work/relayer-$level/log" &
   rpids="$rpids $!"
 done
+# The workload: airdrops through the validator's faucet to two fresh accounts (the first twice,
+# so two slots write it), each waited for until confirmed.
+airdrop() {
+  local sig=""
+  for _ in $(seq 30); do
+    sig="$(rpc "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"requestAirdrop\",\"params\":[\"$1\",$2]}" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin).get("result") or "")')"
+    [[ -n "$sig" ]] && break
+    sleep 1
+  done
+  [[ -n "$sig" ]] || { echo "requestAirdrop $1 $2 failed" >&2; return 1; }
+  for _ in $(seq 120); do
+    rpc "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getSignatureStatuses\",\"params\":[[\"$sig\"]]}" | python3 -c '
+import json, sys
+v = json.load(sys.stdin)["result"]["value"][0]
+sys.exit(0 if v and v["err"] is None and v["confirmationStatus"] in ("confirmed", "finalized") else 1)' && return 0
+    sleep 0.5
+  done
+  echo "airdrop $sig to $1 not confirmed" >&2
+  return 1
+}
+funded_a="$(target/release/aldb keygen --force "$work/funded-a.json")"
+funded_b="$(target/release/aldb keygen --force "$work/funded-b.json")"
+never_funded="$(target/release/aldb keygen --force "$work/never-funded.json")"
+airdrop "$funded_a" 1500000000
+airdrop "$funded_b" 3000000000
+airdrop "$funded_a" 250000000
+slot_of() { rpc "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getSlot\",\"params\":[{\"commitment\":\"$1\"}]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"])'; }
+workload_slot="$(slot_of confirmed)"
+echo "workload: airdropped 1.75 SOL to $funded_a, 3 SOL to $funded_b, confirmed by slot $workload_slot" >&2
 sleep "$SECONDS_TO_RUN"
+# A loaded machine makes slots slower: wait (up to 5 minutes more) until the workload's slots and
+# enough others are rooted, so both levels have records to check.
+for _ in $(seq 300); do
+  finalized="$(slot_of finalized)" || finalized=0
+  (( finalized >= workload_slot && finalized >= CHECK_SLOTS + 2 )) && break
+  sleep 1
+done
+echo "finalized slot $finalized (the workload's: $workload_slot)" >&2
+# The plugin signs a rooted slot's record, and the relayers follow it, a moment later.
+sleep 2
 kill -0 "$pid" 2>/dev/null || { echo "validator exited:" >&2; tail -5 "$work/validator.log" >&2; exit 1; }
 # The plugin's config check, now that the ledger (genesis.bin) exists.
 target/release/aldb-config-check "$work/aldb.json5" >/dev/null
@@ -110,7 +174,8 @@ for level in finalized confirmed; do
 done
 curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(records_|record_errors|block_metadata|slots_without|slots_committed)' || true
 
-python3 - "$work" "$RPC_PORT" "$identity" "$CHECK_SLOTS" <<'PY'
+records_ok=0
+python3 - "$work" "$RPC_PORT" "$identity" "$CHECK_SLOTS" <<'PY' || records_ok=1
 import hashlib, json, sys, urllib.request
 work, port, identity, check_slots = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
@@ -231,3 +296,53 @@ for f in fail:
 print("records check:", "FAILED" if fail else f"passed ({checked} slots against getBlock)")
 sys.exit(1 if fail else 0)
 PY
+
+# @solana/kit reads the workload's accounts from the validator's RPC; @aldb/verify proves what it
+# read against a quorum-attested root.
+kit=(node ts/aldb-verify/build/examples/kit-proof.js --solana "http://127.0.0.1:$RPC_PORT"
+  --hyades "http://127.0.0.1:$HYADES_PORT" --genesis-hash "$genesis")
+kit_ok=0
+prove() {  # prove WANT ADDRESS [ARGS]: proves at confirmed and at finalized, expects WANT lamports or "absent"
+  local want="$1" addr="$2" level out
+  shift 2
+  for level in confirmed finalized; do
+    if ! out="$("${kit[@]}" --identities "$work/identities.txt" --threshold 1 --commitment "$level" "$@" "$addr" 2>&1)"; then
+      echo "FAIL kit-proof $addr at $level: $out"
+      kit_ok=1
+      continue
+    fi
+    echo "$out"
+    # The validator's own answer at that level, besides the one the example proved.
+    balance="$(rpc "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"getBalance\",\"params\":[\"$addr\",{\"commitment\":\"$level\"}]}" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["value"])')" || balance="(getBalance failed)"
+    case "$want" in
+      absent) [[ "$out" == "$addr: absent at slot "* && "$balance" == 0 ]] ;;
+      *) [[ "$out" == "$addr: $want lamports at slot "* && "$balance" == "$want" ]] ;;
+    esac || { echo "FAIL kit-proof $addr at $level: expected $want (getBalance: $balance)"; kit_ok=1; }
+    # A finalized read must be proven under a finalized record, not the slot's confirmed one.
+    [[ "$level" == confirmed || "$out" == *" of the finalized record "* ]] || { echo "FAIL kit-proof $addr: not a finalized record"; kit_ok=1; }
+  done
+}
+refused() {  # refused CODE ADDRESS ARGS...: the example must fail with error CODE
+  local code="$1" addr="$2" out
+  shift 2
+  if out="$("${kit[@]}" "$@" "$addr" 2>&1)"; then
+    echo "FAIL kit-proof $* accepted: $out"
+    kit_ok=1
+  elif [[ "$out" != *"error: $code: "* ]]; then
+    echo "FAIL kit-proof $*: refused, but not with $code: $out"
+    kit_ok=1
+  else
+    echo "refused as expected ($*): $out"
+  fi
+}
+prove 1750000000 "$funded_a"
+prove 3000000000 "$funded_b"
+prove absent "$never_funded"
+refused quorum "$funded_a" --identities "$work/identities.txt" --threshold 2
+grep -v "^$identity\$" "$work/identities.txt" >"$work/strangers.txt"
+refused quorum "$funded_a" --identities "$work/strangers.txt" --threshold 1
+# Another cluster's genesis hash (the last --genesis-hash given wins).
+refused genesis_hash "$funded_a" --identities "$work/identities.txt" --threshold 1 --genesis-hash "$identity"
+echo "kit-proof check: $([[ $kit_ok == 0 ]] && echo passed || echo FAILED)"
+exit $((records_ok | kit_ok))
