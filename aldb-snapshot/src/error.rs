@@ -54,6 +54,32 @@ pub enum SnapshotError {
     /// The writer thread has stopped (after an earlier error, or shutdown).
     #[error("snapshot writer stopped: {0}")]
     Stopped(String),
+    /// Fork mode: a bank's parent has no written bank the writer holds (never submitted, refused,
+    /// failed, dropped, or below the finalized base), so the bank's changes cannot be placed.
+    #[error("slot {slot} not written: its parent {} has no written bank", parent.map_or("(unknown)".to_string(), |p| p.to_string()))]
+    ParentNotWritten {
+        /// The refused slot.
+        slot: u64,
+        /// Its parent, as submitted.
+        parent: Option<u64>,
+    },
+    /// Fork mode: the finalized base bank cannot be written again or dropped.
+    #[error("slot {slot} is the finalized base bank")]
+    FinalBank {
+        /// The slot.
+        slot: u64,
+    },
+    /// Fork mode: writing the bank would pass the bound on unrooted banks held
+    /// ([`crate::WriterConfig::max_fork_banks`], [`crate::WriterConfig::max_fork_bytes`]).
+    #[error("slot {slot} not written: {banks} unrooted banks holding {bytes} bytes of table lists reach the bound")]
+    TooManyBanks {
+        /// The refused slot.
+        slot: u64,
+        /// Banks held.
+        banks: usize,
+        /// Bytes their lists hold.
+        bytes: usize,
+    },
 }
 
 impl SnapshotError {

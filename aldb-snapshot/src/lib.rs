@@ -14,6 +14,7 @@
 mod batch;
 mod error;
 mod file_builder;
+mod forks;
 mod path_index;
 pub mod records;
 mod serializer;
@@ -22,4 +23,4 @@ mod writer;
 pub use batch::{AccountBatch, AccountEntry};
 pub use error::SnapshotError;
 pub use serializer::{CAPTURE_OPTIONS, Published, SlotInput};
-pub use writer::{SnapshotWriter, WriterConfig, WriterStats};
+pub use writer::{Refusal, SlotMark, SnapshotWriter, WriterConfig, WriterStats};

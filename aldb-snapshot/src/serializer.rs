@@ -99,13 +99,68 @@ pub(crate) struct Serializer {
     /// The leaves of every bucket's current record, so a changed bucket is rewritten without
     /// reading its old record back from disk (files are written past the page cache, so that
     /// read would be a device round trip per bucket). 16 bytes per leaf.
-    bucket_leaves: Vec<Box<[LeafView]>>,
+    bucket_leaves: Vec<Arc<[LeafView]>>,
     direct: bool,
     io: Option<IoLane>,
     scratch: Scratch,
     /// Set after a failure: the next file published carries [`FLAG_AFTER_GAP`] with this
     /// `gap_after` (the newest slot published before the failure).
     gap: Option<Option<u64>>,
+    /// While a fork-mode write runs: every table entry it replaced, in order, so the write can
+    /// be taken back (see [`TableEntry`]).
+    undo: Option<Vec<TableEntry>>,
+    /// The refresh-cycle state before the write being recorded.
+    undo_refresh: RefreshState,
+    /// Files below this are kept open for other forks even if the current table no longer
+    /// reaches them (`u32::MAX`: only what the table reaches, as on a single chain).
+    keep_files_from: u32,
+}
+
+/// One entry of the writer's tables, as a fork-mode write found or left it: a node's reference,
+/// or a bucket's reference with its leaves (shared, not copied, with the table).
+#[derive(Clone, Debug)]
+pub(crate) enum TableEntry {
+    /// `nodes[level][index]`.
+    Node { level: u8, index: u64, r: Ref },
+    /// `buckets[index]` and `bucket_leaves[index]`.
+    Bucket { index: u64, r: Ref, leaves: Arc<[LeafView]> },
+}
+
+impl TableEntry {
+    /// Bytes this entry holds: itself, and for a bucket its leaves (counted by every list that
+    /// shares them, an upper bound).
+    pub(crate) fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                Self::Node { .. } => 0,
+                Self::Bucket { leaves, .. } => std::mem::size_of_val::<[LeafView]>(leaves),
+            }
+    }
+}
+
+/// Where the refresh cycle stands on one chain (each fork has its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RefreshState {
+    cursor: u64,
+    cycle_start: u32,
+    oldest: u32,
+}
+
+/// What one fork-mode write changed in the tables: applying `undo` in reverse takes the tables
+/// from the bank back to its parent, applying `redo` in order takes them forward again.
+#[derive(Debug, Default)]
+pub(crate) struct TableLog {
+    pub(crate) undo: Vec<TableEntry>,
+    pub(crate) redo: Vec<TableEntry>,
+    pub(crate) before: RefreshState,
+    pub(crate) after: RefreshState,
+}
+
+impl TableLog {
+    /// Bytes held by both lists.
+    pub(crate) fn bytes(&self) -> usize {
+        self.undo.iter().chain(&self.redo).map(TableEntry::bytes).sum::<usize>() + std::mem::size_of::<Self>()
+    }
 }
 
 /// Per-slot working memory of [`Serializer::write_body`], kept so its capacity is reused.
@@ -160,6 +215,88 @@ impl Serializer {
             io: None,
             scratch: Scratch::default(),
             gap: None,
+            undo: None,
+            undo_refresh: RefreshState::default(),
+            keep_files_from: u32::MAX,
+        }
+    }
+
+    /// Whether the tables hold a state to write deltas against.
+    pub(crate) fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Keeps the files at and above `seq` open whatever the current chain reaches: other forks
+    /// refer into them.
+    pub(crate) fn keep_files_from(&mut self, seq: u32) {
+        self.keep_files_from = seq;
+    }
+
+    fn refresh_state(&self) -> RefreshState {
+        RefreshState { cursor: self.cursor, cycle_start: self.cycle_start, oldest: self.oldest }
+    }
+
+    fn set_refresh_state(&mut self, r: RefreshState) {
+        (self.cursor, self.cycle_start, self.oldest) = (r.cursor, r.cycle_start, r.oldest);
+    }
+
+    /// Starts recording the table entries the next write replaces.
+    pub(crate) fn record(&mut self) {
+        self.undo = Some(Vec::new());
+        self.undo_refresh = self.refresh_state();
+    }
+
+    /// Ends a recording after a successful write: what it replaced and what it set.
+    pub(crate) fn finish_record(&mut self) -> TableLog {
+        let undo = self.undo.take().unwrap_or_default();
+        let redo = undo.iter().map(|e| self.current(e)).collect();
+        TableLog { undo, redo, before: self.undo_refresh, after: self.refresh_state() }
+    }
+
+    /// Ends a recording after a failed write: puts back every entry the write replaced, so the
+    /// tables hold the parent's state again.
+    pub(crate) fn abort_record(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            self.apply(undo.iter().rev());
+            self.set_refresh_state(self.undo_refresh);
+        }
+    }
+
+    /// The entry at `e`'s position as the tables hold it now.
+    fn current(&self, e: &TableEntry) -> TableEntry {
+        match *e {
+            TableEntry::Node { level, index, .. } => {
+                TableEntry::Node { level, index, r: self.nodes[usize::from(level)][index as usize] }
+            }
+            TableEntry::Bucket { index, .. } => TableEntry::Bucket {
+                index,
+                r: self.buckets[index as usize],
+                leaves: self.bucket_leaves[index as usize].clone(),
+            },
+        }
+    }
+
+    /// Sets table entries (from a [`TableLog`]), in the order given.
+    pub(crate) fn apply<'a>(&mut self, entries: impl Iterator<Item = &'a TableEntry>) {
+        for e in entries {
+            match e {
+                TableEntry::Node { level, index, r } => self.nodes[usize::from(*level)][*index as usize] = *r,
+                TableEntry::Bucket { index, r, leaves } => {
+                    self.buckets[*index as usize] = *r;
+                    self.bucket_leaves[*index as usize] = leaves.clone();
+                }
+            }
+        }
+    }
+
+    /// Moves the tables across one bank: back to its parent (`undo`) or forward to it.
+    pub(crate) fn apply_log(&mut self, log: &TableLog, undo: bool) {
+        if undo {
+            self.apply(log.undo.iter().rev());
+            self.set_refresh_state(log.before);
+        } else {
+            self.apply(log.redo.iter());
+            self.set_refresh_state(log.after);
         }
     }
 
@@ -249,7 +386,7 @@ impl Serializer {
                 let (path, _, _) = self.files.leaf(a, b as u64, h.bucket_bits)?;
                 views.push(LeafView { prefix: prefix_of(&path), account: a });
             }
-            self.bucket_leaves[b] = views.into_boxed_slice();
+            self.bucket_leaves[b] = views.into();
         }
         let root = self.files.hash(h.root_ref)?;
         if root != h.root {
@@ -272,7 +409,7 @@ impl Serializer {
         self.nodes =
             (0..l).map(|d| if node_stored(d, l) { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
         self.buckets = vec![Ref::NULL; 1usize << bucket_bits];
-        self.bucket_leaves = (0..1usize << bucket_bits).map(|_| Box::default()).collect();
+        self.bucket_leaves = (0..1usize << bucket_bits).map(|_| Arc::default()).collect();
         self.files = Files::default();
         self.cursor = 0;
     }
@@ -376,7 +513,7 @@ impl Serializer {
         if !input.full {
             self.advance_refresh(seq);
         }
-        self.files.remove_below(self.oldest);
+        self.files.remove_below(self.oldest.min(self.keep_files_from));
         Ok(Published {
             seq,
             slot: input.slot,
@@ -540,6 +677,9 @@ impl Serializer {
             let (hash, mut kept) = match change {
                 Some(c) => {
                     let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
+                    if let Some(u) = self.undo.as_mut() {
+                        u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.clone() });
+                    }
                     if c.paths.is_empty() {
                         self.buckets[b] = Ref::NULL;
                         if l == 0 {
@@ -587,15 +727,19 @@ impl Serializer {
                         s.new_leaves.push(LeafView { prefix: lv.prefix, account: acct });
                     }
                     refresh_bytes += fb.len() - before;
-                    (hash, std::mem::take(&mut self.bucket_leaves[b]))
+                    let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
+                    if let Some(u) = self.undo.as_mut() {
+                        u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.clone() });
+                    }
+                    (hash, old_leaves)
                 }
             };
             // Most changed buckets keep their leaf count (updates, not inserts or deletes): the
             // old allocation is then overwritten rather than freed and replaced.
-            if kept.len() == s.new_leaves.len() {
-                kept.copy_from_slice(&s.new_leaves);
-            } else {
-                kept = s.new_leaves.as_slice().into();
+            // (Unless a fork-mode undo list shares the old leaves: they are then kept as they are.)
+            match Arc::get_mut(&mut kept) {
+                Some(k) if k.len() == s.new_leaves.len() => k.copy_from_slice(&s.new_leaves),
+                _ => kept = s.new_leaves.as_slice().into(),
             }
             self.bucket_leaves[b] = kept;
             // On disk a leaf is its account reference alone (the prefix stays in memory).
@@ -655,6 +799,9 @@ impl Serializer {
                 };
                 if d == 0 {
                     top_hash = Some(hash);
+                }
+                if let Some(u) = self.undo.as_mut() {
+                    u.push(TableEntry::Node { level: d as u8, index: i as u64, r: self.nodes[d][i] });
                 }
                 if hash == EMPTY_ROOT {
                     self.nodes[d][i] = Ref::NULL;

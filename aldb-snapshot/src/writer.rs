@@ -15,7 +15,7 @@
 //! account data passes `max_recovery_bytes` or nothing was ever published to continue from
 //! (without a full state in hand); `WriterStats::stopped` says so.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -30,7 +30,9 @@ use aldb_verify::spec::Hash;
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
+use crate::forks::Banks;
 use crate::serializer::{CAPTURE_OPTIONS, Published, Serializer, SlotInput};
+use aldb_format::status::{SlotStatusKind, StatusEntry, StatusJournal};
 
 /// Writer settings.
 #[derive(Clone, Debug)]
@@ -53,6 +55,15 @@ pub struct WriterConfig {
     /// account) until it can write again; past this many bytes of held account data it gives up
     /// until restarted. See [`SnapshotWriter`] on failures.
     pub max_recovery_bytes: usize,
+    /// Fork mode: every frozen bank is submitted, forks included, and each file is written
+    /// against its [`SlotInput::parent`]'s written state (see [`SnapshotWriter`] on forks).
+    /// Needs `every = 1`. Off: each file is based on the previous one, a single chain.
+    pub forks: bool,
+    /// Fork mode: most unrooted banks held (with their table lists) before a bank is refused
+    /// with [`SnapshotError::TooManyBanks`].
+    pub max_fork_banks: usize,
+    /// Fork mode: most bytes of table lists held before a bank is refused.
+    pub max_fork_bytes: usize,
 }
 
 /// First wait before a failed writer retries; doubles per failed retry up to [`RETRY_MAX`].
@@ -72,6 +83,9 @@ impl WriterConfig {
             queue_bound: 4,
             direct_io: true,
             max_recovery_bytes: 1 << 30,
+            forks: false,
+            max_fork_banks: 1024,
+            max_fork_bytes: 1 << 30,
         }
     }
 }
@@ -112,6 +126,26 @@ pub struct WriterStats {
     pub gap_slots: AtomicU64,
     /// 1 once the writer has stopped for good (see [`SnapshotWriter`]), else 0.
     pub stopped: AtomicU64,
+    /// Status marks submitted ([`SnapshotWriter::mark`]); they go through the queue with the
+    /// slots and count in `submitted` and `processed` too.
+    pub marks: AtomicU64,
+    /// Fork mode: written banks held, the finalized base included (gauge).
+    pub fork_banks: AtomicU64,
+    /// Fork mode: bytes of undo and redo lists the unrooted banks hold (gauge).
+    pub fork_held_bytes: AtomicU64,
+    /// Fork mode: banks refused (parent not written, over the bound, or their write failed);
+    /// [`SnapshotWriter::take_refused`] says which and why.
+    pub fork_refused: AtomicU64,
+    /// Fork mode: times the tables moved to another fork before a write or a mark.
+    pub fork_switches: AtomicU64,
+    /// Fork mode: banks whose undo list a move applied.
+    pub fork_rolled_back: AtomicU64,
+    /// Fork mode: banks whose redo list a move applied.
+    pub fork_reapplied: AtomicU64,
+    /// Fork mode: banks dropped (abandoned, dead, replaced, or off the finalized chain).
+    pub fork_dropped: AtomicU64,
+    /// Failed appends to the slot-status journal (or compactions of it).
+    pub journal_errors: AtomicU64,
 }
 
 impl WriterStats {
@@ -123,12 +157,43 @@ impl WriterStats {
 
 type Callback = Box<dyn FnMut(&Published) + Send>;
 
+/// What consensus said about a slot, given to [`SnapshotWriter::mark`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotMark {
+    /// The slot was confirmed.
+    Confirmed,
+    /// The slot was rooted: its ancestors are final too, and banks not descending from it are
+    /// dropped.
+    Finalized,
+    /// The slot's bank died (or its fork was abandoned): it and its descendants are dropped.
+    Abandoned,
+}
+
+/// A bank the fork-mode writer did not write, and why.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The slot.
+    pub slot: u64,
+    /// Why it was not written.
+    pub error: SnapshotError,
+}
+
+/// Refusals kept for [`SnapshotWriter::take_refused`]; older ones are only counted.
+const MAX_REFUSALS: usize = 1024;
+
+/// What goes through the writer's queue, in order.
+enum Item {
+    Slot(SlotInput),
+    Mark(u64, SlotMark),
+}
+
 /// The emptied buffers of a slot the writer has finished with.
 type Spare = (ChangeSet, AccountBatch);
 
 /// A running writer. Dropping it without [`SnapshotWriter::shutdown`] still drains the queue.
 pub struct SnapshotWriter {
-    tx: Option<SyncSender<SlotInput>>,
+    tx: Option<SyncSender<Item>>,
     spare: Mutex<Receiver<Spare>>,
     thread: Option<JoinHandle<()>>,
     pruner: Option<JoinHandle<()>>,
@@ -136,6 +201,8 @@ pub struct SnapshotWriter {
     done: Arc<(Mutex<u64>, Condvar)>,
     /// The last error while the writer is failing or stopped; `None` once it writes again.
     failure: Arc<Mutex<Option<String>>>,
+    /// Fork mode: banks refused since the last [`SnapshotWriter::take_refused`].
+    refused: Arc<Mutex<VecDeque<Refusal>>>,
 }
 
 impl std::fmt::Debug for SnapshotWriter {
@@ -244,14 +311,18 @@ impl SnapshotWriter {
         if config.every == 0 || config.keep_slots == 0 || config.queue_bound == 0 {
             return Err(SnapshotError::Input("every, keep_slots and queue_bound must be at least 1".into()));
         }
+        if config.forks && config.every != 1 {
+            return Err(SnapshotError::Input("fork mode writes every bank: every must be 1".into()));
+        }
         std::fs::create_dir_all(&config.dir).map_err(|e| SnapshotError::io("create", &config.dir, e))?;
         let Existing { files: existing, last_seq } = scan(&config.dir)?;
-        let (tx, rx) = mpsc::sync_channel::<SlotInput>(config.queue_bound);
-        let (ptx, prx) = mpsc::channel::<Published>();
+        let (tx, rx) = mpsc::sync_channel::<Item>(config.queue_bound);
+        let (ptx, prx) = mpsc::channel::<PruneMsg>();
         let (spare_tx, spare_rx) = mpsc::sync_channel::<Spare>(config.queue_bound + 1);
         let stats = Arc::new(WriterStats::default());
         let done = Arc::new((Mutex::new(0u64), Condvar::new()));
         let failure = Arc::new(Mutex::new(None));
+        let refused = Arc::new(Mutex::new(VecDeque::new()));
         let direct = config.direct_io && supports_direct(&config.dir);
         log::info!(
             "snapshot writer on {}: {}",
@@ -260,12 +331,12 @@ impl SnapshotWriter {
         );
         let serializer = Serializer::new(&config.dir, last_seq, config.refresh_slots, direct);
         let thread = {
-            let (stats, done, failure) = (stats.clone(), done.clone(), failure.clone());
+            let (stats, done, failure, refused) = (stats.clone(), done.clone(), failure.clone(), refused.clone());
             let cfg = config.clone();
             std::thread::Builder::new()
                 .name("aldb-snapshot".into())
                 .spawn(move || {
-                    let out = Outlets { on_publish, pruner: ptx, spare: spare_tx };
+                    let out = Outlets { on_publish, pruner: ptx, spare: spare_tx, refused };
                     run(serializer, rx, &cfg, stats, done, failure, out)
                 })
                 .map_err(|e| SnapshotError::io("spawn writer", &config.dir, e))?
@@ -285,7 +356,22 @@ impl SnapshotWriter {
             stats,
             done,
             failure,
+            refused,
         })
+    }
+
+    /// Queues a status mark for `slot`, ordered with the slots submitted before and after it.
+    /// The writer appends it to the slot-status journal (`docs/FORMAT.md`); in fork mode it also
+    /// releases or drops banks (see [`SnapshotWriter`] on forks).
+    pub fn mark(&self, slot: u64, mark: SlotMark) -> Result<(), SnapshotError> {
+        self.stats.marks.fetch_add(1, Ordering::Relaxed);
+        self.send(Item::Mark(slot, mark))
+    }
+
+    /// Fork mode: the banks refused since the last call (up to 1,024 kept; `fork_refused`
+    /// counts them all).
+    pub fn take_refused(&self) -> Vec<Refusal> {
+        self.refused.lock().map(|mut r| r.drain(..).collect()).unwrap_or_default()
     }
 
     /// The writer's counters.
@@ -309,6 +395,10 @@ impl SnapshotWriter {
     /// While the writer is failing, submissions are accepted (and held); only a writer stopped
     /// for good refuses them.
     pub fn submit(&self, input: SlotInput) -> Result<(), SnapshotError> {
+        self.send(Item::Slot(input))
+    }
+
+    fn send(&self, input: Item) -> Result<(), SnapshotError> {
         if self.stats.stopped.load(Ordering::Relaxed) != 0 {
             let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or_default();
             return Err(SnapshotError::Stopped(reason));
@@ -468,8 +558,18 @@ impl Pending {
 /// Where the writer thread sends what it is done with.
 struct Outlets {
     on_publish: Option<Callback>,
-    pruner: mpsc::Sender<Published>,
+    pruner: mpsc::Sender<PruneMsg>,
     spare: SyncSender<Spare>,
+    refused: Arc<Mutex<VecDeque<Refusal>>>,
+}
+
+/// What the pruner hears from the writer.
+enum PruneMsg {
+    /// A file was published. `newest`: the newest slot published (the keep window ends there);
+    /// `pin`: in fork mode, the oldest file a held bank may reach.
+    Published { p: Published, newest: u64, pin: Option<u32> },
+    /// Fork mode: the held banks changed (a mark), so the pin may have moved.
+    Pin(Option<u32>),
 }
 
 /// A writer that failed: what it holds until it can write again.
@@ -495,6 +595,20 @@ struct Run {
     last_published: Option<u64>,
     failing: Option<Failing>,
     stopped: bool,
+    /// Fork mode: the written banks; `None` on a single chain.
+    forks: Option<Banks>,
+    max_fork_banks: usize,
+    max_fork_bytes: usize,
+    /// Fork mode: whether resuming from the files on disk was tried since the tables were last
+    /// lost (it reads the whole tree, so once).
+    resume_tried: bool,
+    /// The slot-status journal, opened on first use.
+    journal: Option<StatusJournal>,
+    keep_slots: u64,
+    /// The newest slot published.
+    newest: Option<u64>,
+    /// Journal entries left by the last compaction: the next one waits until the file doubles.
+    journal_kept: u64,
 }
 
 impl Run {
@@ -510,7 +624,14 @@ impl Run {
         if let Some(cb) = self.out.on_publish.as_mut() {
             cb(&p);
         }
-        let _ = self.out.pruner.send(p);
+        // On forks publication order is not slot order; a single chain keeps its old rule.
+        let newest = match self.forks {
+            Some(_) => self.newest.map_or(p.slot, |n| n.max(p.slot)),
+            None => p.slot,
+        };
+        self.newest = Some(newest);
+        let pin = self.forks.as_ref().and_then(Banks::pin);
+        let _ = self.out.pruner.send(PruneMsg::Published { p, newest, pin });
     }
 
     fn set_failure(&self, reason: Option<String>) {
@@ -625,6 +746,252 @@ impl Run {
         }
     }
 
+    fn refuse(&mut self, slot: u64, error: SnapshotError) {
+        log::warn!("snapshot writer: {error}");
+        self.stats.fork_refused.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut r) = self.out.refused.lock() {
+            if r.len() >= MAX_REFUSALS {
+                r.pop_front();
+            }
+            r.push_back(Refusal { slot, error });
+        }
+    }
+
+    /// Appends to the slot-status journal, opening it on first use. A failure is logged and
+    /// counted, never fatal: the snapshot files stay correct without it.
+    fn journal(&mut self, entries: &[StatusEntry]) {
+        if entries.is_empty() {
+            return;
+        }
+        let result = match self.journal.as_mut() {
+            Some(j) => j.append(entries),
+            None => StatusJournal::open(&self.dir).and_then(|mut j| {
+                let r = j.append(entries);
+                self.journal = Some(j);
+                r
+            }),
+        };
+        if let Err(e) = result {
+            log::error!("slot-status journal: {e}");
+            self.stats.journal_errors.fetch_add(1, Ordering::Relaxed);
+            // Reopened (and its torn tail cut) on the next append.
+            self.journal = None;
+        }
+        self.compact_journal();
+    }
+
+    /// Drops the journal entries of slots below every kept one, once the file has doubled since
+    /// the last compaction.
+    fn compact_journal(&mut self) {
+        let Some(j) = self.journal.as_mut() else { return };
+        if j.entries() < 2 * self.journal_kept + 1024 {
+            return;
+        }
+        let window = self.newest.map_or(0, |n| n.saturating_sub(self.keep_slots - 1));
+        let keep_from = match self.forks.as_ref().and_then(Banks::base) {
+            Some(base) => window.min(base),
+            None => window,
+        };
+        match j.compact(keep_from) {
+            Ok(_) => self.journal_kept = j.entries(),
+            Err(e) => {
+                log::error!("slot-status journal: compaction failed: {e}");
+                self.stats.journal_errors.fetch_add(1, Ordering::Relaxed);
+                self.journal = None;
+            }
+        }
+    }
+
+    fn fork_stats(&self) {
+        if let Some(b) = self.forks.as_ref() {
+            self.stats.fork_banks.store(b.len() as u64, Ordering::Relaxed);
+            self.stats.fork_held_bytes.store(b.held_bytes() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn moved(&self, m: crate::forks::Moved) {
+        if m.rolled_back + m.reapplied > 0 {
+            self.stats.fork_switches.fetch_add(1, Ordering::Relaxed);
+            self.stats.fork_rolled_back.fetch_add(m.rolled_back, Ordering::Relaxed);
+            self.stats.fork_reapplied.fetch_add(m.reapplied, Ordering::Relaxed);
+        }
+    }
+
+    /// Fork mode after a start (or after losing the tables): rebuilds them from the files on
+    /// disk, at the newest finalized slot the journal names whose file is present, else at the
+    /// newest file (a directory written as a single chain). That bank becomes the base.
+    fn resume(&mut self) -> Result<(), SnapshotError> {
+        self.resume_tried = true;
+        let existing = scan(&self.dir)?;
+        let valid = |slot: Option<u64>| {
+            existing
+                .files
+                .iter()
+                .rev()
+                .find(|(_, (s, oldest))| *oldest != u32::MAX && slot.is_none_or(|want| *s == want))
+                .map(|(seq, (s, oldest))| (*seq, *s, *oldest))
+        };
+        let finalized = StatusJournal::read(&self.dir).ok().and_then(|st| st.newest_finalized());
+        let Some((seq, slot, oldest)) = finalized.and_then(|f| valid(Some(f))).or_else(|| valid(None)) else {
+            return Err(SnapshotError::Input("no published file to resume from".into()));
+        };
+        self.ser.recover(&self.dir.join(aldb_format::format::file_name(seq, slot)))?;
+        if let Some(b) = self.forks.as_mut() {
+            b.reset_to(slot, oldest);
+            self.ser.keep_files_from(oldest);
+        }
+        log::info!("snapshot writer: fork mode resumes from slot {slot} (file {seq})");
+        Ok(())
+    }
+
+    /// Fork mode: writes one bank against its parent's state, or refuses it.
+    fn write_fork(&mut self, input: SlotInput) {
+        let slot = input.slot;
+        let Some(mut banks) = self.forks.take() else { return };
+        let t = Instant::now();
+        let result = self.write_bank(&mut banks, &input, t);
+        self.forks = Some(banks);
+        if let Err(e) = result {
+            self.refuse(slot, e);
+        }
+        self.fork_stats();
+        self.recycle(input);
+    }
+
+    fn write_bank(&mut self, banks: &mut Banks, input: &SlotInput, t: Instant) -> Result<(), SnapshotError> {
+        let slot = input.slot;
+        if input.full {
+            banks.clear();
+            let p = match self.ser.write(input) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.ser.invalidate();
+                    self.resume_tried = false;
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
+            banks.reset_to(slot, p.oldest_seq);
+            self.ser.keep_files_from(p.oldest_seq);
+            self.journal(&[StatusEntry {
+                slot,
+                kind: SlotStatusKind::Processed,
+                parent: input.parent,
+                seq: Some(p.seq),
+            }]);
+            self.published(p, t);
+            return Ok(());
+        }
+        if !self.ser.started() {
+            if self.resume_tried {
+                return Err(SnapshotError::ParentNotWritten { slot, parent: input.parent });
+            }
+            if let Err(e) = self.resume() {
+                log::warn!("snapshot writer: cannot resume fork mode from the files on disk: {e}");
+                self.ser.invalidate();
+                return Err(SnapshotError::ParentNotWritten { slot, parent: input.parent });
+            }
+        }
+        let parent = input.parent.ok_or(SnapshotError::ParentNotWritten { slot, parent: None })?;
+        if banks.contains(slot) {
+            // Frozen again (a repeated CreatedBank): the old version and its descendants go.
+            let parent_of = banks.parent_of(slot);
+            let dropped = banks.drop_subtree(&mut self.ser, slot)?;
+            let entries: Vec<StatusEntry> = dropped
+                .iter()
+                .map(|&s| StatusEntry {
+                    slot: s,
+                    kind: SlotStatusKind::Abandoned,
+                    parent: if s == slot { parent_of } else { None },
+                    seq: None,
+                })
+                .collect();
+            self.stats.fork_dropped.fetch_add(dropped.len() as u64, Ordering::Relaxed);
+            self.journal(&entries);
+        }
+        if !banks.contains(parent) {
+            return Err(SnapshotError::ParentNotWritten { slot, parent: Some(parent) });
+        }
+        if banks.len() >= self.max_fork_banks || banks.held_bytes() >= self.max_fork_bytes {
+            return Err(SnapshotError::TooManyBanks { slot, banks: banks.len(), bytes: banks.held_bytes() });
+        }
+        let moved = banks.switch(&mut self.ser, parent)?;
+        self.moved(moved);
+        self.ser.record();
+        match self.ser.write(input) {
+            Ok(p) => {
+                let log = self.ser.finish_record();
+                banks.insert(slot, parent, p.oldest_seq, log);
+                if let Some(pin) = banks.pin() {
+                    self.ser.keep_files_from(pin);
+                }
+                self.journal(&[StatusEntry {
+                    slot,
+                    kind: SlotStatusKind::Processed,
+                    parent: Some(parent),
+                    seq: Some(p.seq),
+                }]);
+                self.published(p, t);
+                Ok(())
+            }
+            Err(e) => {
+                // The tables go back to the parent's state; this bank and its descendants are
+                // refused, other forks go on.
+                self.ser.abort_record();
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// A status mark: in fork mode releases or drops banks; always journaled, with what it
+    /// implied (ancestors finalized with the slot, banks dropped).
+    fn mark(&mut self, slot: u64, mark: SlotMark) {
+        let entry = |slot, kind, parent| StatusEntry { slot, kind, parent, seq: None };
+        let mut entries = Vec::new();
+        let parent = self.forks.as_ref().and_then(|b| b.parent_of(slot));
+        match (mark, self.forks.as_mut()) {
+            (SlotMark::Confirmed, _) => entries.push(entry(slot, SlotStatusKind::Confirmed, parent)),
+            (SlotMark::Finalized, None) => entries.push(entry(slot, SlotStatusKind::Finalized, None)),
+            (SlotMark::Abandoned, None) => entries.push(entry(slot, SlotStatusKind::Abandoned, None)),
+            (SlotMark::Finalized, Some(banks)) => match banks.finalize(&mut self.ser, slot) {
+                Ok(f) => {
+                    let f = f.unwrap_or_default();
+                    entries.extend(f.ancestors.iter().map(|&s| entry(s, SlotStatusKind::Finalized, None)));
+                    entries.push(entry(slot, SlotStatusKind::Finalized, parent));
+                    entries.extend(f.abandoned.iter().map(|&s| entry(s, SlotStatusKind::Abandoned, None)));
+                    self.stats.fork_dropped.fetch_add(f.abandoned.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    log::error!("snapshot writer: finalizing slot {slot}: {e}");
+                    entries.push(entry(slot, SlotStatusKind::Finalized, parent));
+                }
+            },
+            (SlotMark::Abandoned, Some(banks)) => match banks.drop_subtree(&mut self.ser, slot) {
+                Ok(dropped) => {
+                    self.stats.fork_dropped.fetch_add(dropped.len() as u64, Ordering::Relaxed);
+                    if dropped.first() != Some(&slot) {
+                        entries.push(entry(slot, SlotStatusKind::Abandoned, parent));
+                    }
+                    entries.extend(dropped.iter().map(|&s| entry(s, SlotStatusKind::Abandoned, None)));
+                    if let Some(e) = entries.first_mut() {
+                        e.parent = parent;
+                    }
+                }
+                Err(e) => log::warn!("snapshot writer: slot {slot} marked abandoned: {e}"),
+            },
+        }
+        self.journal(&entries);
+        if let Some(b) = self.forks.as_ref() {
+            let pin = b.pin();
+            if let Some(pin) = pin {
+                self.ser.keep_files_from(pin);
+            }
+            let _ = self.out.pruner.send(PruneMsg::Pin(pin));
+        }
+        self.fork_stats();
+    }
+
     fn recycle(&mut self, input: SlotInput) {
         let SlotInput { mut changes, mut accounts, .. } = input;
         changes.clear();
@@ -636,7 +1003,7 @@ impl Run {
 
 fn run(
     ser: Serializer,
-    rx: Receiver<SlotInput>,
+    rx: Receiver<Item>,
     config: &WriterConfig,
     stats: Arc<WriterStats>,
     done: Arc<(Mutex<u64>, Condvar)>,
@@ -654,6 +1021,14 @@ fn run(
         last_published: None,
         failing: None,
         stopped: false,
+        forks: config.forks.then(Banks::default),
+        max_fork_banks: config.max_fork_banks,
+        max_fork_bytes: config.max_fork_bytes,
+        resume_tried: false,
+        journal: None,
+        keep_slots: config.keep_slots,
+        newest: None,
+        journal_kept: 0,
     };
     let mut pending = Pending::default();
     loop {
@@ -670,27 +1045,22 @@ fn run(
                 }
             },
         };
-        let Some(input) = next else {
+        let Some(item) = next else {
             if w.failing.is_none() {
                 break;
             }
             w.retry();
             continue;
         };
-        if w.stopped {
-            // Stopped for good: submissions are refused, but one racing the stop is dropped.
-        } else if w.failing.is_some() {
-            w.hold(input);
-            if w.failing.as_ref().is_some_and(|f| Instant::now() >= f.next_try) {
-                w.retry();
+        let input = match item {
+            Item::Mark(slot, mark) => {
+                w.mark(slot, mark);
+                None
             }
-        } else if every == 1 {
-            w.write(input);
-        } else {
-            pending.add(input);
-            if pending.count >= every {
-                w.write(pending.take());
-            }
+            Item::Slot(input) => Some(input),
+        };
+        if let Some(input) = input {
+            w.slot(input, every, &mut pending);
         }
         // Processed even when held or dropped, so flush() never waits forever.
         w.stats.processed.fetch_add(1, Ordering::Relaxed);
@@ -702,24 +1072,58 @@ fn run(
     }
 }
 
+impl Run {
+    fn slot(&mut self, input: SlotInput, every: u64, pending: &mut Pending) {
+        let w = self;
+        if w.stopped {
+            // Stopped for good: submissions are refused, but one racing the stop is dropped.
+        } else if w.failing.is_some() {
+            w.hold(input);
+            if w.failing.as_ref().is_some_and(|f| Instant::now() >= f.next_try) {
+                w.retry();
+            }
+        } else if w.forks.is_some() {
+            w.write_fork(input);
+        } else if every == 1 {
+            w.write(input);
+        } else {
+            pending.add(input);
+            if pending.count >= every {
+                w.write(pending.take());
+            }
+        }
+    }
+}
+
 /// Deletes files no kept slot can reach: everything older than the oldest file a kept slot's
 /// records may point into.
 fn prune(
     dir: PathBuf,
     keep: u64,
     mut files: BTreeMap<u32, (u64, u32)>,
-    rx: Receiver<Published>,
+    rx: Receiver<PruneMsg>,
     stats: Arc<WriterStats>,
 ) {
-    for p in rx {
-        files.insert(p.seq, (p.slot, p.oldest_seq));
-        let newest = p.slot;
+    let mut newest = None;
+    for msg in rx {
+        let pin = match msg {
+            PruneMsg::Published { p, newest: n, pin } => {
+                files.insert(p.seq, (p.slot, p.oldest_seq));
+                newest = Some((n, p.oldest_seq));
+                pin
+            }
+            PruneMsg::Pin(pin) => pin,
+        };
+        let Some((newest, last_oldest)) = newest else { continue };
+        // Kept: the slots of the keep window, and in fork mode every bank the writer holds
+        // (files above the oldest one a held bank reaches are never deleted).
         let min_oldest = files
             .iter()
             .filter(|(_, (slot, _))| newest.saturating_sub(*slot) < keep)
             .map(|(_, (_, oldest))| *oldest)
+            .chain(pin)
             .min()
-            .unwrap_or(p.oldest_seq);
+            .unwrap_or(last_oldest);
         let doomed: Vec<(u32, u64)> = files.range(..min_oldest).map(|(seq, (slot, _))| (*seq, *slot)).collect();
         if doomed.is_empty() {
             continue;
