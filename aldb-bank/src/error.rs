@@ -1,0 +1,24 @@
+//! Why the module refused a call.
+
+/// A refused call. The caller (a validator with the feature active) halts on any of them: a bank
+/// hash is never produced without the root.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BankError {
+    /// A freeze named a parent the module does not hold; give the parent's state to
+    /// [`crate::BankRoots::build_base`] first.
+    #[error("bank {slot}'s parent {parent} is not held; its state must be built first")]
+    UnknownParent {
+        /// The bank frozen.
+        slot: u64,
+        /// The parent it named.
+        parent: u64,
+    },
+    /// The fork engine refused (a bound passed, a slot at or below the rooted one, or a
+    /// divergence after a fork switch, which is an engine bug).
+    #[error(transparent)]
+    Fork(#[from] aldb_core::ForkError),
+    /// The tree could not be set up (its worker threads).
+    #[error(transparent)]
+    Core(#[from] aldb_core::CoreError),
+}
