@@ -3,7 +3,8 @@
 //! This crate holds everything a verifier needs and nothing else: the hash functions of the
 //! commitment ([`spec`]), proofs and their verification ([`proof`]), the proof's binary wire
 //! format ([`wire`]) and, with the `json` feature, its JSON form (`json`); root records and
-//! their ed25519 attestations ([`record`]). It is `no_std`
+//! their ed25519 attestations ([`record`]); the vote chain, which accepts a root because the
+//! validators voted for a bank hash that commits to it ([`votes`]). It is `no_std`
 //! (with `alloc`) so it runs in constrained clients; the engine builds on it, never the other
 //! way round.
 //!
@@ -38,6 +39,7 @@ pub mod record;
 #[cfg(feature = "json")]
 pub mod record_json;
 pub mod spec;
+pub mod votes;
 pub mod wire;
 
 pub use base58::{Base58Error, Excerpt};

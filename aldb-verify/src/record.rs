@@ -378,6 +378,25 @@ impl Attestation {
     }
 }
 
+/// Verifies an ed25519 signature by `key` over `message` with the strict rules of
+/// `docs/SPEC.md` §9.3 (the vote chain, §10, uses them for transaction signatures too).
+pub(crate) fn verify_ed25519_strict(
+    key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8; 64],
+) -> Result<(), SignatureError> {
+    if !is_canonical_point(key) {
+        return Err(SignatureError::BadIdentity);
+    }
+    let mut r = [0u8; 32];
+    r.copy_from_slice(&signature[..32]);
+    if !is_canonical_point(&r) {
+        return Err(SignatureError::Invalid);
+    }
+    let key = ed25519_dalek::VerifyingKey::from_bytes(key).map_err(|_| SignatureError::BadIdentity)?;
+    key.verify_strict(message, &ed25519_dalek::Signature::from_bytes(signature)).map_err(|_| SignatureError::Invalid)
+}
+
 /// Whether `bytes` is the canonical encoding of a curve point.
 fn is_canonical_point(bytes: &[u8; 32]) -> bool {
     curve25519_dalek::edwards::CompressedEdwardsY(*bytes).decompress().is_some_and(|p| p.compress().0 == *bytes)
