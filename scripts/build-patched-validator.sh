@@ -63,13 +63,6 @@ fetch() {
   }
 }
 
-# unpack NAME VERSION DIR
-unpack() {
-  rm -rf "${src:?}/$3"
-  mkdir -p "$src/$3"
-  tar -xzf "$crates/$1-$2.crate" -C "$src/$3" --strip-components=1
-}
-
 # lock_checksum NAME: the registry checksum of NAME in the shipped lock (exactly one version).
 lock_checksum() {
   awk -v n="$1" '
@@ -96,8 +89,13 @@ stamp=$( (
 
 if [[ "$(cat "$src/.aldb-series" 2>/dev/null || true)" != "$stamp" ]]; then
   log "unpacking agave $version and applying ${#patches[@]} patches"
-  mkdir -p "$src"
+  # Unpack and patch in a staging tree, then copy over only the files whose content differs, so
+  # untouched files keep their times and cargo rebuilds only the crates a changed patch touches.
+  stage="$root/stage"
+  rm -rf "$stage"
+  mkdir -p "$stage" "$src"
   rm -f "$src/.aldb-series"
+  unpack() { mkdir -p "$stage/$3" && tar -xzf "$crates/$1-$2.crate" -C "$stage/$3" --strip-components=1; }
   unpack agave-validator "$version" validator
   for name in "${!dirs[@]}"; do
     sum=$(lock_checksum "$name")
@@ -107,9 +105,37 @@ if [[ "$(cat "$src/.aldb-series" 2>/dev/null || true)" != "$stamp" ]]; then
   done
   for p in "${patches[@]}"; do
     log "applying $(basename "$p")"
-    (cd "$src" && patch -p1 --forward --batch --no-backup-if-mismatch <"$p") >&2 ||
+    (cd "$stage" && patch -p1 --forward --batch --no-backup-if-mismatch <"$p") >&2 ||
       die "$(basename "$p") does not apply to the agave $version sources"
   done
+  python3 - "$stage" "$src" validator "${dirs[@]}" <<'EOF'
+import filecmp, os, shutil, sys
+stage, src, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
+changed = 0
+for d in dirs:
+    a, b = os.path.join(stage, d), os.path.join(src, d)
+    want = set()
+    for top, _, files in os.walk(a):
+        for f in files:
+            rel = os.path.relpath(os.path.join(top, f), a)
+            want.add(rel)
+            s, t = os.path.join(a, rel), os.path.join(b, rel)
+            if not os.path.exists(t):
+                os.makedirs(os.path.dirname(t), exist_ok=True)
+                shutil.copy2(s, t)  # a first unpack keeps the archive's times
+                changed += 1
+            elif not filecmp.cmp(s, t, shallow=False):
+                shutil.copyfile(s, t)  # a new time: cargo must rebuild this crate
+                changed += 1
+    for top, _, files in os.walk(b):
+        for f in files:
+            rel = os.path.relpath(os.path.join(top, f), b)
+            if rel not in want:
+                os.remove(os.path.join(b, rel))
+                changed += 1
+print(f"build-patched-validator: {changed} source files changed", file=sys.stderr)
+EOF
+  rm -rf "$stage"
   # A new series starts again from the shipped lock.
   cp "$crates/agave-validator.Cargo.lock" "$src/Cargo.lock"
   echo "$stamp" >"$src/.aldb-series"
