@@ -609,6 +609,12 @@ struct Run {
     newest: Option<u64>,
     /// Journal entries left by the last compaction: the next one waits until the file doubles.
     journal_kept: u64,
+    /// Fork mode: the held banks' pin and base as of the last change (the banks themselves are
+    /// taken out of `forks` while a write uses them).
+    fork_pin: Option<u32>,
+    fork_base: Option<u64>,
+    /// [`WriterConfig::forks`].
+    fork_mode: bool,
 }
 
 impl Run {
@@ -625,12 +631,9 @@ impl Run {
             cb(&p);
         }
         // On forks publication order is not slot order; a single chain keeps its old rule.
-        let newest = match self.forks {
-            Some(_) => self.newest.map_or(p.slot, |n| n.max(p.slot)),
-            None => p.slot,
-        };
+        let newest = if self.fork_mode { self.newest.map_or(p.slot, |n| n.max(p.slot)) } else { p.slot };
         self.newest = Some(newest);
-        let pin = self.forks.as_ref().and_then(Banks::pin);
+        let pin = self.fork_pin;
         let _ = self.out.pruner.send(PruneMsg::Published { p, newest, pin });
     }
 
@@ -788,7 +791,7 @@ impl Run {
             return;
         }
         let window = self.newest.map_or(0, |n| n.saturating_sub(self.keep_slots - 1));
-        let keep_from = match self.forks.as_ref().and_then(Banks::base) {
+        let keep_from = match self.fork_base {
             Some(base) => window.min(base),
             None => window,
         };
@@ -802,11 +805,16 @@ impl Run {
         }
     }
 
-    fn fork_stats(&self) {
-        if let Some(b) = self.forks.as_ref() {
-            self.stats.fork_banks.store(b.len() as u64, Ordering::Relaxed);
-            self.stats.fork_held_bytes.store(b.held_bytes() as u64, Ordering::Relaxed);
+    /// Notes what the held banks changed: the pin the serializer and the pruner keep files
+    /// from, the base the journal is compacted to, the gauges.
+    fn sync_banks(&mut self, b: &Banks) {
+        self.fork_pin = b.pin();
+        self.fork_base = b.base();
+        if let Some(pin) = self.fork_pin {
+            self.ser.keep_files_from(pin);
         }
+        self.stats.fork_banks.store(b.len() as u64, Ordering::Relaxed);
+        self.stats.fork_held_bytes.store(b.held_bytes() as u64, Ordering::Relaxed);
     }
 
     fn moved(&self, m: crate::forks::Moved) {
@@ -820,7 +828,7 @@ impl Run {
     /// Fork mode after a start (or after losing the tables): rebuilds them from the files on
     /// disk, at the newest finalized slot the journal names whose file is present, else at the
     /// newest file (a directory written as a single chain). That bank becomes the base.
-    fn resume(&mut self) -> Result<(), SnapshotError> {
+    fn resume(&mut self, banks: &mut Banks) -> Result<(), SnapshotError> {
         self.resume_tried = true;
         let existing = scan(&self.dir)?;
         let valid = |slot: Option<u64>| {
@@ -836,10 +844,8 @@ impl Run {
             return Err(SnapshotError::Input("no published file to resume from".into()));
         };
         self.ser.recover(&self.dir.join(aldb_format::format::file_name(seq, slot)))?;
-        if let Some(b) = self.forks.as_mut() {
-            b.reset_to(slot, oldest);
-            self.ser.keep_files_from(oldest);
-        }
+        banks.reset_to(slot, oldest);
+        self.sync_banks(banks);
         log::info!("snapshot writer: fork mode resumes from slot {slot} (file {seq})");
         Ok(())
     }
@@ -850,11 +856,11 @@ impl Run {
         let Some(mut banks) = self.forks.take() else { return };
         let t = Instant::now();
         let result = self.write_bank(&mut banks, &input, t);
+        self.sync_banks(&banks);
         self.forks = Some(banks);
         if let Err(e) = result {
             self.refuse(slot, e);
         }
-        self.fork_stats();
         self.recycle(input);
     }
 
@@ -872,7 +878,7 @@ impl Run {
                 }
             };
             banks.reset_to(slot, p.oldest_seq);
-            self.ser.keep_files_from(p.oldest_seq);
+            self.sync_banks(banks);
             self.journal(&[StatusEntry {
                 slot,
                 kind: SlotStatusKind::Processed,
@@ -886,7 +892,7 @@ impl Run {
             if self.resume_tried {
                 return Err(SnapshotError::ParentNotWritten { slot, parent: input.parent });
             }
-            if let Err(e) = self.resume() {
+            if let Err(e) = self.resume(banks) {
                 log::warn!("snapshot writer: cannot resume fork mode from the files on disk: {e}");
                 self.ser.invalidate();
                 return Err(SnapshotError::ParentNotWritten { slot, parent: input.parent });
@@ -907,6 +913,7 @@ impl Run {
                 })
                 .collect();
             self.stats.fork_dropped.fetch_add(dropped.len() as u64, Ordering::Relaxed);
+            self.sync_banks(banks);
             self.journal(&entries);
         }
         if !banks.contains(parent) {
@@ -922,9 +929,7 @@ impl Run {
             Ok(p) => {
                 let log = self.ser.finish_record();
                 banks.insert(slot, parent, p.oldest_seq, log);
-                if let Some(pin) = banks.pin() {
-                    self.ser.keep_files_from(pin);
-                }
+                self.sync_banks(banks);
                 self.journal(&[StatusEntry {
                     slot,
                     kind: SlotStatusKind::Processed,
@@ -981,15 +986,12 @@ impl Run {
                 Err(e) => log::warn!("snapshot writer: slot {slot} marked abandoned: {e}"),
             },
         }
-        self.journal(&entries);
-        if let Some(b) = self.forks.as_ref() {
-            let pin = b.pin();
-            if let Some(pin) = pin {
-                self.ser.keep_files_from(pin);
-            }
-            let _ = self.out.pruner.send(PruneMsg::Pin(pin));
+        if let Some(b) = self.forks.take() {
+            self.sync_banks(&b);
+            self.forks = Some(b);
+            let _ = self.out.pruner.send(PruneMsg::Pin(self.fork_pin));
         }
-        self.fork_stats();
+        self.journal(&entries);
     }
 
     fn recycle(&mut self, input: SlotInput) {
@@ -1029,6 +1031,9 @@ fn run(
         keep_slots: config.keep_slots,
         newest: None,
         journal_kept: 0,
+        fork_pin: None,
+        fork_base: None,
+        fork_mode: config.forks,
     };
     let mut pending = Pending::default();
     loop {
