@@ -5,6 +5,7 @@ mod keygen;
 mod remote;
 mod simulate;
 mod trust;
+mod votes;
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -74,10 +75,14 @@ enum Command {
     /// Name what to trust: --root R, or --identities FILE --threshold K (the slot's root record
     /// must carry valid signatures of at least K of FILE's identities, and its root must be the
     /// proof's), or --trust-server (the service's own root; a warning says so on stderr).
+    ///
+    /// Or --trust votes --validators FILE --evidence FILE: the account is accepted because vote
+    /// accounts of FILE holding more than 2/3 of its stake voted for the slot with a bank hash
+    /// that commits to the root (a chain running the aldb consensus patch, docs/SPEC.md §10).
     Proof {
         /// The service's JSON-RPC URL, such as http://127.0.0.1:8899/.
-        #[arg(long)]
-        url: String,
+        #[arg(long, required_unless_present = "evidence")]
+        url: Option<String>,
         /// Base58 pubkey to fetch.
         pubkey: String,
         /// Slot to ask about (default: the newest published).
@@ -105,6 +110,19 @@ enum Command {
         /// is caught only if it contradicts itself).
         #[arg(long)]
         trust_server: bool,
+        /// What vouches for the root: `votes` (the validators' votes, with --validators and
+        /// --evidence).
+        #[arg(long, value_parser = ["votes"], requires = "validators", conflicts_with_all = ["root", "identities", "trust_server"])]
+        trust: Option<String>,
+        /// With --trust votes: the validator set, a JSON array of
+        /// {"voteAccount","authorizedVoter","stake"} or one `VOTE_ACCOUNT AUTHORIZED_VOTER STAKE`
+        /// per line (`#` comments allowed).
+        #[arg(long, requires = "trust")]
+        validators: Option<PathBuf>,
+        /// With --trust votes: the slot's vote evidence for PUBKEY (docs/SPEC.md §10.5) from a
+        /// file. Hyades will serve it (getSlotVotes) once the patched validator exposes votes.
+        #[arg(long, requires = "trust", conflicts_with = "url")]
+        evidence: Option<PathBuf>,
     },
 }
 
@@ -165,8 +183,35 @@ fn main() -> Result<()> {
                 Claim::Absent => println!("absent"),
             }
         }
-        Command::Proof { url, pubkey, slot, root, identities, threshold, genesis_hash, commitment, trust_server } => {
+        Command::Proof {
+            url,
+            pubkey,
+            slot,
+            root,
+            identities,
+            threshold,
+            genesis_hash,
+            commitment,
+            trust_server,
+            trust,
+            validators,
+            evidence,
+        } => {
             let key = decode_key("pubkey", &pubkey)?;
+            if trust.is_some() {
+                let set = votes::read_validator_set(&validators.context("--trust votes needs --validators FILE")?)?;
+                let Some(evidence) = evidence else {
+                    anyhow::bail!(
+                        "--trust votes reads the slot's votes with --evidence FILE; fetching them from the service ({}) \
+                         is not served yet",
+                        votes::SLOT_VOTES_METHOD
+                    );
+                };
+                let verified = votes::verify_file(&evidence, &key, slot, &set)?;
+                println!("{}", votes::report(&verified));
+                return Ok(());
+            }
+            let url = url.context("--url is required")?;
             let trust = match (root, identities, threshold, trust_server) {
                 (Some(r), None, None, false) => Trust::Root(decode_key("root", &r)?),
                 (None, Some(file), Some(k), false) => {

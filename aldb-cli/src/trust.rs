@@ -26,7 +26,8 @@ const ATTESTATIONS_PER_IDENTITY: usize = 2;
 pub(crate) const CHOOSE: &str = "choose what the proof is checked against:\n  \
      --root R                             a state root you already trust for the slot\n  \
      --identities FILE --threshold K      the slot's root record, signed by at least K of the identities in FILE\n  \
-     --trust-server                       the service's own root (it could be lying; says so on stderr)";
+     --trust-server                       the service's own root (it could be lying; says so on stderr)\n  \
+     --trust votes --validators FILE --evidence FILE   the validators' votes for the slot (a chain with the aldb consensus patch)";
 
 /// Where the trusted root of a slot comes from.
 pub(crate) enum Trust {

@@ -1,0 +1,149 @@
+//! `aldb proof --trust votes`: accept an account because validators holding more than 2/3 of a
+//! configured set's stake voted for a bank hash that commits to the root it is proven against
+//! (`docs/SPEC.md` §10). Neither an aldb signer nor the server is trusted; only the validator set.
+
+use std::io::Read;
+use std::path::Path;
+
+use aldb_verify::json::hash_to_base58;
+use aldb_verify::votes::{
+    Validator, ValidatorSet, VerifiedAccount, VoteEvidence, validator_set_from_json_value, verify_account_by_votes,
+};
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::accounts::{cut, decode_key};
+
+/// The longest validator set file read: 100 000 validators of two keys and a stake per line.
+const MAX_SET_FILE_BYTES: u64 = 16 << 20;
+
+/// The longest evidence file read: 4096 votes of at most 1232 bytes in base64 and an account of
+/// the largest size (10 MiB, 13.4 MiB in base64) with its proof.
+const MAX_EVIDENCE_BYTES: u64 = 24 << 20;
+
+/// The Hyades method that will serve a slot's votes (`docs/SPEC.md` §10.5).
+pub(crate) const SLOT_VOTES_METHOD: &str = "getSlotVotes";
+
+fn read_bounded(path: &Path, max: u64, what: &str) -> Result<String> {
+    let mut text = String::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_string(&mut text))
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    if read as u64 > max {
+        bail!("{} is longer than {max} bytes, so not a {what}", path.display());
+    }
+    Ok(text)
+}
+
+/// Reads a validator set file: a JSON array of `{"voteAccount", "authorizedVoter", "stake"}`, or
+/// one validator per line as `VOTE_ACCOUNT AUTHORIZED_VOTER STAKE` (blank lines and `#` comments
+/// ignored).
+pub(crate) fn read_validator_set(path: &Path) -> Result<ValidatorSet> {
+    let text = read_bounded(path, MAX_SET_FILE_BYTES, "validator set file")?;
+    parse_validator_set(&text).with_context(|| format!("validator set file {}", path.display()))
+}
+
+fn parse_validator_set(text: &str) -> Result<ValidatorSet> {
+    if text.trim_start().starts_with('[') {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("not a JSON array of validators: {}", cut(&e.to_string(), 200)))?;
+        return validator_set_from_json_value(&v).map_err(|e| anyhow::anyhow!("{e}"));
+    }
+    let mut members = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let n = i + 1;
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [vote, voter, stake] = fields.as_slice() else {
+            bail!("line {n}: expected VOTE_ACCOUNT AUTHORIZED_VOTER STAKE, got {} fields", fields.len());
+        };
+        members.push(Validator {
+            vote_account: decode_key(&format!("line {n} vote account"), vote)?,
+            authorized_voter: decode_key(&format!("line {n} authorized voter"), voter)?,
+            stake: stake.parse().with_context(|| format!("line {n}: stake {:?} is not a u64", cut(stake, 24)))?,
+        });
+    }
+    if members.is_empty() {
+        bail!("lists no validators");
+    }
+    ValidatorSet::new(&members).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Reads vote evidence (§10.5) from a file and verifies it for `pubkey` (and `slot`, if given)
+/// against `set`.
+pub(crate) fn verify_file(
+    evidence: &Path,
+    pubkey: &[u8; 32],
+    slot: Option<u64>,
+    set: &ValidatorSet,
+) -> Result<VerifiedAccount> {
+    let text = read_bounded(evidence, MAX_EVIDENCE_BYTES, "vote evidence file")?;
+    let ev = VoteEvidence::from_json_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not vote evidence: {}", evidence.display(), cut(&e.to_string(), 300)))?;
+    if ev.pubkey != *pubkey {
+        bail!("the evidence is about {}, not {}", hash_to_base58(&ev.pubkey), hash_to_base58(pubkey));
+    }
+    if let Some(s) = slot
+        && s != ev.slot
+    {
+        bail!("asked for slot {s}, the evidence is for slot {}", ev.slot);
+    }
+    verify_account_by_votes(&ev, set).map_err(|e| anyhow::anyhow!("slot {}: {e}", ev.slot))
+}
+
+/// The lines `aldb proof --trust votes` prints for a verified account.
+pub(crate) fn report(v: &VerifiedAccount) -> String {
+    let key = hash_to_base58(&v.pubkey);
+    let mut out = String::new();
+    match &v.account {
+        Some(a) => {
+            out.push_str(&format!("account {key}\n"));
+            out.push_str(&format!("  lamports: {}\n", a.lamports));
+            out.push_str(&format!("  owner: {}\n", hash_to_base58(&a.owner)));
+            out.push_str(&format!("  executable: {}\n", a.executable));
+            out.push_str(&format!(
+                "  data: {} bytes: {}\n",
+                a.data.len(),
+                base64::engine::general_purpose::STANDARD.encode(&a.data)
+            ));
+        }
+        None => out.push_str(&format!("account {key}: absent\n")),
+    }
+    let r = &v.accepted;
+    out.push_str(&format!(
+        "root trusted: votes of {} vote accounts with stake {} of {} (more than 2/3) for bank hash {} = sha256(h || root)\n",
+        r.voters,
+        r.stake,
+        r.total_stake,
+        hash_to_base58(&r.bank_hash)
+    ));
+    out.push_str(&format!("verified against root {} at slot {}", hash_to_base58(&r.root), r.slot));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn validator_sets_as_json_or_lines() {
+        let (a, b, c) = (hash_to_base58(&[1; 32]), hash_to_base58(&[2; 32]), hash_to_base58(&[3; 32]));
+        let json = format!(r#"[{{"voteAccount":"{a}","authorizedVoter":"{b}","stake":5}}]"#);
+        let set = parse_validator_set(&json).unwrap();
+        assert_eq!(set.total_stake(), 5);
+        let lines = format!("# set\n{a} {b} 5\n\n  {c}\t{b} 7  # second\n");
+        let set = parse_validator_set(&lines).unwrap();
+        assert_eq!(set.total_stake(), 12);
+        assert_eq!(set.members().len(), 2);
+        assert!(parse_validator_set("").unwrap_err().to_string().contains("no validators"));
+        assert!(parse_validator_set(&format!("{a} {b}")).unwrap_err().to_string().contains("got 2 fields"));
+        assert!(parse_validator_set(&format!("{a} {b} -1")).unwrap_err().to_string().contains("not a u64"));
+        assert!(parse_validator_set(&format!("{a} {b} 1\n{a} {c} 2")).unwrap_err().to_string().contains("twice"));
+        assert!(parse_validator_set(&format!("{a} {b} 0")).unwrap_err().to_string().contains("no stake"));
+    }
+}
