@@ -14,6 +14,15 @@
 //! validator is never restarted for it. The writer gives up, until restarted, only when the held
 //! account data passes `max_recovery_bytes` or nothing was ever published to continue from
 //! (without a full state in hand); `WriterStats::stopped` says so.
+//!
+//! On forks (`WriterConfig::forks`): every frozen bank is submitted with its parent, and its file
+//! is written against the parent's written state (the `forks` module moves the writer's tables
+//! between banks with per-bank undo and redo lists). A bank whose parent was not written is
+//! refused with a typed error ([`SnapshotWriter::take_refused`]) and the writer goes on; marks
+//! ([`SnapshotWriter::mark`]) release and drop banks and are journaled in `slot-status.log`
+//! after the files they follow. A write error in fork mode refuses only that bank (the tables are
+//! rolled back to its parent); there is no merging of held slots across forks. `docs/FORMAT.md`
+//! ("Forks", "Slot-status journal") has the rules.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
