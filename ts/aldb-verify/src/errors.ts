@@ -44,8 +44,27 @@ export type AttestationErrorCode =
   | "r_small_order"
   | "equation";
 
+/** Why a vote transaction does not count (§10.3, §10.4); the names tests/vectors/votes-v1.json uses. */
+export type VoteErrorCode =
+  | "oversized"
+  | "malformed"
+  | "versioned"
+  | "not_tower_sync"
+  | "malformed_vote"
+  | "unknown_vote_account"
+  | "wrong_signer"
+  | "wrong_slot"
+  | "wrong_hash"
+  | "duplicate"
+  | "bad_signature";
+
+/** Why a root is not accepted through the votes (§10.4). */
+export type VoteChainErrorCode = "insufficient_stake" | "too_many_votes";
+
 export type ErrorCode =
   | ProofErrorCode
+  | VoteErrorCode
+  | VoteChainErrorCode
   | ProofDecodeErrorCode
   | RecordErrorCode
   | AttestationErrorCode

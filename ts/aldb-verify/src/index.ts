@@ -20,7 +20,15 @@ export {
 export { parseJson, stringifyJson } from "./json.js";
 export type { JsonValue } from "./json.js";
 export { AldbError } from "./errors.js";
-export type { ErrorCode, ProofErrorCode, ProofDecodeErrorCode, RecordErrorCode, AttestationErrorCode } from "./errors.js";
+export type {
+  ErrorCode,
+  ProofErrorCode,
+  ProofDecodeErrorCode,
+  RecordErrorCode,
+  AttestationErrorCode,
+  VoteErrorCode,
+  VoteChainErrorCode,
+} from "./errors.js";
 export { EMPTY_ROOT, keyPath, accountValue, leafHash, branchHash, bit } from "./commitment.js";
 export type { Hash, AccountFields } from "./commitment.js";
 export {
@@ -56,3 +64,33 @@ export {
 export type { RootRecord, Commitment, Attestation, QuorumRule, QuorumResult, RecordWithAttestations } from "./record.js";
 export { decodeAccount, verifyAccountProof, attestedRoot } from "./account.js";
 export type { AccountJson, VerifiedAccount, VerifiedAnswer, AttestedRoot } from "./account.js";
+export {
+  PACKET_DATA_SIZE,
+  MAX_LOCKOUTS,
+  TAG_TOWER_SYNC,
+  TAG_TOWER_SYNC_SWITCH,
+  MAX_EVIDENCE_VOTES,
+  VOTE_PROGRAM_ID,
+  mixRoot,
+  bankHash,
+  decodeTowerSync,
+  parseVoteTransaction,
+  verifyVoteSignatures,
+  validatorSet,
+  tallyVotes,
+  verifyRootByVotes,
+  voteEvidenceFromJson,
+  verifyAccountByVotes,
+} from "./votes.js";
+export type {
+  Lockout,
+  TowerSync,
+  VoteTransaction,
+  Validator,
+  ValidatorSet,
+  VoteOutcome,
+  Tally,
+  AcceptedRoot,
+  VoteEvidence,
+  AccountByVotes,
+} from "./votes.js";
