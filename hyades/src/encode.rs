@@ -14,6 +14,8 @@ use aldb_format::{Account, AccountProof, SlotInfo};
 use aldb_verify::{Proof, Terminal};
 use base64::Engine as _;
 
+use crate::levels::Level;
+
 const ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 /// 58^5, the largest power of 58 below 2^32: one division step yields five digits.
 const FIVE_DIGITS: u64 = 58 * 58 * 58 * 58 * 58;
@@ -113,8 +115,15 @@ fn quoted_base58(out: &mut String, bytes: &[u8; 32]) {
     out.push('"');
 }
 
-/// Appends `{"slot","parent","root"}`.
-pub(crate) fn slot_json(out: &mut String, info: &SlotInfo) {
+/// Appends `,"commitment":"<level>"` when the level is known.
+fn commitment_field(out: &mut String, level: Option<Level>) {
+    if let Some(l) = level {
+        let _ = write!(out, r#","commitment":"{}""#, l.name());
+    }
+}
+
+/// Appends `{"slot","parent","root"}`, with `"commitment"` when the level is known.
+pub(crate) fn slot_json(out: &mut String, info: &SlotInfo, level: Option<Level>) {
     let _ = write!(out, r#"{{"slot":{},"parent":"#, info.slot);
     match info.parent {
         Some(p) => {
@@ -124,7 +133,16 @@ pub(crate) fn slot_json(out: &mut String, info: &SlotInfo) {
     }
     out.push_str(r#","root":"#);
     quoted_base58(out, &info.root);
+    commitment_field(out, level);
     out.push('}');
+}
+
+/// Appends the notice that an announced root was abandoned: its `{"slot","parent","root",
+/// "commitment"}` as last announced, with `"abandoned":true`.
+pub(crate) fn abandoned_json(out: &mut String, info: &SlotInfo, level: Option<Level>) {
+    slot_json(out, info, level);
+    out.pop();
+    out.push_str(r#","abandoned":true}"#);
 }
 
 /// Appends an account in Solana's RPC form.
@@ -163,8 +181,9 @@ pub(crate) fn proof_json(out: &mut String, p: &Proof) {
     out.push('}');
 }
 
-/// Appends the value of `getAccountProof`: `{"slot","root","account"|null,"proof"}`.
-pub(crate) fn account_proof_json(out: &mut String, p: &AccountProof) {
+/// Appends the value of `getAccountProof`: `{"slot","root","account"|null,"proof"}`, with
+/// `"commitment"` when the slot's level is known.
+pub(crate) fn account_proof_json(out: &mut String, p: &AccountProof, level: Option<Level>) {
     let _ = write!(out, r#"{{"slot":{},"root":"#, p.slot);
     quoted_base58(out, &p.root);
     out.push_str(r#","account":"#);
@@ -174,6 +193,7 @@ pub(crate) fn account_proof_json(out: &mut String, p: &AccountProof) {
     }
     out.push_str(r#","proof":"#);
     proof_json(out, &p.proof);
+    commitment_field(out, level);
     out.push('}');
 }
 
@@ -290,7 +310,7 @@ mod tests {
             account: Some(a.clone()),
             proof: Proof { siblings: vec![], terminal: Terminal::Leaf { path: [2; 32], value: [3; 32] } },
         };
-        let text = envelope(9, |o| account_proof_json(o, &p));
+        let text = envelope(9, |o| account_proof_json(o, &p, None));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
             v,
@@ -303,15 +323,23 @@ mod tests {
         );
         let absent = AccountProof { account: None, ..p };
         let mut s = String::new();
-        account_proof_json(&mut s, &absent);
-        assert_eq!(serde_json::from_str::<Value>(&s).unwrap()["account"], Value::Null);
+        account_proof_json(&mut s, &absent, Some(Level::Confirmed));
+        let v = serde_json::from_str::<Value>(&s).unwrap();
+        assert_eq!(v["account"], Value::Null);
+        assert_eq!(v["commitment"], "confirmed");
         for parent in [None, Some(7)] {
             let mut s = String::new();
-            slot_json(&mut s, &SlotInfo { slot: 8, parent, root: [9; 32], seq: 1 });
+            slot_json(&mut s, &SlotInfo { slot: 8, parent, root: [9; 32], seq: 1 }, None);
             assert_eq!(
                 serde_json::from_str::<Value>(&s).unwrap(),
                 json!({"slot": 8, "parent": parent, "root": bs58::encode([9; 32]).into_string()})
             );
         }
+        let mut s = String::new();
+        slot_json(&mut s, &SlotInfo { slot: 8, parent: Some(7), root: [9; 32], seq: 1 }, Some(Level::Processed));
+        assert_eq!(
+            serde_json::from_str::<Value>(&s).unwrap(),
+            json!({"slot": 8, "parent": 7, "root": bs58::encode([9; 32]).into_string(), "commitment": "processed"})
+        );
     }
 }

@@ -19,6 +19,7 @@
 mod conn;
 mod encode;
 mod error;
+pub mod levels;
 pub mod metrics;
 mod protocol;
 pub mod records;
@@ -26,6 +27,7 @@ pub mod rpc;
 mod server;
 
 pub use error::ServeError;
+pub use levels::Level;
 pub use metrics::Metrics;
 pub use records::RecordFeed;
 pub use rpc::{Limits, Method, Rpc, RpcError, codes};

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
-    exponential_buckets,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder, exponential_buckets,
 };
 
 use crate::protocol::Method;
@@ -57,6 +57,13 @@ pub struct Metrics {
     pub ws_queued_bytes: IntGauge,
     /// Requests running (or waiting to run) on the blocking pool.
     pub blocking_requests: IntGauge,
+    /// `hyades_slots{commitment}`: served slots at `processed`, `confirmed` and `finalized`, then
+    /// `abandoned` slots whose files remain (never served); all zero without a slot-status journal.
+    pub slots_by_level: [IntGauge; 4],
+    /// Queries refused because their slot was abandoned (-32013).
+    pub abandoned_answers: IntCounter,
+    /// Root notifications telling subscribers a root was abandoned (once per root).
+    pub roots_abandoned: IntCounter,
     /// `hyades_limit_hits_total{limit="connections"}`: connections refused, the listener full.
     pub limit_connections: IntCounter,
     /// `{limit="header_timeout"}`: connections closed, a request head (or body) not received in time.
@@ -136,6 +143,22 @@ impl Metrics {
             ),
             &["limit"],
         )?;
+        let by_level = IntGaugeVec::new(
+            Opts::new(
+                "hyades_slots",
+                "Served slots by commitment level from the slot-status journal; abandoned: files kept but never served",
+            ),
+            &["commitment"],
+        )?;
+        let level = |name: &str| by_level.get_metric_with_label_values(&[name]);
+        let slots_by_level = [level("processed")?, level("confirmed")?, level("finalized")?, level("abandoned")?];
+        registry.register(Box::new(by_level))?;
+        let abandoned_answers = IntCounter::new(
+            "hyades_abandoned_answers_total",
+            "Queries refused because the slot's fork was dropped (-32013)",
+        )?;
+        let roots_abandoned =
+            IntCounter::new("hyades_roots_abandoned_total", "Announced roots later announced as abandoned")?;
         let limit = |name: &str| limits.get_metric_with_label_values(&[name]);
         let limit_connections = limit("connections")?;
         let limit_header_timeout = limit("header_timeout")?;
@@ -166,7 +189,7 @@ impl Metrics {
         for c in [&refresh_errors, &roots_published, &slow_disconnects, &records_served, &records_published] {
             registry.register(Box::new(c.clone()))?;
         }
-        for c in [&record_log_damage, &record_log_damaged_bytes] {
+        for c in [&record_log_damage, &record_log_damaged_bytes, &abandoned_answers, &roots_abandoned] {
             registry.register(Box::new(c.clone()))?;
         }
         let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).chain(["unknown"]).collect();
@@ -196,6 +219,9 @@ impl Metrics {
             connections,
             ws_queued_bytes,
             blocking_requests,
+            slots_by_level,
+            abandoned_answers,
+            roots_abandoned,
             limit_connections,
             limit_header_timeout,
             limit_idle_timeout,
@@ -228,6 +254,13 @@ impl Metrics {
         let g = |v: Option<u64>| v.map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
         self.oldest_slot.set(g(oldest));
         self.newest_slot.set(g(newest));
+    }
+
+    /// Sets the slots-by-level gauges from [`crate::levels::View::counts`].
+    pub fn set_levels(&self, counts: [u64; 4]) {
+        for (g, n) in self.slots_by_level.iter().zip(counts) {
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Sets the root record range gauges.

@@ -38,6 +38,9 @@ pub mod codes {
     /// The slot was committed but never written: the snapshot writer was failing (a full disk)
     /// and recovered at a later slot; `data` says which slots were lost.
     pub const SLOT_NOT_WRITTEN: i64 = -32012;
+    /// The slot's bank was abandoned (its fork was dropped; the slot-status journal says so): no
+    /// root or proof is served for it, even while its file remains.
+    pub const SLOT_ABANDONED: i64 = -32013;
     /// The answer would exceed [`Limits::max_response_bytes`](crate::Limits); ask for fewer
     /// items (a smaller range, fewer keys, a shorter batch).
     pub const RESPONSE_TOO_LARGE: i64 = -32020;
@@ -96,11 +99,11 @@ impl RpcError {
 /// The methods Hyades serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
-    /// `getStateRoot([slot?])`.
+    /// `getStateRoot([slot?, {"commitment"?}])`.
     GetStateRoot,
-    /// `getAccountProof([pubkey, {"slot"?}])`.
+    /// `getAccountProof([pubkey, {"slot"?, "commitment"?}])`.
     GetAccountProof,
-    /// `getMultipleAccountProofs([[pubkey, ...], {"slot"?}])`.
+    /// `getMultipleAccountProofs([[pubkey, ...], {"slot"?, "commitment"?}])`.
     GetMultipleAccountProofs,
     /// `getStateRoots([start, end])`.
     GetStateRoots,
@@ -108,7 +111,7 @@ pub enum Method {
     GetHealth,
     /// `getVersion`.
     GetVersion,
-    /// `rootSubscribe` (WebSocket only).
+    /// `rootSubscribe([{"commitment"?}])` (WebSocket only).
     RootSubscribe,
     /// `rootUnsubscribe([id])` (WebSocket only).
     RootUnsubscribe,

@@ -12,12 +12,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use aldb_format::{QueryError, SnapshotReader};
+use aldb_format::{QueryError, SlotInfo, SnapshotReader};
 use aldb_verify::Commitment;
 use aldb_verify::json::{JsonError, hash_from_base58};
 use serde_json::{Value, json};
 
 use crate::encode;
+use crate::levels::{Level, Levels, Served};
 use crate::metrics::Metrics;
 pub use crate::protocol::{Method, RpcError, codes};
 use crate::records::{RecordFeed, RecordQueryError};
@@ -59,8 +60,18 @@ impl Default for Limits {
 
 /// A WebSocket connection's subscriptions, as seen by the dispatcher.
 pub trait Subscriptions {
-    /// Starts a root subscription; returns its id.
+    /// Starts a root subscription receiving every root as published and every change of its
+    /// level; returns its id.
     fn subscribe(&mut self) -> Result<u64, RpcError>;
+    /// Starts a root subscription; returns its id. With a `level`, it receives each root once,
+    /// when the root reaches that level (and, having received it, the notice if it is
+    /// abandoned); without, as [`Subscriptions::subscribe`].
+    fn subscribe_at(&mut self, level: Option<Level>) -> Result<u64, RpcError> {
+        match level {
+            None => self.subscribe(),
+            Some(_) => Err(RpcError::invalid_params("rootSubscribe takes no commitment here")),
+        }
+    }
     /// Ends a subscription; false if this connection holds no subscription with that id.
     fn unsubscribe(&mut self, id: u64) -> bool;
     /// Starts a record subscription from `from_slot` (only records logged from now on when
@@ -81,6 +92,7 @@ pub trait Subscriptions {
 pub struct Rpc {
     hyades: Arc<SnapshotReader>,
     records: Arc<RecordFeed>,
+    levels: Arc<Levels>,
     metrics: Arc<Metrics>,
     limits: Limits,
 }
@@ -98,7 +110,23 @@ impl Rpc {
         metrics: Arc<Metrics>,
         limits: Limits,
     ) -> Self {
-        Self { hyades, records, metrics, limits }
+        Self::with_levels(hyades, records, Arc::new(Levels::default()), metrics, limits)
+    }
+
+    /// Serves `hyades` and the root records of `records` at the levels `levels` holds.
+    pub fn with_levels(
+        hyades: Arc<SnapshotReader>,
+        records: Arc<RecordFeed>,
+        levels: Arc<Levels>,
+        metrics: Arc<Metrics>,
+        limits: Limits,
+    ) -> Self {
+        Self { hyades, records, levels, metrics, limits }
+    }
+
+    /// The commitment levels of the served slots, which the service's poller keeps current.
+    pub fn levels(&self) -> &Arc<Levels> {
+        &self.levels
     }
 
     /// The record feed served.
@@ -292,17 +320,23 @@ impl Rpc {
     ) -> Result<String, RpcError> {
         match method {
             Method::GetStateRoot => {
-                at_most(params, 1)?;
-                let slot = opt_slot(params.first(), "slot")?;
-                let info = self.hyades.slot(slot).map_err(|e| self.query_error(e))?;
-                Ok(encode::envelope(info.slot, |o| encode::slot_json(o, &info)))
+                at_most(params, 2)?;
+                // `[config]` alone asks for the newest slot at a level, as Solana's methods take one.
+                let (slot, config) = match params.first() {
+                    Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
+                    first => (opt_slot(first, "slot")?, params.get(1)),
+                };
+                let (info, level) = self.resolve(slot, config_level(config)?)?;
+                Ok(encode::envelope(info.slot, |o| encode::slot_json(o, &info, level)))
             }
             Method::GetAccountProof => {
                 at_most(params, 2)?;
                 let key = pubkey(params.first(), "pubkey")?;
-                let slot = config_slot(params.get(1))?;
-                let p = self.hyades.prove(&key, slot).map_err(|e| self.query_error(e))?;
-                Ok(encode::envelope(p.slot, |o| encode::account_proof_json(o, &p)))
+                let (slot, want) = config_slot(params.get(1))?;
+                let (info, level) = self.resolve(slot, want)?;
+                let p = self.hyades.prove(&key, Some(info.slot)).map_err(|e| self.query_error(e))?;
+                self.still_served(&info)?;
+                Ok(encode::envelope(p.slot, |o| encode::account_proof_json(o, &p, level)))
             }
             Method::GetMultipleAccountProofs => {
                 at_most(params, 2)?;
@@ -326,7 +360,8 @@ impl Rpc {
                 // All answers at one slot: resolve it once, then prove each key there. Each proof
                 // is encoded as soon as it is made, so only one account's data is held at a time,
                 // and an account whose base64 data alone would pass the budget is never encoded.
-                let info = self.hyades.slot(config_slot(params.get(1))?).map_err(|e| self.query_error(e))?;
+                let (slot, want) = config_slot(params.get(1))?;
+                let (info, level) = self.resolve(slot, want)?;
                 let mut out = Ok(());
                 let answer = encode::envelope(info.slot, |o| {
                     o.push('[');
@@ -346,11 +381,13 @@ impl Rpc {
                         if i > 0 {
                             o.push(',');
                         }
-                        encode::account_proof_json(o, &p);
+                        encode::account_proof_json(o, &p, level);
                     }
                     o.push(']');
                 });
-                out.map(|()| answer)
+                out?;
+                self.still_served(&info)?;
+                Ok(answer)
             }
             Method::GetStateRoots => {
                 at_most(params, 2)?;
@@ -371,14 +408,26 @@ impl Rpc {
                     ));
                 }
                 let newest = self.hyades.latest().ok_or_else(|| self.query_error(QueryError::NothingPublished))?;
-                let roots = self.hyades.slots(start, end);
-                Ok(encode::envelope(newest.slot, |o| {
+                let view = self.levels.view();
+                let newest = view.newest(Level::Processed).unwrap_or(newest.slot);
+                // Abandoned banks and stale copies are left out: their roots are never served.
+                let roots: Vec<(SlotInfo, Option<Level>)> = self
+                    .hyades
+                    .slots(start, end)
+                    .into_iter()
+                    .filter_map(|info| match view.served(&info) {
+                        Served::At(l) => Some((info, Some(l))),
+                        Served::Unknown => Some((info, None)),
+                        Served::Abandoned | Served::Stale { .. } => None,
+                    })
+                    .collect();
+                Ok(encode::envelope(newest, |o| {
                     o.push('[');
-                    for (i, info) in roots.iter().enumerate() {
+                    for (i, (info, level)) in roots.iter().enumerate() {
                         if i > 0 {
                             o.push(',');
                         }
-                        encode::slot_json(o, info);
+                        encode::slot_json(o, info, *level);
                     }
                     o.push(']');
                 }))
@@ -503,8 +552,9 @@ impl Rpc {
                     ));
                 };
                 if method == Method::RootSubscribe {
-                    at_most(params, 0)?;
-                    return subs.subscribe().map(|id| id.to_string());
+                    at_most(params, 1)?;
+                    let level = config_level(params.first())?;
+                    return subs.subscribe_at(level).map(|id| id.to_string());
                 }
                 at_most(params, 1)?;
                 let id = match params.first() {
@@ -520,6 +570,101 @@ impl Rpc {
                 }
             }
         }
+    }
+
+    /// The slot an answer is about, and its level (`None` when the directory has no journal):
+    /// `slot` if given, else the newest slot at `want` (at `processed` when `want` is `None`).
+    /// A slot the journal says was abandoned answers [`codes::SLOT_ABANDONED`] whether or not its
+    /// file remains; a slot below `want` answers [`codes::SLOT_NOT_COMMITTED`].
+    ///
+    /// Without a journal the files are at the level their writer ran at, `confirmed` or
+    /// `finalized`, and they do not say which: `processed` and `confirmed` select as if no level
+    /// were given, and `finalized`, which cannot be promised, is invalid params.
+    fn resolve(&self, slot: Option<u64>, want: Option<Level>) -> Result<(SlotInfo, Option<Level>), RpcError> {
+        let view = self.levels.view();
+        if !view.journal() {
+            if want == Some(Level::Finalized) {
+                return Err(RpcError::invalid_params(
+                    "commitment \"finalized\" cannot be promised here: the directory has no slot-status journal and \
+                     its files do not say whether their writer ran at confirmed or finalized (ask for \"confirmed\", \
+                     or read the finalized root records with getRootRecord)",
+                ));
+            }
+            return Ok((self.hyades.slot(slot).map_err(|e| self.query_error(e))?, None));
+        }
+        let slot = match slot {
+            Some(s) => s,
+            None => match view.newest(want.unwrap_or(Level::Processed)) {
+                Some(s) => s,
+                None if self.hyades.latest().is_none() => return Err(self.query_error(QueryError::NothingPublished)),
+                None => return Err(self.none_at_level(want.unwrap_or(Level::Processed))),
+            },
+        };
+        if view.abandoned(slot) {
+            return Err(self.abandoned(slot));
+        }
+        let info = self.hyades.slot(Some(slot)).map_err(|e| self.query_error(e))?;
+        match view.served(&info) {
+            Served::At(l) if want.is_some_and(|w| l < w) => {
+                Err(self.below_level(slot, Some(l), want.unwrap_or(l), want.and_then(|w| view.newest(w))))
+            }
+            Served::At(l) => Ok((info, Some(l))),
+            Served::Unknown => Ok((info, None)),
+            Served::Abandoned => Err(self.abandoned(slot)),
+            Served::Stale { journaled } => Err(self.query_error(QueryError::Corrupt {
+                slot,
+                reason: format!(
+                    "the slot's newest file (sequence {journaled}) is damaged or missing; file #{} holds another \
+                     bank of the slot",
+                    info.seq
+                ),
+            })),
+        }
+    }
+
+    /// Whether `info`'s slot may still be served once a proof was read: a slot abandoned while
+    /// its proof was being made is refused rather than answered.
+    fn still_served(&self, info: &SlotInfo) -> Result<(), RpcError> {
+        match self.levels.view().served(info) {
+            Served::At(_) | Served::Unknown => Ok(()),
+            _ => Err(self.abandoned(info.slot)),
+        }
+    }
+
+    /// The range data of the errors: the slot asked for and the served range.
+    fn range_data(&self, slot: Option<u64>) -> Value {
+        let (oldest, newest) = (self.hyades.oldest(), self.hyades.latest());
+        json!({
+            "slot": slot,
+            "oldestSlot": oldest.map(|s| s.slot),
+            "newestSlot": newest.map(|s| s.slot),
+        })
+    }
+
+    fn abandoned(&self, slot: u64) -> RpcError {
+        self.metrics.abandoned_answers.inc();
+        RpcError::with_data(codes::SLOT_ABANDONED, "slot abandoned: its fork was dropped", self.range_data(Some(slot)))
+    }
+
+    /// `slot` is served but below the level asked for (`None`: not known to be at it).
+    fn below_level(&self, slot: u64, level: Option<Level>, want: Level, newest: Option<u64>) -> RpcError {
+        let mut data = self.range_data(Some(slot));
+        data["newestSlot"] = newest.map_or(Value::Null, Value::from);
+        data["commitment"] = level.map_or(Value::Null, |l| Value::from(l.name()));
+        data["requested"] = Value::from(want.name());
+        RpcError::with_data(
+            codes::SLOT_NOT_COMMITTED,
+            format!("slot not committed yet: it has not reached commitment {}", want.name()),
+            data,
+        )
+    }
+
+    fn none_at_level(&self, want: Level) -> RpcError {
+        RpcError::with_data(
+            codes::NOTHING_PUBLISHED,
+            format!("no snapshot has reached commitment {} yet", want.name()),
+            json!({"commitment": want.name()}),
+        )
     }
 
     /// The JSON-RPC form of a query error, with the served range as data so a client can retry
@@ -641,21 +786,51 @@ fn commitment_field(v: Option<&Value>) -> Result<Option<Commitment>, RpcError> {
     }
 }
 
-/// The slot of an optional `{"slot": S}` configuration object. Unknown fields are rejected, so a
-/// misspelt `slot` is an error rather than a silent answer at the newest slot.
-fn config_slot(v: Option<&Value>) -> Result<Option<u64>, RpcError> {
+/// The slot and level of an optional `{"slot": S, "commitment": L}` configuration object.
+/// Unknown fields are rejected, so a misspelt `slot` is an error rather than a silent answer at
+/// the newest slot.
+fn config_slot(v: Option<&Value>) -> Result<(Option<u64>, Option<Level>), RpcError> {
     match v {
-        None | Some(Value::Null) => Ok(None),
+        None | Some(Value::Null) => Ok((None, None)),
         Some(Value::Object(o)) => {
-            if let Some(k) = o.keys().find(|k| k.as_str() != "slot") {
+            if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "slot" | "commitment")) {
                 return Err(RpcError::invalid_params(format!(
-                    "unknown config field `{}` (only `slot` is accepted)",
+                    "unknown config field `{}` (only `slot` and `commitment` are accepted)",
                     truncate(k, 64)
                 )));
             }
-            opt_slot(o.get("slot"), "slot")
+            Ok((opt_slot(o.get("slot"), "slot")?, level_field(o.get("commitment"))?))
         }
         Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"slot\": 123}")),
+    }
+}
+
+/// The level of an optional `{"commitment": L}` configuration object (`getStateRoot`,
+/// `rootSubscribe`).
+pub(crate) fn config_level(v: Option<&Value>) -> Result<Option<Level>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => {
+            if let Some(k) = o.keys().find(|k| k.as_str() != "commitment") {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown config field `{}` (only `commitment` is accepted)",
+                    truncate(k, 64)
+                )));
+            }
+            level_field(o.get("commitment"))
+        }
+        Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"commitment\": \"confirmed\"}")),
+    }
+}
+
+/// A snapshot level by name, Solana's three.
+fn level_field(v: Option<&Value>) -> Result<Option<Level>, RpcError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Level::from_name(s).map(Some).ok_or_else(|| {
+            RpcError::invalid_params("commitment must be \"processed\", \"confirmed\" or \"finalized\"")
+        }),
+        Some(_) => Err(RpcError::invalid_params("commitment must be \"processed\", \"confirmed\" or \"finalized\"")),
     }
 }
 

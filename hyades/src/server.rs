@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use aldb_format::records::RecordLogReader;
-use aldb_format::{ReadError, SnapshotReader};
+use aldb_format::status::{STATUS_FILE, StatusFollower};
+use aldb_format::{ReadError, SlotInfo, SnapshotReader};
 use aldb_verify::Commitment;
 use axum::Router;
 use axum::body::Body;
@@ -42,6 +43,7 @@ use tokio::task::JoinHandle;
 use crate::conn::{ConnHandle, ConnLimits, GuardedListener};
 use crate::encode;
 use crate::error::ServeError;
+use crate::levels::{Level, Levels, Served, View};
 use crate::metrics::Metrics;
 use crate::records::{At, DEFAULT_RECORD_KEEP, RecordFeed};
 use crate::rpc::{Limits, Rpc, RpcError, Subscriptions, codes};
@@ -204,14 +206,47 @@ impl Config {
     }
 }
 
-/// A newly published root, as broadcast to connections.
+/// A newly published root, a root reaching a higher level, or an announced root abandoned, as
+/// broadcast to connections.
 #[derive(Debug)]
 struct RootEvent {
     /// Position in the feed; a subscription receives events from the position current when it
     /// was made.
     seq: u64,
-    /// The `{"slot","parent","root"}` JSON, serialised once for every subscriber.
+    /// The `{"slot","parent","root","commitment"?,"abandoned"?}` JSON, serialised once for every
+    /// subscriber.
     result: String,
+    /// What the event says of the root.
+    says: Said,
+    /// What was said of the same root before (`Said::Unknown` for a new root).
+    before: Said,
+}
+
+/// What the feed has said of a root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Said {
+    /// Announced without a level (a directory without a journal), or not announced yet.
+    Unknown,
+    /// Announced at this level.
+    At(Level),
+    /// Announced as abandoned.
+    Abandoned,
+}
+
+impl RootEvent {
+    /// Whether a subscription asking for roots at `level` (every event when `None`) receives
+    /// this one: a root once, when it reaches the level, and its abandonment if it was sent.
+    fn due(&self, level: Option<Level>) -> bool {
+        let Some(want) = level else { return true };
+        let reached = |s: Said| matches!(s, Said::At(l) if l >= want);
+        match self.says {
+            // Without a journal the files are at their writer's level, confirmed or finalized;
+            // only `finalized` cannot be promised.
+            Said::Unknown => want <= Level::Confirmed,
+            Said::At(_) => reached(self.says) && !reached(self.before),
+            Said::Abandoned => reached(self.before),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -261,6 +296,29 @@ impl Service {
             .map_err(ServeError::Open)?;
         let hyades = Arc::new(hyades);
         let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Metrics(e.to_string()))?);
+        // The levels are known before the first answer: the journal is read, then the directory
+        // again, as the poller does.
+        let levels = Arc::new(Levels::default());
+        let tracker = {
+            let (h, l) = (hyades.clone(), levels.clone());
+            let mut t = Tracker { dir: config.dir.clone(), follower: StatusFollower::new(&config.dir), built: None };
+            let (t, first) = tokio::task::spawn_blocking(move || {
+                let r = refresh_all(&h, &l, &mut t);
+                (t, r)
+            })
+            .await
+            .map_err(|e| ServeError::Task(e.to_string()))?;
+            match first {
+                Ok(r) => {
+                    if let Some(e) = r.journal_error {
+                        log::warn!("cannot read the slot-status journal: {e}");
+                    }
+                }
+                Err(e) => return Err(ServeError::Open(e)),
+            }
+            metrics.set_levels(levels.view().counts());
+            t
+        };
         metrics.set_range(hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
         // The record log is read once before serving, so what is logged is served at once.
         let records = Arc::new(RecordFeed::new(config.record_keep));
@@ -292,7 +350,7 @@ impl Service {
         // behind is disconnected as slow.
         let (feed, _) = broadcast::channel(config.notification_buffer.max(1024));
         let shared = Arc::new(Shared {
-            rpc: Rpc::with_records(hyades.clone(), records.clone(), metrics.clone(), config.limits),
+            rpc: Rpc::with_levels(hyades.clone(), records.clone(), levels, metrics.clone(), config.limits),
             metrics: metrics.clone(),
             execution: config.execution,
             feed,
@@ -361,7 +419,7 @@ impl Service {
             config.record_poll_interval,
             shutdown_rx.clone(),
         )));
-        tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx)));
+        tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx, tracker)));
         log::info!(
             "serving {} on {addr} (metrics: {}), {} slots published, root records {}",
             config.dir.display(),
@@ -571,8 +629,8 @@ struct RecordSub {
 /// One WebSocket connection's subscriptions.
 struct ConnSubs {
     shared: Arc<Shared>,
-    /// Root subscription id → first feed position it receives.
-    ids: BTreeMap<u64, u64>,
+    /// Root subscription id → first feed position it receives, and the level it asked for.
+    ids: BTreeMap<u64, (u64, Option<Level>)>,
     /// The feed, only while there is a subscription, so an idle connection never lags.
     feed: Option<broadcast::Receiver<Arc<RootEvent>>>,
     /// Record subscriptions by id.
@@ -659,6 +717,10 @@ impl ConnSubs {
 
 impl Subscriptions for ConnSubs {
     fn subscribe(&mut self) -> Result<u64, RpcError> {
+        self.subscribe_at(None)
+    }
+
+    fn subscribe_at(&mut self, level: Option<Level>) -> Result<u64, RpcError> {
         self.check_room()?;
         // Receiver first, position second: every event numbered at or after the position is
         // sent after the receiver exists, so it is received; earlier ones are filtered out.
@@ -667,7 +729,7 @@ impl Subscriptions for ConnSubs {
         }
         let start = self.shared.announced.load(Ordering::SeqCst);
         let id = self.shared.next_subscription.fetch_add(1, Ordering::Relaxed);
-        self.ids.insert(id, start);
+        self.ids.insert(id, (start, level));
         self.shared.metrics.subscribers.inc();
         Ok(id)
     }
@@ -972,7 +1034,9 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                         biased;
                         got = &mut want => break got,
                         r = next_root(&mut subs.feed) => match r {
-                            Ok(ev) if subs.ids.values().all(|start| ev.seq < *start) => continue,
+                            Ok(ev) if subs.ids.values().all(|(start, level)| ev.seq < *start || !ev.due(*level)) => {
+                                continue;
+                            }
                             _ => {
                                 close = Some(slow_frame());
                                 shared.metrics.slow_disconnects.inc();
@@ -1061,8 +1125,8 @@ fn message_bytes(m: &Message) -> &[u8] {
 /// Queues `ev` for every subscription due to receive it; false if the queue or the byte room is
 /// full.
 fn notify(subs: &ConnSubs, ev: &RootEvent, out: &mpsc::Sender<Queued>, room: &Arc<Semaphore>) -> bool {
-    for (id, start) in &subs.ids {
-        if ev.seq < *start {
+    for (id, (start, level)) in &subs.ids {
+        if ev.seq < *start || !ev.due(*level) {
             continue;
         }
         let note = format!(
@@ -1087,27 +1151,163 @@ fn slow_record_frame(buffered: u64) -> CloseFrame {
     }
 }
 
-/// Polls the directory, updates the range gauges and announces new roots in slot order.
-async fn poll(shared: Arc<Shared>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+/// The poller's view of the slot-status journal.
+struct Tracker {
+    dir: PathBuf,
+    follower: StatusFollower,
+    /// Whether the journal was present, and the served range, when the view was last built.
+    built: Option<(bool, Option<u64>, Option<u64>)>,
+}
+
+/// What one refresh of the directory found.
+struct Refreshed {
+    /// Slots newly published (in slot order).
+    fresh: Vec<SlotInfo>,
+    /// The served slots, oldest first, when the levels' view was rebuilt.
+    served: Option<Vec<SlotInfo>>,
+    /// Why the journal could not be read, if it could not.
+    journal_error: Option<String>,
+}
+
+/// Reads the journal, then the directory, and rebuilds the levels' view if anything changed.
+fn refresh_all(hyades: &SnapshotReader, levels: &Levels, t: &mut Tracker) -> Result<Refreshed, ReadError> {
+    // The journal first: the writer journals a slot only after publishing its file, so every
+    // file the journal names is in the listing that follows.
+    let present = std::fs::symlink_metadata(t.dir.join(STATUS_FILE)).is_ok();
+    let (mut changed, mut journal_error) = (false, None);
+    if present {
+        match t.follower.poll() {
+            Ok(p) => changed = !p.entries.is_empty() || p.restarted,
+            // The statuses read so far stay in force; the poller reports the error.
+            Err(e) => journal_error = Some(e.to_string()),
+        }
+    }
+    let fresh = hyades.refresh()?;
+    let key = (present, hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
+    if !changed && fresh.is_empty() && t.built == Some(key) {
+        return Ok(Refreshed { fresh, served: None, journal_error });
+    }
+    t.built = Some(key);
+    let served = hyades.slots(0, u64::MAX);
+    levels.set(View::build(present.then(|| t.follower.statuses()), &served));
+    Ok(Refreshed { fresh, served: Some(served), journal_error })
+}
+
+/// What the root feed has said of each served slot, so that each new root, each level it
+/// reaches and its abandonment are announced once.
+#[derive(Debug, Default)]
+struct Announcer {
+    /// The newest slot announced from a directory without a journal: there the feed only moves
+    /// forward, as it always did.
+    last: Option<u64>,
+    said: BTreeMap<u64, (SlotInfo, Said)>,
+}
+
+impl Announcer {
+    /// Takes what is served now as already said: subscribers only hear of changes.
+    fn seed(view: &View, served: &[SlotInfo]) -> Self {
+        let said = served.iter().map(|i| (i.slot, (*i, said_of(view.served(i))))).collect();
+        Self { last: served.last().map(|i| i.slot), said }
+    }
+
+    /// The events of one refresh: `(root, what is said now, what was said before)`, in slot order.
+    fn events(&mut self, view: &View, r: &Refreshed) -> Vec<(SlotInfo, Said, Said)> {
+        let mut out = Vec::new();
+        if !view.journal() {
+            for info in &r.fresh {
+                // Only forward: a slot republished below the newest announced one is not news.
+                if self.last.is_some_and(|l| info.slot <= l) {
+                    continue;
+                }
+                self.last = Some(info.slot);
+                self.said.insert(info.slot, (*info, Said::Unknown));
+                out.push((*info, Said::Unknown, Said::Unknown));
+            }
+            if let Some(served) = &r.served {
+                let oldest = served.first().map_or(u64::MAX, |i| i.slot);
+                self.said.retain(|slot, _| *slot >= oldest);
+            }
+            return out;
+        }
+        let Some(served) = &r.served else { return out };
+        let mut said = BTreeMap::new();
+        for info in served {
+            let now = said_of(view.served(info));
+            let before = self.said.remove(&info.slot);
+            match before {
+                // Another file of the slot: its bank was frozen again, so the old one was dropped.
+                Some((old, b)) if old.seq != info.seq => {
+                    if matches!(b, Said::At(_)) {
+                        out.push((old, Said::Abandoned, b));
+                    }
+                    if matches!(now, Said::At(_)) {
+                        out.push((*info, now, Said::Unknown));
+                    }
+                }
+                None | Some((_, Said::Abandoned)) if matches!(now, Said::At(_)) => {
+                    out.push((*info, now, Said::Unknown))
+                }
+                Some((_, Said::At(b))) => match now {
+                    Said::At(n) if n > b => out.push((*info, now, Said::At(b))),
+                    Said::Abandoned => out.push((*info, now, Said::At(b))),
+                    _ => {}
+                },
+                _ => {}
+            }
+            said.insert(info.slot, (*info, now));
+        }
+        // Announced roots no longer served: pruned, or the writer already deleted the abandoned
+        // bank's file. Only the latter is news.
+        for (slot, (info, b)) in std::mem::take(&mut self.said) {
+            if matches!(b, Said::At(_)) && view.abandoned(slot) {
+                out.push((info, Said::Abandoned, b));
+            }
+        }
+        self.said = said;
+        self.last = served.last().map(|i| i.slot).max(self.last);
+        out.sort_by_key(|(info, _, _)| info.slot);
+        out
+    }
+}
+
+fn said_of(s: Served) -> Said {
+    match s {
+        Served::At(l) => Said::At(l),
+        Served::Unknown => Said::Unknown,
+        Served::Abandoned | Served::Stale { .. } => Said::Abandoned,
+    }
+}
+
+/// Polls the journal and the directory, updates the gauges and announces new roots, the levels
+/// they reach and their abandonment.
+async fn poll(shared: Arc<Shared>, interval: Duration, mut shutdown: watch::Receiver<bool>, tracker: Tracker) {
     let hyades = shared.rpc.hyades().clone();
-    let mut last = hyades.latest().map(|s| s.slot);
+    let levels = shared.rpc.levels().clone();
+    let tracker = Arc::new(std::sync::Mutex::new(tracker));
+    let mut announcer = Announcer::seed(&levels.view(), &hyades.slots(0, u64::MAX));
     let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The last refresh error logged, so a persistent failure is logged once, not every poll.
     let mut last_error: Option<String> = None;
+    let mut last_journal_error: Option<String> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-        let h = hyades.clone();
+        let (h, l, t) = (hyades.clone(), levels.clone(), tracker.clone());
         // Listing and mapping files (and checksumming new ones) is blocking I/O.
-        let fresh = match tokio::task::spawn_blocking(move || h.refresh()).await {
-            Ok(Ok(fresh)) => {
+        let refreshed = tokio::task::spawn_blocking(move || {
+            let mut t = t.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            refresh_all(&h, &l, &mut t)
+        })
+        .await;
+        let refreshed = match refreshed {
+            Ok(Ok(r)) => {
                 if last_error.take().is_some() {
                     log::info!("snapshot directory readable again");
                 }
-                fresh
+                r
             }
             Ok(Err(e)) => {
                 shared.metrics.refresh_errors.inc();
@@ -1124,19 +1324,50 @@ async fn poll(shared: Arc<Shared>, interval: Duration, mut shutdown: watch::Rece
                 continue;
             }
         };
+        match &refreshed.journal_error {
+            Some(msg) => {
+                shared.metrics.refresh_errors.inc();
+                if last_journal_error.as_deref() != Some(msg.as_str()) {
+                    log::warn!("cannot read the slot-status journal (its last statuses stay in force): {msg}");
+                    last_journal_error = Some(msg.clone());
+                }
+            }
+            None => {
+                if last_journal_error.take().is_some() {
+                    log::info!("slot-status journal readable again");
+                }
+            }
+        }
         shared.metrics.set_range(hyades.oldest().map(|s| s.slot), hyades.latest().map(|s| s.slot));
         shared.metrics.damaged_files.set(i64::try_from(hyades.damaged_files().len()).unwrap_or(i64::MAX));
-        for info in fresh {
-            // Only forward: a slot republished below the newest announced one is not news.
-            if last.is_some_and(|l| info.slot <= l) {
-                continue;
-            }
-            last = Some(info.slot);
+        let view = levels.view();
+        if refreshed.served.is_some() {
+            shared.metrics.set_levels(view.counts());
+        }
+        for (info, says, before) in announcer.events(&view, &refreshed) {
             let seq = shared.announced.fetch_add(1, Ordering::SeqCst);
             let mut result = String::new();
-            encode::slot_json(&mut result, &info);
-            let ev = RootEvent { seq, result };
-            shared.metrics.roots_published.inc();
+            match says {
+                Said::Abandoned => {
+                    let level = match before {
+                        Said::At(l) => Some(l),
+                        _ => None,
+                    };
+                    encode::abandoned_json(&mut result, &info, level);
+                    shared.metrics.roots_abandoned.inc();
+                }
+                Said::At(l) => {
+                    encode::slot_json(&mut result, &info, Some(l));
+                    if before == Said::Unknown {
+                        shared.metrics.roots_published.inc();
+                    }
+                }
+                Said::Unknown => {
+                    encode::slot_json(&mut result, &info, None);
+                    shared.metrics.roots_published.inc();
+                }
+            }
+            let ev = RootEvent { seq, result, says, before };
             // An error only means nobody is subscribed right now.
             let _ = shared.feed.send(Arc::new(ev));
         }
