@@ -217,8 +217,10 @@ impl View {
         if mode == Mode::Forks {
             let rooted = folded.iter().rev().find(|(_, (f, _))| *f == Folded::At(Level::Finalized)).map(|(s, _)| *s);
             if let Some(rooted) = rooted {
-                for (f, _) in folded.range_mut(..rooted).map(|(_, v)| v) {
-                    if matches!(f, Folded::At(l) if *l < Level::Finalized) {
+                // Only slots the journal names: below its compaction floor a chain may run through
+                // pruned files, and a broken chain must not make a final slot look abandoned.
+                for (slot, (f, _)) in folded.range_mut(..rooted) {
+                    if statuses.get(*slot).is_some() && matches!(f, Folded::At(l) if *l < Level::Finalized) {
                         *f = Folded::Abandoned;
                     }
                 }
