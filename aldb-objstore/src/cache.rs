@@ -1,0 +1,495 @@
+//! The replica's source: the manifest's files fetched on demand into a bounded cache directory,
+//! each verified completely before it enters it, in exactly a snapshot directory's layout, so
+//! [`SnapshotReader`] serves the cache unchanged.
+//!
+//! A file is downloaded under a name `SnapshotReader` never opens (`.NAME.tmp`), checked as the
+//! reader checks a file (size, magics, version, reserved bytes, checksum, a header naming its own
+//! sequence number and slot) and against the manifest (size, checksum, `oldest_seq`), synced, and
+//! only then renamed to its published name. So every name the reader can see is a verified file.
+//! Files are evicted least recently used first, by bytes; the files of a slot being answered are
+//! pinned by a [`Lease`] until it is dropped, and a reader that still maps an evicted file keeps
+//! reading it safely (eviction only unlinks).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aldb_format::format::{FOOTER_LEN, HEADER_LEN, Header, parse_file_name};
+use aldb_format::store::MappedFile;
+use aldb_format::{AccountProof, SnapshotReader};
+use futures_util::StreamExt;
+use object_store::ObjectStore;
+use object_store::path::Path;
+use tokio::io::AsyncWriteExt;
+
+use crate::error::SourceError;
+use crate::manifest::{BucketSlot, MANIFEST_NAME, Manifest, SnapshotObject, parse_checksum};
+use crate::metrics::CacheMetrics;
+
+/// The cache's place and size.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// The cache directory (created if missing). It must belong to this source alone.
+    pub dir: PathBuf,
+    /// Bytes of verified files the cache holds at most, beyond what the slots being answered
+    /// pin: a slot whose files alone exceed it is refused with [`SourceError::CacheTooSmall`].
+    pub capacity_bytes: u64,
+    /// Objects at least this large are checked by two ranged reads (header and footer against
+    /// the manifest) before the whole object is fetched: a mismatch costs 160 bytes, not the file.
+    pub range_check_min: u64,
+}
+
+impl CacheConfig {
+    /// A cache in `dir` of `capacity_bytes`, range checks from 1 MiB.
+    pub fn new(dir: impl Into<PathBuf>, capacity_bytes: u64) -> Self {
+        Self { dir: dir.into(), capacity_bytes, range_check_min: 1 << 20 }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    size: u64,
+    /// The [`State::tick`] of the last use: the smallest is evicted first.
+    used: u64,
+    pins: u32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    manifest: Option<Arc<Manifest>>,
+    files: HashMap<String, Entry>,
+    bytes: u64,
+    tick: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    cfg: CacheConfig,
+    state: Mutex<State>,
+    /// Fetches run one at a time: two queries that need one file download it once.
+    fetching: tokio::sync::Mutex<()>,
+    reader: SnapshotReader,
+    metrics: CacheMetrics,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn object(&self, name: &str) -> Path {
+        name.split('/').fold(self.prefix.clone(), |p, part| p.child(part))
+    }
+}
+
+/// The files of one slot, held in the cache while this lives.
+#[derive(Debug)]
+pub struct Lease {
+    inner: Arc<Inner>,
+    names: Vec<String>,
+    slot: BucketSlot,
+}
+
+impl Lease {
+    /// The slot made available.
+    pub fn slot(&self) -> u64 {
+        self.slot.slot
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut st = self.inner.state();
+        for n in &self.names {
+            if let Some(e) = st.files.get_mut(n) {
+                e.pins = e.pins.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// A reader's view of a bucket: any slot the manifest holds, served from verified files in a
+/// bounded local cache.
+#[derive(Clone, Debug)]
+pub struct ObjectStoreSource {
+    inner: Arc<Inner>,
+}
+
+impl ObjectStoreSource {
+    /// Opens the cache directory, reads the bucket's manifest, and keeps the cached files the
+    /// manifest still names with the same size and checksum (every other file there is removed,
+    /// as are interrupted downloads).
+    pub async fn open(store: Arc<dyn ObjectStore>, prefix: Path, cfg: CacheConfig) -> Result<Self, SourceError> {
+        let io = |op, path: &FsPath, e| SourceError::Io { op, path: path.to_path_buf(), source: e };
+        std::fs::create_dir_all(&cfg.dir).map_err(|e| io("create", &cfg.dir, e))?;
+        let metrics = CacheMetrics::new().map_err(|e| SourceError::Manifest(format!("metrics: {e}")))?;
+        let reader = SnapshotReader::open(&cfg.dir)?;
+        let inner = Arc::new(Inner {
+            store,
+            prefix,
+            cfg,
+            state: Mutex::new(State::default()),
+            fetching: tokio::sync::Mutex::new(()),
+            reader,
+            metrics,
+        });
+        let src = Self { inner };
+        let m = src.refresh_manifest().await?;
+        src.adopt_cached(&m)?;
+        src.inner.reader.refresh()?;
+        Ok(src)
+    }
+
+    /// Takes into the cache the files already in its directory that the manifest names
+    /// identically; removes the rest.
+    fn adopt_cached(&self, m: &Manifest) -> Result<(), SourceError> {
+        let dir = &self.inner.cfg.dir;
+        let io = |op, path: &FsPath, e| SourceError::Io { op, path: path.to_path_buf(), source: e };
+        let mut found: Vec<(std::time::SystemTime, String, u64)> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| io("list", dir, e))? {
+            let entry = entry.map_err(|e| io("list", dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let keep = parse_file_name(&name)
+                .and_then(|(seq, _)| m.snapshot(u64::from(seq)))
+                .filter(|o| o.name == name)
+                .and_then(|o| cached_matches(&path, o).then_some(o.size));
+            match keep {
+                Some(size) => {
+                    let t = entry.metadata().and_then(|md| md.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                    found.push((t, name, size));
+                }
+                None if entry.file_type().is_ok_and(|t| t.is_file()) => {
+                    std::fs::remove_file(&path).map_err(|e| io("remove", &path, e))?;
+                }
+                None => {}
+            }
+        }
+        found.sort();
+        let mut st = self.inner.state();
+        for (_, name, size) in found {
+            st.tick += 1;
+            let used = st.tick;
+            st.bytes += size;
+            st.files.insert(name, Entry { size, used, pins: 0 });
+        }
+        self.publish_gauges(&st);
+        Ok(())
+    }
+
+    fn publish_gauges(&self, st: &State) {
+        self.inner.metrics.cached_bytes.set(i64::try_from(st.bytes).unwrap_or(i64::MAX));
+        self.inner.metrics.cached_files.set(i64::try_from(st.files.len()).unwrap_or(i64::MAX));
+    }
+
+    /// The cache's metrics.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.inner.metrics
+    }
+
+    /// The reader over the cache directory. It serves only what has been made available (and
+    /// not evicted since); use [`ObjectStoreSource::prove`], or hold a [`Lease`] around a query.
+    pub fn reader(&self) -> &SnapshotReader {
+        &self.inner.reader
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &FsPath {
+        &self.inner.cfg.dir
+    }
+
+    /// The manifest last read.
+    pub fn manifest(&self) -> Option<Arc<Manifest>> {
+        self.inner.state().manifest.clone()
+    }
+
+    /// Reads the bucket's manifest again (to see newly shipped slots) and returns it.
+    pub async fn refresh_manifest(&self) -> Result<Arc<Manifest>, SourceError> {
+        let at = self.inner.object(MANIFEST_NAME);
+        let store_err = |op, e| SourceError::Store { op, object: at.to_string(), source: e };
+        let got = match self.inner.store.get(&at).await {
+            Ok(g) => g.bytes().await.map_err(|e| store_err("get", e))?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(SourceError::NoManifest { object: at.to_string() });
+            }
+            Err(e) => return Err(store_err("get", e)),
+        };
+        let m = Arc::new(Manifest::decode(&got).map_err(SourceError::Manifest)?);
+        self.inner.metrics.manifest_reads.inc();
+        let mut st = self.inner.state();
+        // A manifest is never replaced by an older one (a stale read from a lagging replica of
+        // the service must not hide slots already seen).
+        if st.manifest.as_ref().is_none_or(|old| old.generation <= m.generation) {
+            st.manifest = Some(m.clone());
+        }
+        Ok(st.manifest.clone().unwrap_or(m))
+    }
+
+    /// Slots the bucket can serve, by the manifest last read.
+    pub fn slots(&self) -> BTreeMap<u64, BucketSlot> {
+        self.manifest().map(|m| m.servable()).unwrap_or_default()
+    }
+
+    fn resolve(m: &Manifest, slot: Option<u64>) -> Result<BucketSlot, SourceError> {
+        let servable = m.servable();
+        let (Some(oldest), Some(newest)) = (servable.values().next(), servable.values().next_back()) else {
+            return Err(SourceError::NothingShipped);
+        };
+        let Some(slot) = slot else { return Ok(*newest) };
+        if let Some(b) = servable.get(&slot) {
+            return Ok(*b);
+        }
+        if slot > newest.slot {
+            return Err(SourceError::NotYetShipped { slot, newest: newest.slot });
+        }
+        Err(SourceError::NotInBucket { slot, oldest: oldest.slot, newest: newest.slot })
+    }
+
+    /// Makes `slot` (the newest when `None`) servable from the cache: fetches and verifies the
+    /// files of its chain that are not cached, evicting the least recently used unpinned files
+    /// to stay within the capacity, and returns a lease that keeps them until dropped. A slot
+    /// newer than the manifest last read rereads it once.
+    pub async fn make_available(&self, slot: Option<u64>) -> Result<Lease, SourceError> {
+        let mut m = match self.manifest() {
+            Some(m) => m,
+            None => self.refresh_manifest().await?,
+        };
+        let b = match Self::resolve(&m, slot) {
+            Ok(b) => b,
+            Err(SourceError::NotYetShipped { .. } | SourceError::NothingShipped) => {
+                m = self.refresh_manifest().await?;
+                Self::resolve(&m, slot)?
+            }
+            Err(e) => return Err(e),
+        };
+        let chain: Vec<SnapshotObject> = m.chain(&b).into_iter().cloned().collect();
+        let need: u64 = chain.iter().map(|o| o.size).sum();
+        if need > self.inner.cfg.capacity_bytes {
+            return Err(SourceError::CacheTooSmall { slot: b.slot, need, capacity: self.inner.cfg.capacity_bytes });
+        }
+        let lease = Lease { inner: self.inner.clone(), names: Vec::new(), slot: b };
+        let mut lease = lease;
+        let mut fetched = false;
+        for o in &chain {
+            if self.pin(&o.name) {
+                self.inner.metrics.hits.inc();
+                lease.names.push(o.name.clone());
+                continue;
+            }
+            let _one = self.inner.fetching.lock().await;
+            // Another query may have fetched it while this one waited.
+            if self.pin(&o.name) {
+                self.inner.metrics.hits.inc();
+                lease.names.push(o.name.clone());
+                continue;
+            }
+            self.inner.metrics.misses.inc();
+            self.make_room(o.size)?;
+            self.fetch(o).await?;
+            let mut st = self.inner.state();
+            st.tick += 1;
+            let used = st.tick;
+            st.bytes += o.size;
+            st.files.insert(o.name.clone(), Entry { size: o.size, used, pins: 1 });
+            self.publish_gauges(&st);
+            drop(st);
+            lease.names.push(o.name.clone());
+            fetched = true;
+        }
+        if fetched || self.inner.reader.slot(Some(b.slot)).is_err() {
+            self.inner.reader.refresh()?;
+        }
+        Ok(lease)
+    }
+
+    /// Pins a cached file and marks it used; `false` when it is not cached.
+    fn pin(&self, name: &str) -> bool {
+        let mut st = self.inner.state();
+        st.tick += 1;
+        let tick = st.tick;
+        match st.files.get_mut(name) {
+            Some(e) => {
+                e.pins += 1;
+                e.used = tick;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Evicts unpinned files, least recently used first, until `size` more bytes fit. When the
+    /// pinned files leave no room the cache runs over its capacity until their leases end.
+    fn make_room(&self, size: u64) -> Result<(), SourceError> {
+        let mut st = self.inner.state();
+        while st.bytes + size > self.inner.cfg.capacity_bytes {
+            let victim =
+                st.files.iter().filter(|(_, e)| e.pins == 0).min_by_key(|(_, e)| e.used).map(|(n, _)| n.clone());
+            let Some(name) = victim else {
+                log::warn!("cache over its capacity: every cached file is in use");
+                break;
+            };
+            let path = self.inner.cfg.dir.join(&name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SourceError::Io { op: "evict", path, source: e }),
+            }
+            if let Some(e) = st.files.remove(&name) {
+                st.bytes -= e.size;
+            }
+            self.inner.metrics.evictions.inc();
+        }
+        self.publish_gauges(&st);
+        Ok(())
+    }
+
+    fn refuse(&self, o: &SnapshotObject, reason: impl Into<String>) -> SourceError {
+        let reason = reason.into();
+        log::error!("object {} is refused: {reason}", o.name);
+        self.inner.metrics.refused.inc();
+        SourceError::Corrupt { object: o.name.clone(), reason }
+    }
+
+    /// Downloads `o`, verifies it completely, and publishes it in the cache directory.
+    async fn fetch(&self, o: &SnapshotObject) -> Result<(), SourceError> {
+        let at = self.inner.object(&o.name);
+        let store = &self.inner.store;
+        let store_err = |op, e| SourceError::Store { op, object: at.to_string(), source: e };
+        let want = parse_checksum(&o.checksum).ok_or_else(|| self.refuse(o, "bad checksum in the manifest"))?;
+        if o.size >= self.inner.cfg.range_check_min && o.size >= (HEADER_LEN + FOOTER_LEN) as u64 {
+            // Cheap checks first: a wrong object costs two small reads, not the whole file.
+            let head = store.get_range(&at, 0..HEADER_LEN as u64).await.map_err(|e| store_err("get header", e))?;
+            let h = Header::decode(&head).map_err(|r| self.refuse(o, format!("header: {r}")))?;
+            self.check_header(o, &h)?;
+            let tail = store
+                .get_range(&at, o.size - FOOTER_LEN as u64..o.size)
+                .await
+                .map_err(|e| store_err("get footer", e))?;
+            let mut sum = [0u8; 16];
+            sum.copy_from_slice(&tail[..16]);
+            if u128::from_le_bytes(sum) != want {
+                return Err(self.refuse(o, "its footer's checksum is not the manifest's"));
+            }
+        }
+        let dir = &self.inner.cfg.dir;
+        let tmp = dir.join(format!(".{}.tmp", o.name));
+        let io = |op, e| SourceError::Io { op, path: tmp.clone(), source: e };
+        let mut file = tokio::fs::File::create(&tmp).await.map_err(|e| io("create", e))?;
+        let got = store.get(&at).await.map_err(|e| store_err("get", e))?;
+        let mut stream = got.into_stream();
+        let mut n = 0u64;
+        let mut outcome: Result<(), SourceError> = Ok(());
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    outcome = Err(store_err("get", e));
+                    break;
+                }
+            };
+            n += chunk.len() as u64;
+            if n > o.size {
+                outcome = Err(self.refuse(o, format!("object is longer than the manifest's {} bytes", o.size)));
+                break;
+            }
+            if let Err(e) = file.write_all(&chunk).await {
+                outcome = Err(io("write", e));
+                break;
+            }
+        }
+        if outcome.is_ok() {
+            outcome = file.sync_all().await.map_err(|e| io("sync", e));
+        }
+        drop(file);
+        if outcome.is_ok() {
+            self.inner.metrics.fetched_bytes.inc_by(n);
+            outcome = self.verify(o, &tmp, n, want);
+        }
+        if let Err(e) = outcome {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let dest = dir.join(&o.name);
+        std::fs::rename(&tmp, &dest).map_err(|e| io("rename", e))?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    fn check_header(&self, o: &SnapshotObject, h: &Header) -> Result<(), SourceError> {
+        if u64::from(h.seq) != o.seq || h.slot != o.slot {
+            return Err(self.refuse(
+                o,
+                format!("its header names sequence {} slot {}, the manifest {} and {}", h.seq, h.slot, o.seq, o.slot),
+            ));
+        }
+        if u64::from(h.oldest_seq) != o.oldest_seq {
+            return Err(self.refuse(o, format!("oldest_seq {} is not the manifest's {}", h.oldest_seq, o.oldest_seq)));
+        }
+        let size = (HEADER_LEN as u64).checked_add(h.body_len).and_then(|s| s.checked_add(FOOTER_LEN as u64));
+        if size != Some(o.size) {
+            return Err(
+                self.refuse(o, format!("its header's body length does not make the manifest's {} bytes", o.size))
+            );
+        }
+        Ok(())
+    }
+
+    /// The whole-file checks: those `SnapshotReader` makes (through the same code) and the
+    /// manifest's size, checksum and identity.
+    fn verify(&self, o: &SnapshotObject, tmp: &FsPath, n: u64, want: u128) -> Result<(), SourceError> {
+        if n != o.size {
+            return Err(self.refuse(o, format!("{n} bytes fetched, the manifest names {}", o.size)));
+        }
+        let f = MappedFile::open(tmp, true).map_err(|e| self.refuse(o, strip_path(e, tmp)))?;
+        self.check_header(o, &f.header)?;
+        drop(f);
+        let footer =
+            read_tail(tmp, o.size).map_err(|e| SourceError::Io { op: "read", path: tmp.to_path_buf(), source: e })?;
+        if footer != want {
+            return Err(self.refuse(o, "its checksum is not the manifest's"));
+        }
+        Ok(())
+    }
+
+    /// The account `pubkey` at `slot` (the newest the bucket holds when `None`) with its proof,
+    /// from verified cached files: the slot is made available, then answered by the
+    /// [`SnapshotReader`] over the cache (which checks the proof against the root before
+    /// answering) while the lease holds its files.
+    pub async fn prove(&self, pubkey: &[u8; 32], slot: Option<u64>) -> Result<AccountProof, SourceError> {
+        let lease = self.make_available(slot).await?;
+        let answer = self.inner.reader.prove(pubkey, Some(lease.slot()))?;
+        drop(lease);
+        Ok(answer)
+    }
+}
+
+/// Whether a cached file still is the manifest's object: same size and footer checksum (its
+/// bytes were verified before it was renamed into place; the reader checks them again on open).
+fn cached_matches(path: &FsPath, o: &SnapshotObject) -> bool {
+    let size_ok = std::fs::metadata(path).is_ok_and(|m| m.len() == o.size);
+    size_ok && read_tail(path, o.size).ok().is_some_and(|sum| Some(sum) == parse_checksum(&o.checksum))
+}
+
+/// The footer checksum of a file of `size` bytes.
+fn read_tail(path: &FsPath, size: u64) -> std::io::Result<u128> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    f.seek(SeekFrom::Start(size.saturating_sub(FOOTER_LEN as u64)))?;
+    let mut sum = [0u8; 16];
+    f.read_exact(&mut sum)?;
+    Ok(u128::from_le_bytes(sum))
+}
+
+/// A reader error about the temporary download, without its cache path (the object is named).
+fn strip_path(e: aldb_format::ReadError, tmp: &FsPath) -> String {
+    let s = e.to_string();
+    let p = tmp.display().to_string();
+    s.replace(&format!("corrupt snapshot {p}: "), "").replace(&p, "the download")
+}

@@ -1,0 +1,25 @@
+//! History on object storage (`docs/OBJECT-STORE.md`).
+//!
+//! - [`Shipper`] copies a snapshot directory's published files and its record log to an
+//!   S3-compatible bucket, in publish order and idempotently, and writes a [`Manifest`] last,
+//!   naming only objects whose upload completed. The bucket keeps its own archive, independent of
+//!   the directory's `keep_slots`.
+//! - [`ObjectStoreSource`] is what a reader (Hyades) serves from: it reads the manifest, fetches
+//!   the files a slot needs into a bounded local cache directory, verifies each completely before
+//!   it enters the cache, and keeps that directory in exactly the layout of a snapshot
+//!   directory, so `aldb_format::SnapshotReader` reads it unchanged.
+//! - [`open_bucket`] builds the client from an `s3://BUCKET/PREFIX` URL.
+
+mod bucket;
+mod cache;
+mod error;
+mod local;
+pub mod manifest;
+pub mod metrics;
+mod shipper;
+
+pub use bucket::{BucketOptions, open_bucket, parse_url};
+pub use cache::{CacheConfig, Lease, ObjectStoreSource};
+pub use error::{BucketError, ShipError, SourceError};
+pub use manifest::Manifest;
+pub use shipper::{ShipConfig, ShipReport, Shipper};

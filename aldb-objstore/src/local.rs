@@ -1,0 +1,119 @@
+//! What the shipper reads from a snapshot directory: published snapshot files (never a `.tmp`,
+//! never a `*.damaged`), each verified as a reader would before it is shipped, and the
+//! record-log segments up to the end of their last complete entry.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use aldb_format::ReadError;
+use aldb_format::format::{FOOTER_LEN, parse_file_name};
+use aldb_format::records::{RECORDS_DIR, list_segments, parse_segment};
+use aldb_format::store::MappedFile;
+
+use crate::error::ShipError;
+
+/// A published snapshot file found in the directory.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalSnapshot {
+    pub(crate) name: String,
+    pub(crate) seq: u64,
+    pub(crate) slot: u64,
+    pub(crate) path: PathBuf,
+}
+
+/// The published snapshot files of `dir`, by ascending sequence number.
+pub(crate) fn list_snapshots(dir: &Path) -> Result<Vec<LocalSnapshot>, ShipError> {
+    let io = |e| ShipError::Io { op: "list", path: dir.to_path_buf(), source: e };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        // Only the writer's exact names: `.tmp` files and set-aside `.damaged` ones never parse.
+        let Some((seq, slot)) = parse_file_name(name) else { continue };
+        out.push(LocalSnapshot { name: name.to_string(), seq: u64::from(seq), slot, path: entry.path() });
+    }
+    out.sort_by_key(|s| s.seq);
+    Ok(out)
+}
+
+/// A snapshot file that passed every check a reader makes of a file on its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct VerifiedSnapshot {
+    pub(crate) oldest_seq: u64,
+    pub(crate) size: u64,
+    /// The footer's checksum.
+    pub(crate) checksum: u128,
+    /// The whole footer, to compare with an object's last bytes.
+    pub(crate) footer: [u8; FOOTER_LEN],
+}
+
+/// Checks `s` as `SnapshotReader` checks a file it indexes (size, magics, version, reserved
+/// bytes, checksum, and a header naming the file's own sequence number and slot), so the shipper
+/// never archives a file no reader would serve.
+pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, ReadError> {
+    let f = MappedFile::open(&s.path, true)?;
+    let h = f.header;
+    if u64::from(h.seq) != s.seq || h.slot != s.slot {
+        return Err(ReadError::corrupt(
+            &s.path,
+            format!(
+                "its header names sequence {} slot {}, its file name sequence {} slot {}",
+                h.seq, h.slot, s.seq, s.slot
+            ),
+        ));
+    }
+    let size = std::fs::metadata(&s.path).map_err(|e| ReadError::io("stat", &s.path, e))?.len();
+    let body_end = size.checked_sub(FOOTER_LEN as u64).ok_or_else(|| ReadError::corrupt(&s.path, "too short"))?;
+    let footer = read_footer(&s.path, body_end)?;
+    let mut sum = [0u8; 16];
+    sum.copy_from_slice(&footer[..16]);
+    Ok(VerifiedSnapshot { oldest_seq: u64::from(h.oldest_seq), size, checksum: u128::from_le_bytes(sum), footer })
+}
+
+/// The `FOOTER_LEN` bytes of `path` at `at`.
+fn read_footer(path: &Path, at: u64) -> Result<[u8; FOOTER_LEN], ReadError> {
+    let mut file = File::open(path).map_err(|e| ReadError::io("open", path, e))?;
+    let mut footer = [0u8; FOOTER_LEN];
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(at)).map_err(|e| ReadError::io("seek", path, e))?;
+    file.read_exact(&mut footer).map_err(|e| ReadError::io("read", path, e))?;
+    Ok(footer)
+}
+
+/// A record-log segment's shippable bytes.
+#[derive(Debug)]
+pub(crate) struct LocalSegment {
+    /// The file name (`records-<first slot>.log`).
+    pub(crate) file_name: String,
+    pub(crate) first_slot: u64,
+    /// The segment's bytes up to the end of its last complete entry: a torn or unfinished append
+    /// after it is never shipped, so what is shipped is a prefix of every later state of the file.
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) last_slot: Option<u64>,
+    /// A newer segment exists: this one will not grow again.
+    pub(crate) sealed: bool,
+}
+
+/// The segments of `dir`'s record log, oldest first.
+pub(crate) fn list_record_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, ShipError> {
+    let records = dir.join(RECORDS_DIR);
+    list_segments(&records).map_err(|e| match e {
+        ReadError::Io { op, path, source } => ShipError::Io { op, path, source },
+        other => ShipError::Io { op: "list", path: records.clone(), source: std::io::Error::other(other.to_string()) },
+    })
+}
+
+/// Reads a segment and cuts it after its last complete entry. `None` when it vanished (pruned).
+pub(crate) fn read_segment(first_slot: u64, path: &Path, sealed: bool) -> Result<Option<LocalSegment>, ShipError> {
+    let mut bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ShipError::Io { op: "read", path: path.to_path_buf(), source: e }),
+    };
+    let scan = parse_segment(&bytes);
+    bytes.truncate(scan.end);
+    let last_slot = scan.entries.iter().map(|(_, r)| r.record.slot).max();
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot, sealed }))
+}

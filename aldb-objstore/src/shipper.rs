@@ -1,0 +1,534 @@
+//! The shipper: copies a snapshot directory's published files and record log to a bucket, in
+//! publish order, idempotently, and names what is complete in the manifest it writes last
+//! (`docs/OBJECT-STORE.md`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload, WriteMultipart};
+use tokio::io::AsyncReadExt;
+
+use crate::error::ShipError;
+use crate::local::{self, LocalSegment, LocalSnapshot};
+use crate::manifest::{MANIFEST_NAME, Manifest, SegmentObject, SnapshotObject, checksum_hex, segment_object_name};
+use crate::metrics::ShipMetrics;
+
+/// What the shipper does, and how hard it tries.
+#[derive(Clone, Debug)]
+pub struct ShipConfig {
+    /// The snapshot directory (the writer's `dir`).
+    pub dir: PathBuf,
+    /// Pause between passes of [`Shipper::run`].
+    pub interval: Duration,
+    /// The newest record-log segment grows by one entry a slot and is shipped whole each time
+    /// (as an immutable snapshot of its complete entries): at most once per this long.
+    pub records_interval: Duration,
+    /// Write the manifest after this many uploads as well as at the end of a pass, so a crash
+    /// in a long pass (a shipper catching up) repeats little.
+    pub manifest_every: usize,
+    /// Archive retention: keep the newest this many slots servable from the bucket (`None`:
+    /// keep everything, the default). Independent of the directory's `keep_slots`.
+    pub archive_slots: Option<u64>,
+    /// Attempts per request before a pass gives up (at least 1).
+    pub max_attempts: u32,
+    /// Wait before the first retry; doubles per retry.
+    pub retry_backoff: Duration,
+    /// Files larger than this are uploaded in parts of this size (a multipart upload, which
+    /// becomes visible only when complete); smaller ones in one request.
+    pub part_size: usize,
+}
+
+impl ShipConfig {
+    /// Defaults for a directory: a pass a second, the live segment at most every 10 s, a manifest
+    /// every 32 uploads, keep everything, 5 attempts from 200 ms, 64 MiB parts.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            interval: Duration::from_secs(1),
+            records_interval: Duration::from_secs(10),
+            manifest_every: 32,
+            archive_slots: None,
+            max_attempts: 5,
+            retry_backoff: Duration::from_millis(200),
+            part_size: 64 << 20,
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShipReport {
+    /// Objects uploaded.
+    pub uploaded: usize,
+    /// Bytes uploaded.
+    pub bytes: u64,
+    /// Objects found complete in the bucket and not sent again.
+    pub already_present: usize,
+    /// Local snapshot files refused as damaged (not shipped).
+    pub refused: usize,
+    /// Manifests written.
+    pub manifests: usize,
+    /// Objects deleted by the archive retention.
+    pub deleted: usize,
+    /// The newest slot the manifest names as servable.
+    pub shipped_slot: Option<u64>,
+}
+
+/// Ships one snapshot directory to one bucket prefix. One shipper per prefix: two would
+/// overwrite each other's manifests.
+#[derive(Debug)]
+pub struct Shipper {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    cfg: ShipConfig,
+    manifest: Option<Manifest>,
+    metrics: ShipMetrics,
+    /// When each growing segment was last uploaded.
+    segment_uploaded: HashMap<u64, Instant>,
+    /// Sequence numbers already counted as missed.
+    missed: BTreeSet<u64>,
+    /// The archive's stray objects (left by a crash between a manifest and its deletions) are
+    /// looked for once per process.
+    swept: bool,
+}
+
+impl Shipper {
+    /// A shipper of `cfg.dir` to the objects under `prefix` in `store`. Nothing is read until
+    /// the first pass.
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, cfg: ShipConfig) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            store,
+            prefix,
+            cfg,
+            manifest: None,
+            metrics: ShipMetrics::new()?,
+            segment_uploaded: HashMap::new(),
+            missed: BTreeSet::new(),
+            swept: false,
+        })
+    }
+
+    /// The shipper's metrics.
+    pub fn metrics(&self) -> &ShipMetrics {
+        &self.metrics
+    }
+
+    /// The manifest as last written or read.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    fn object(&self, name: &str) -> Path {
+        // Names are the writer's (`[0-9-]+.snap`, `records/records-[0-9]+.log`): valid parts.
+        name.split('/').fold(self.prefix.clone(), |p, part| p.child(part))
+    }
+
+    /// Runs `op` until it succeeds, fails with "not found" (an answer, not a failure), or has
+    /// failed `max_attempts` times, waiting `retry_backoff`, doubling, between attempts.
+    async fn retry<T, F, Fut>(&self, what: &'static str, object: &Path, mut op: F) -> Result<T, ShipError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = object_store::Result<T>>,
+    {
+        let mut wait = self.cfg.retry_backoff;
+        let mut attempt = 1;
+        loop {
+            match op().await {
+                Ok(v) => return Ok(v),
+                Err(e @ object_store::Error::NotFound { .. }) => {
+                    return Err(ShipError::Store { op: what, object: object.to_string(), source: e });
+                }
+                Err(e) if attempt >= self.cfg.max_attempts.max(1) => {
+                    self.metrics.failures.inc();
+                    return Err(ShipError::Store { op: what, object: object.to_string(), source: e });
+                }
+                Err(e) => {
+                    log::warn!("{what} {object} failed (attempt {attempt}), retrying in {wait:?}: {e}");
+                    self.metrics.retries.inc();
+                    tokio::time::sleep(wait).await;
+                    wait = wait.saturating_mul(2);
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn load_manifest(&mut self) -> Result<(), ShipError> {
+        if self.manifest.is_some() {
+            return Ok(());
+        }
+        let at = self.object(MANIFEST_NAME);
+        let store = self.store.clone();
+        let got = self.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
+        let m = match got {
+            Ok(bytes) => Manifest::decode(&bytes).map_err(ShipError::Manifest)?,
+            Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => Manifest::default(),
+            Err(e) => return Err(e),
+        };
+        self.manifest = Some(m);
+        Ok(())
+    }
+
+    async fn write_manifest(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
+        let Some(m) = self.manifest.as_mut() else { return Ok(()) };
+        m.generation += 1;
+        let bytes = Bytes::from(m.encode());
+        let at = self.object(MANIFEST_NAME);
+        let store = self.store.clone();
+        self.retry("put", &at, || store.put(&at, PutPayload::from(bytes.clone()))).await?;
+        self.metrics.manifests.inc();
+        report.manifests += 1;
+        Ok(())
+    }
+
+    /// Whether the bucket already holds `s` complete: an object of the same size whose last 32
+    /// bytes are the file's footer (its checksum covers the whole file, and an upload is atomic,
+    /// so an object that ends in the footer is the file).
+    async fn present(&self, s: &LocalSnapshot, v: &local::VerifiedSnapshot) -> Result<bool, ShipError> {
+        let at = self.object(&s.name);
+        let store = self.store.clone();
+        let meta = match self.retry("head", &at, || store.head(&at)).await {
+            Ok(m) => m,
+            Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if meta.size != v.size {
+            return Ok(false);
+        }
+        let range = v.size - v.footer.len() as u64..v.size;
+        let tail = self.retry("get", &at, || store.get_range(&at, range.clone())).await?;
+        Ok(tail.as_ref() == v.footer)
+    }
+
+    /// Uploads a local file whole: one request, or a multipart upload for a large one. Either
+    /// way the object appears only once complete.
+    async fn upload_file(&self, name: &str, path: &std::path::Path, size: u64) -> Result<(), ShipError> {
+        let at = self.object(name);
+        let io = |op, e| ShipError::Io { op, path: path.to_path_buf(), source: e };
+        if size <= self.cfg.part_size as u64 {
+            let bytes = Bytes::from(tokio::fs::read(path).await.map_err(|e| io("read", e))?);
+            let store = self.store.clone();
+            self.retry("put", &at, || store.put(&at, PutPayload::from(bytes.clone()))).await?;
+        } else {
+            let mut attempt = 1;
+            loop {
+                match self.upload_parts(&at, path).await {
+                    Ok(()) => break,
+                    Err(e) if attempt >= self.cfg.max_attempts.max(1) => {
+                        self.metrics.failures.inc();
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        log::warn!("multipart upload of {at} failed (attempt {attempt}): {e}");
+                        self.metrics.retries.inc();
+                        tokio::time::sleep(self.cfg.retry_backoff * attempt).await;
+                        attempt += 1;
+                    }
+                }
+            }
+        }
+        self.metrics.uploads.inc();
+        self.metrics.upload_bytes.inc_by(size);
+        Ok(())
+    }
+
+    async fn upload_parts(&self, at: &Path, path: &std::path::Path) -> Result<(), ShipError> {
+        let store_err = |op, e| ShipError::Store { op, object: at.to_string(), source: e };
+        let io = |op, e| ShipError::Io { op, path: path.to_path_buf(), source: e };
+        let upload = self.store.put_multipart(at).await.map_err(|e| store_err("start multipart upload", e))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, self.cfg.part_size);
+        let mut f = tokio::fs::File::open(path).await.map_err(|e| io("open", e))?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = match f.read(&mut buf).await {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = w.abort().await;
+                    return Err(io("read", e));
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            if let Err(e) = w.wait_for_capacity(4).await {
+                let _ = w.abort().await;
+                return Err(store_err("upload part", e));
+            }
+            w.write(&buf[..n]);
+        }
+        w.finish().await.map_err(|e| store_err("complete multipart upload", e))?;
+        Ok(())
+    }
+
+    /// One pass: every published snapshot file the manifest does not name yet, by ascending
+    /// sequence number, then the record-log segments, then the manifest; then the archive's
+    /// retention. A failed request (after its retries) ends the pass with an error, after
+    /// writing a manifest that names what did complete.
+    pub async fn ship_once(&mut self) -> Result<ShipReport, ShipError> {
+        let mut report = ShipReport::default();
+        self.load_manifest().await?;
+        let result = self.ship_files(&mut report).await;
+        if report.uploaded + report.already_present > 0 || result.is_err() {
+            // Name what completed even when the pass failed: nothing done is done twice.
+            let written = self.write_manifest(&mut report).await;
+            result?;
+            written?;
+        }
+        self.prune_archive(&mut report).await?;
+        let servable = self.manifest.as_ref().map(|m| m.servable()).unwrap_or_default();
+        report.shipped_slot = servable.keys().next_back().copied();
+        self.metrics.shipped_slot.set(report.shipped_slot.map_or(0, |s| s as i64));
+        Ok(report)
+    }
+
+    async fn ship_files(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
+        let local = local::list_snapshots(&self.cfg.dir)?;
+        let m = self.manifest.clone().unwrap_or_default();
+        let newest_local = local.iter().map(|s| s.slot).max();
+        let pending: Vec<LocalSnapshot> = local.into_iter().filter(|s| m.snapshot(s.seq).is_none()).collect();
+        self.count_missed(&m, &pending);
+        let mut lag_bytes: u64 =
+            pending.iter().filter_map(|s| std::fs::metadata(&s.path).ok()).map(|md| md.len()).sum();
+        self.update_lag(newest_local, lag_bytes);
+        let mut since_manifest = 0;
+        for s in &pending {
+            let v = match local::verify_snapshot(s) {
+                Ok(v) => v,
+                Err(aldb_format::ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    // Pruned between the listing and now.
+                    self.metrics.missed_files.inc();
+                    continue;
+                }
+                Err(e) => {
+                    log::error!("snapshot file {} is not shipped: {e}", s.name);
+                    self.metrics.failures.inc();
+                    report.refused += 1;
+                    continue;
+                }
+            };
+            if self.present(s, &v).await? {
+                self.metrics.already_present.inc();
+                report.already_present += 1;
+            } else {
+                self.upload_file(&s.name, &s.path, v.size).await?;
+                report.uploaded += 1;
+                report.bytes += v.size;
+            }
+            let entry = SnapshotObject {
+                name: s.name.clone(),
+                seq: s.seq,
+                slot: s.slot,
+                oldest_seq: v.oldest_seq,
+                size: v.size,
+                checksum: checksum_hex(v.checksum),
+            };
+            if let Some(m) = self.manifest.as_mut() {
+                let at = m.snapshots.partition_point(|o| o.seq < s.seq);
+                m.snapshots.insert(at, entry);
+            }
+            lag_bytes = lag_bytes.saturating_sub(v.size);
+            self.update_lag(newest_local, lag_bytes);
+            since_manifest += 1;
+            if since_manifest >= self.cfg.manifest_every.max(1) {
+                self.write_manifest(report).await?;
+                since_manifest = 0;
+            }
+        }
+        self.ship_segments(report, newest_local, lag_bytes).await
+    }
+
+    /// Counts, once each, the sequence numbers between the newest shipped file and the oldest
+    /// pending one: the local pruner deleted them before they could be shipped.
+    fn count_missed(&mut self, m: &Manifest, pending: &[LocalSnapshot]) {
+        let (Some(last), Some(first)) = (m.snapshots.last(), pending.first()) else { return };
+        for seq in last.seq + 1..first.seq {
+            if self.missed.insert(seq) {
+                log::error!(
+                    "snapshot file #{seq} was deleted locally before it was shipped: its slots are not archived"
+                );
+                self.metrics.missed_files.inc();
+            }
+        }
+    }
+
+    fn update_lag(&self, newest_local: Option<u64>, lag_bytes: u64) {
+        let shipped = self.manifest.as_ref().and_then(|m| m.snapshots.iter().map(|s| s.slot).max());
+        let lag = newest_local.map_or(0, |n| n.saturating_sub(shipped.unwrap_or(0)));
+        self.metrics.lag_slots.set(i64::try_from(lag).unwrap_or(i64::MAX));
+        self.metrics.lag_bytes.set(i64::try_from(lag_bytes).unwrap_or(i64::MAX));
+    }
+
+    async fn ship_segments(
+        &mut self,
+        report: &mut ShipReport,
+        newest_local: Option<u64>,
+        mut lag_bytes: u64,
+    ) -> Result<(), ShipError> {
+        let segments = local::list_record_segments(&self.cfg.dir)?;
+        let count = segments.len();
+        for (i, (first, path)) in segments.into_iter().enumerate() {
+            let Some(seg) = local::read_segment(first, &path, i + 1 < count)? else { continue };
+            if seg.last_slot.is_none() {
+                continue;
+            }
+            let shipped =
+                self.manifest.as_ref().and_then(|m| m.record_segments.iter().find(|g| g.first_slot == first)).cloned();
+            let sum = xxhash_rust::xxh3::xxh3_128(&seg.bytes);
+            if let Some(g) = &shipped {
+                if g.size == seg.bytes.len() as u64 && g.checksum == checksum_hex(sum) {
+                    if g.sealed != seg.sealed {
+                        self.set_segment(&seg, sum);
+                        report.already_present += 1;
+                    }
+                    continue;
+                }
+                if !is_prefix_of(g, &seg) {
+                    log::error!(
+                        "record log segment {} no longer starts with the {} bytes shipped: the bucket's copy is kept",
+                        seg.file_name,
+                        g.size
+                    );
+                    self.metrics.failures.inc();
+                    continue;
+                }
+                let recent = self.segment_uploaded.get(&first).is_some_and(|t| t.elapsed() < self.cfg.records_interval);
+                if !seg.sealed && recent {
+                    lag_bytes += seg.bytes.len() as u64 - g.size;
+                    continue;
+                }
+            }
+            let at = self.object(&segment_object_name(&seg.file_name));
+            let bytes = Bytes::from(seg.bytes.clone());
+            let store = self.store.clone();
+            self.retry("put", &at, || store.put(&at, PutPayload::from(bytes.clone()))).await?;
+            self.metrics.uploads.inc();
+            self.metrics.upload_bytes.inc_by(bytes.len() as u64);
+            report.uploaded += 1;
+            report.bytes += bytes.len() as u64;
+            self.segment_uploaded.insert(first, Instant::now());
+            self.set_segment(&seg, sum);
+        }
+        self.update_lag(newest_local, lag_bytes);
+        Ok(())
+    }
+
+    fn set_segment(&mut self, seg: &LocalSegment, sum: u128) {
+        let Some(m) = self.manifest.as_mut() else { return };
+        let entry = SegmentObject {
+            name: segment_object_name(&seg.file_name),
+            first_slot: seg.first_slot,
+            last_slot: seg.last_slot,
+            size: seg.bytes.len() as u64,
+            checksum: checksum_hex(sum),
+            sealed: seg.sealed,
+        };
+        match m.record_segments.binary_search_by_key(&seg.first_slot, |g| g.first_slot) {
+            Ok(i) => m.record_segments[i] = entry,
+            Err(i) => m.record_segments.insert(i, entry),
+        }
+    }
+
+    /// With an archive retention, drops from the manifest the files no kept slot reaches and
+    /// the sealed segments older than every kept slot, writes the manifest, and only then
+    /// deletes those objects: a reader never finds a manifest naming a deleted object.
+    async fn prune_archive(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
+        let (Some(keep), Some(m)) = (self.cfg.archive_slots, self.manifest.as_mut()) else { return Ok(()) };
+        let servable = m.servable();
+        let Some(newest) = servable.keys().next_back().copied() else { return Ok(()) };
+        let kept: Vec<_> = servable.values().filter(|b| b.slot.saturating_add(keep) > newest).collect();
+        let (Some(min_seq), Some(oldest_slot)) =
+            (kept.iter().map(|b| b.oldest_seq).min(), kept.iter().map(|b| b.slot).min())
+        else {
+            return Ok(());
+        };
+        let mut gone: Vec<String> = Vec::new();
+        m.snapshots.retain(|s| {
+            let keep = s.seq >= min_seq;
+            if !keep {
+                gone.push(s.name.clone());
+            }
+            keep
+        });
+        let last_first = m.record_segments.last().map(|g| g.first_slot);
+        m.record_segments.retain(|g| {
+            let keep = !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot);
+            if !keep {
+                gone.push(g.name.clone());
+            }
+            keep
+        });
+        if !gone.is_empty() {
+            self.write_manifest(report).await?;
+        }
+        if !self.swept {
+            gone.extend(self.strays(min_seq).await?);
+            self.swept = true;
+        }
+        for name in gone {
+            let at = self.object(&name);
+            let store = self.store.clone();
+            match self.retry("delete", &at, || store.delete(&at)).await {
+                Ok(()) | Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {}
+                Err(e) => return Err(e),
+            }
+            self.metrics.archive_deletes.inc();
+            report.deleted += 1;
+        }
+        Ok(())
+    }
+
+    /// Snapshot objects under the prefix numbered below `min_seq` that the manifest does not
+    /// name: left by a crash between a manifest write and the deletions it allowed.
+    async fn strays(&self, min_seq: u64) -> Result<Vec<String>, ShipError> {
+        use futures_util::TryStreamExt;
+        let listed: Vec<_> = self.store.list(Some(&self.prefix)).try_collect().await.map_err(|e| ShipError::Store {
+            op: "list",
+            object: self.prefix.to_string(),
+            source: e,
+        })?;
+        let Some(m) = self.manifest.as_ref() else { return Ok(Vec::new()) };
+        Ok(listed
+            .into_iter()
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .filter(|n| {
+                aldb_format::format::parse_file_name(n)
+                    .is_some_and(|(seq, _)| u64::from(seq) < min_seq && m.snapshot(u64::from(seq)).is_none())
+            })
+            .collect())
+    }
+
+    /// Passes until `stop` completes, pausing `interval` between them; a failed pass is logged
+    /// and counted, and the next one starts over from the manifest it holds.
+    pub async fn run(&mut self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            match self.ship_once().await {
+                Ok(r) if r.uploaded > 0 => log::info!(
+                    "shipped {} objects ({} bytes), newest servable slot {:?}",
+                    r.uploaded,
+                    r.bytes,
+                    r.shipped_slot
+                ),
+                Ok(_) => {}
+                Err(e) => log::error!("shipping pass failed: {e}"),
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(self.cfg.interval) => {}
+            }
+        }
+    }
+}
+
+/// Whether the shipped bytes `g` are a prefix of the local segment `seg` (a segment only grows).
+fn is_prefix_of(g: &SegmentObject, seg: &LocalSegment) -> bool {
+    usize::try_from(g.size)
+        .ok()
+        .and_then(|n| seg.bytes.get(..n))
+        .is_some_and(|p| crate::manifest::parse_checksum(&g.checksum) == Some(xxhash_rust::xxh3::xxh3_128(p)))
+}
