@@ -9,3 +9,4 @@ pub mod replay;
 pub mod rpc;
 pub mod snapshot;
 pub mod verify;
+pub mod votes;
