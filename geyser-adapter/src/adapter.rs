@@ -1,19 +1,25 @@
 //! The adapter: the callback-facing entry points and where each lock sits.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use aldb_core::{BulkEntry, Pleiades, Update};
+use aldb_core::{BulkEntry, ForkLimits, Pleiades, Update};
 
 use crate::control::{Control, Cx, Shared};
-use crate::engine::{CommitKind, Committed, Engine};
+use crate::engine::{Applied, CommitKind, Committed, Engine};
 use crate::error::{AdapterError, IgnoreReason, Ignored};
 use crate::retain::{NoRecords, Retain};
 use crate::stats::{Counters, Stats};
+use crate::status::StatusChange;
 use crate::stripe::{Buffer, Incoming, Stripes, lock};
 use crate::sysvar::{SLOT_HASHES_SYSVAR, slot_hashes_newest};
-use crate::types::{AccountUpdate, AdapterConfig, SlotEvent};
+use crate::types::{AccountUpdate, AdapterConfig, Commitment, SlotEvent};
+
+/// Status changes kept for [`Adapter::take_status_changes`] at most; past that the oldest are
+/// dropped and counted. A worker that takes them every round holds a handful.
+pub const MAX_STATUS_CHANGES: usize = 1 << 16;
 
 /// The slot and fork state machine between the validator's callbacks and the engine.
 ///
@@ -40,6 +46,8 @@ pub struct Adapter<R: Retain = NoRecords> {
     control: Mutex<Control<R::Record>>,
     work: Condvar,
     engine: Mutex<Engine>,
+    /// Status changes applied and not yet taken (`Commitment::Processed`).
+    status: Mutex<VecDeque<StatusChange>>,
 }
 
 impl<R: Retain> std::fmt::Debug for Adapter<R> {
@@ -59,7 +67,11 @@ impl<R: Retain> Adapter<R> {
     /// An adapter that also keeps what `retain` copies out of each update.
     pub fn with_retain(config: AdapterConfig, retain: R) -> Result<Self, AdapterError> {
         config.validate()?;
-        let engine = Engine::new(config.engine, config.capture_changes)?;
+        // The fork engine's bank bound is the pending bound: the state machine drops the lowest
+        // slots past it first, so the engine refuses a freeze only over its byte bound.
+        let forks = (config.commitment == Commitment::Processed)
+            .then(|| ForkLimits::new(config.max_pending_slots, ForkLimits::default().max_bytes));
+        let engine = Engine::new(config.engine, config.capture_changes, forks)?;
         Ok(Self {
             control: Mutex::new(Control::new(config.commitment, config.max_pending_slots)),
             stripes: Stripes::new(config.stripes),
@@ -69,6 +81,7 @@ impl<R: Retain> Adapter<R> {
             counters: Counters::default(),
             work: Condvar::new(),
             engine: Mutex::new(engine),
+            status: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -175,25 +188,47 @@ impl<R: Retain> Adapter<R> {
     ///
     /// Call it from one worker thread (concurrent calls are safe but serialize); each call
     /// blocks for as long as the engine works.
+    ///
+    /// Under [`Commitment::Processed`] it returns every bank frozen, forks included, each with
+    /// its parent; confirmations, roots and abandoned banks applied in the same call are queued
+    /// for [`take_status_changes`](Self::take_status_changes). A call stops before a freeze that
+    /// follows a status change, so taking the changes after each call gives the exact order;
+    /// the rest waits for the next call ([`wait_for_work`](Self::wait_for_work) says there is
+    /// some).
     pub fn commit_ready(&self) -> Vec<Committed<R::Record>> {
         let mut engine = lock(&self.engine);
         let cx = self.cx();
         let mut out = Vec::new();
+        let mut changes = Vec::new();
+        let mut refused = None;
         let mut first = true;
         loop {
             // Popped while the engine lock is held, so jobs are applied in the order decided.
             let job = {
                 let mut control = lock(&self.control);
+                if let Some(slot) = refused.take() {
+                    control.on_refused(slot, &cx);
+                }
                 if first {
                     control.advance(&cx);
                     first = false;
                 }
-                let job = control.pop_job();
+                // A freeze after a status change waits for the next call, so that whoever takes
+                // the changes after this call sees them after every freeze before them and before
+                // every freeze after them (a restarted slot is abandoned, then frozen again).
+                let job = if !changes.is_empty() && control.next_is_freeze() { None } else { control.pop_job() };
                 self.counters.queued_commits.store(control.jobs.len() as u64, Ordering::Relaxed);
                 job
             };
             let Some(job) = job else { break };
-            let done = engine.apply(job, &self.counters);
+            let done = match engine.apply(job, &self.counters, &mut changes) {
+                Applied::Committed(c) => *c,
+                Applied::Refused(slot) => {
+                    refused = Some(slot);
+                    continue;
+                }
+                Applied::Nothing => continue,
+            };
             Counters::add(&self.counters.slots_committed, 1);
             if done.kind == CommitKind::Slot && done.block.is_none() {
                 Counters::add(&self.counters.slots_without_block, 1);
@@ -201,7 +236,26 @@ impl<R: Retain> Adapter<R> {
             self.counters.last_committed.set(Some(done.slot));
             out.push(done);
         }
+        if !changes.is_empty() {
+            let mut status = lock(&self.status);
+            status.extend(changes);
+            let excess = status.len().saturating_sub(MAX_STATUS_CHANGES);
+            status.drain(..excess);
+            Counters::add(&self.counters.status_changes_dropped, excess as u64);
+            self.counters.queued_status_changes.store(status.len() as u64, Ordering::Relaxed);
+        }
         out
+    }
+
+    /// Takes the status changes of frozen banks applied so far, in order (see [`StatusChange`]):
+    /// call it right after [`commit_ready`](Self::commit_ready), so every change follows the
+    /// [`Committed`] of its bank. Always empty unless the commitment is
+    /// [`Commitment::Processed`]. At most [`MAX_STATUS_CHANGES`] wait; older ones are dropped
+    /// and counted.
+    pub fn take_status_changes(&self) -> Vec<StatusChange> {
+        let mut status = lock(&self.status);
+        self.counters.queued_status_changes.store(0, Ordering::Relaxed);
+        status.drain(..).collect()
     }
 
     /// Waits up to `timeout` for a decided commit; returns whether one is queued. Readiness
@@ -229,7 +283,8 @@ impl<R: Retain> Adapter<R> {
         lock(&self.engine).recycle(changes);
     }
 
-    /// Runs `f` on the engine's tree (at the last applied commit), holding the engine lock.
+    /// Runs `f` on the engine's tree (at the last applied commit; under
+    /// [`Commitment::Processed`], at the fork engine's head), holding the engine lock.
     pub fn with_tree<T>(&self, f: impl FnOnce(&Pleiades) -> T) -> T {
         f(lock(&self.engine).tree())
     }

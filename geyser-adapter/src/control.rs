@@ -66,6 +66,35 @@ pub(crate) enum Job<Rec> {
         parent_bank_hash: Option<Hash>,
         block: Option<BlockInfo>,
     },
+    /// `Commitment::Processed`: report a frozen bank confirmed. `block` is filled in when the job
+    /// leaves the queue.
+    Confirm { slot: u64, block: Option<BlockInfo> },
+    /// `Commitment::Processed`: root the fork engine at a frozen bank. `blocks` (those of the
+    /// slots at or below it) are filled in when the job leaves the queue.
+    Root { slot: u64, blocks: BTreeMap<u64, BlockInfo> },
+    /// `Commitment::Processed`: drop a frozen bank and its descendants from the fork engine.
+    Drop { slot: u64 },
+}
+
+impl<Rec> Job<Rec> {
+    fn slot(&self) -> u64 {
+        match self {
+            Self::Startup { slot, .. }
+            | Self::Slot { slot, .. }
+            | Self::Confirm { slot, .. }
+            | Self::Root { slot, .. }
+            | Self::Drop { slot } => *slot,
+        }
+    }
+
+    /// Whether applying the job still reads block metadata of `slot`.
+    fn wants_block(&self, slot: u64) -> bool {
+        match self {
+            Self::Slot { slot: s, .. } | Self::Confirm { slot: s, .. } => *s == slot,
+            Self::Root { slot: s, .. } => slot <= *s,
+            Self::Startup { .. } | Self::Drop { .. } => false,
+        }
+    }
 }
 
 /// What is known about one slot above the base.
@@ -86,6 +115,10 @@ struct SlotInfo {
     /// Rooted, directly or through a descendant.
     rooted: bool,
     dropped: Option<DropReason>,
+    /// `Commitment::Processed`: the current version was queued for a freeze.
+    frozen: bool,
+    /// `Commitment::Processed`: the bank was queued to be reported confirmed.
+    reported: bool,
 }
 
 impl SlotInfo {
@@ -103,6 +136,8 @@ enum Flag {
 
 pub(crate) struct Control<Rec> {
     commitment: Commitment,
+    /// `commitment` is `Processed`: every complete bank is frozen, and the base moves on roots.
+    forks: bool,
     max_pending: usize,
     /// The committed base: the last slot decided for commit.
     base: Option<u64>,
@@ -117,6 +152,7 @@ impl<Rec> Control<Rec> {
     pub(crate) fn new(commitment: Commitment, max_pending: usize) -> Self {
         Self {
             commitment,
+            forks: commitment == Commitment::Processed,
             max_pending: max_pending.max(1),
             base: None,
             slots: BTreeMap::new(),
@@ -130,7 +166,7 @@ impl<Rec> Control<Rec> {
     pub(crate) fn on_block(&mut self, slot: u64, block: BlockInfo, cx: &Cx<'_, Rec>) -> Result<(), Ignored> {
         if self.below_base(slot) {
             // Decided but not yet applied: still in time for its commit.
-            let queued = self.jobs.iter().any(|j| matches!(j, Job::Slot { slot: s, .. } if *s == slot));
+            let queued = self.jobs.iter().any(|j| j.wants_block(slot));
             if !queued {
                 return Err(cx.ignored(IgnoreReason::BlockBelowBase, slot));
             }
@@ -150,15 +186,32 @@ impl<Rec> Control<Rec> {
     /// slots at or below it (passed forks) is forgotten.
     pub(crate) fn pop_job(&mut self) -> Option<Job<Rec>> {
         let mut job = self.jobs.pop_front()?;
-        let slot = match &job {
-            Job::Startup { slot, .. } | Job::Slot { slot, .. } => *slot,
-        };
-        let found = self.blocks.remove(&slot);
-        self.blocks = self.blocks.split_off(&slot.saturating_add(1));
-        if let Job::Slot { block, .. } = &mut job {
-            *block = found;
+        let slot = job.slot();
+        match &mut job {
+            // Under `Processed` banks freeze out of slot order (forks), and their metadata is
+            // wanted again when they confirm: it is kept until a root passes the slot.
+            Job::Slot { block, kind: CommitKind::Slot, .. } | Job::Confirm { block, .. } if self.forks => {
+                *block = self.blocks.get(&slot).copied();
+            }
+            Job::Root { blocks, .. } => {
+                let above = self.blocks.split_off(&slot.saturating_add(1));
+                *blocks = std::mem::replace(&mut self.blocks, above);
+            }
+            Job::Drop { .. } | Job::Confirm { .. } => {}
+            Job::Slot { block, .. } => {
+                *block = self.blocks.remove(&slot);
+                self.blocks = self.blocks.split_off(&slot.saturating_add(1));
+            }
+            Job::Startup { .. } => {
+                self.blocks = self.blocks.split_off(&slot.saturating_add(1));
+            }
         }
         Some(job)
+    }
+
+    /// Whether the next job freezes a bank.
+    pub(crate) fn next_is_freeze(&self) -> bool {
+        matches!(self.jobs.front(), Some(Job::Slot { .. }))
     }
 
     fn below_base(&self, slot: u64) -> bool {
@@ -216,6 +269,11 @@ impl<Rec> Control<Rec> {
     /// they stay.
     fn restart(&mut self, slot: u64, cx: &Cx<'_, Rec>) {
         Counters::add(&cx.counters.restarted, 1);
+        if self.slots.get(&slot).is_some_and(|e| e.frozen && e.dropped.is_none()) {
+            // The old version's root is taken back (with its descendants') before anything of
+            // the new version reaches the engine.
+            self.jobs.push_back(Job::Drop { slot });
+        }
         let mut orphans = Vec::new();
         for (&s, e) in self.slots.range_mut((Bound::Excluded(slot), Bound::Unbounded)) {
             if e.parent == Some(slot) && e.dropped.is_none() {
@@ -315,7 +373,8 @@ impl<Rec> Control<Rec> {
                 e.parent_from_status |= from_status;
                 return;
             }
-            if e.parent_from_status || !from_status {
+            // A frozen bank's root was computed on its parent: it cannot move.
+            if e.parent_from_status || !from_status || e.frozen {
                 cx.counters.irregular(Irregularity::ParentConflict);
                 return;
             }
@@ -466,6 +525,8 @@ impl<Rec> Control<Rec> {
             let ok = match self.commitment {
                 Commitment::Confirmed => e.complete() && (e.confirmed || e.rooted),
                 Commitment::Finalized => e.rooted,
+                // Never asked: under `Processed` banks freeze in `advance_forks`.
+                Commitment::Processed => e.complete(),
             };
             if !ok {
                 continue;
@@ -536,13 +597,119 @@ impl<Rec> Control<Rec> {
         let limit = self.max_pending.saturating_mul(2);
         if self.slots.len() > limit {
             let excess = self.slots.len() - limit;
-            let old: Vec<u64> =
-                self.slots.iter().filter(|(_, e)| e.dropped.is_some()).map(|(s, _)| *s).take(excess).collect();
+            let old: Vec<u64> = self
+                .slots
+                .iter()
+                .filter(|(_, e)| e.dropped.is_some() && !e.frozen)
+                .map(|(s, _)| *s)
+                .take(excess)
+                .collect();
             for s in &old {
                 self.slots.remove(s);
             }
             cx.stripes.forget(&old);
         }
+    }
+
+    /// `Commitment::Processed`: queues a freeze for every complete bank whose parent is frozen
+    /// (parents first), reports the frozen banks that became confirmed in chain order, and roots
+    /// the engine at the highest frozen rooted bank.
+    fn advance_forks(&mut self, cx: &Cx<'_, Rec>) {
+        let Some(base) = self.base else { return };
+        let keys: Vec<u64> = self.slots.keys().copied().collect();
+        // Ascending order visits a parent before its children, so one pass freezes a chain.
+        for &s in &keys {
+            let Some(e) = self.slots.get(&s) else { continue };
+            if e.frozen || e.dropped.is_some() || !e.complete() {
+                continue;
+            }
+            let Some(p) = e.parent else { continue };
+            if p == base || self.slots.get(&p).is_some_and(|pe| pe.frozen && pe.dropped.is_none()) {
+                self.freeze(s, p, cx);
+            }
+        }
+        for &s in &keys {
+            let Some(e) = self.slots.get(&s) else { continue };
+            if !e.frozen || e.reported || e.dropped.is_some() || !(e.confirmed || e.rooted) {
+                continue;
+            }
+            let Some(p) = e.parent else { continue };
+            if p == base || self.slots.get(&p).is_some_and(|pe| pe.reported && pe.dropped.is_none()) {
+                if let Some(e) = self.slots.get_mut(&s) {
+                    e.reported = true;
+                }
+                self.jobs.push_back(Job::Confirm { slot: s, block: None });
+            }
+        }
+        // Rooted flags run down to the base, and a reported bank's chain is reported: the
+        // highest reported rooted bank is the new root.
+        let top = self.slots.iter().rev().find(|(_, e)| e.rooted && e.reported && e.dropped.is_none()).map(|(s, _)| *s);
+        if let Some(s) = top {
+            self.root_at(s, cx);
+        }
+    }
+
+    /// Queues the freeze of bank `slot` on `parent`.
+    fn freeze(&mut self, slot: u64, parent: u64, cx: &Cx<'_, Rec>) {
+        let (buffers, hint) = cx.stripes.take_frozen(slot);
+        // As for a commit: the bank hash belongs to the bank only if its SlotHashes write names
+        // the parent it is frozen on.
+        let parent_bank_hash = hint.filter(|(p, _)| *p == parent).and_then(|(_, h)| h);
+        if let Some(e) = self.slots.get_mut(&slot) {
+            e.frozen = true;
+        }
+        self.jobs.push_back(Job::Slot {
+            slot,
+            parent: Some(parent),
+            kind: CommitKind::Slot,
+            buffers,
+            parent_bank_hash,
+            block: None,
+        });
+    }
+
+    /// Makes the frozen bank `slot` the base: its chain is finalized, and everything not
+    /// descending from it is passed.
+    fn root_at(&mut self, slot: u64, cx: &Cx<'_, Rec>) {
+        let Some(old) = self.base else { return };
+        // The chain becomes rooted: taken out first so the prune does not count it abandoned.
+        let mut cur = slot;
+        while cur > old {
+            match self.slots.remove(&cur).and_then(|e| e.parent) {
+                Some(p) => cur = p,
+                None => break,
+            }
+        }
+        self.set_base(slot, cx);
+        cx.discarded(cx.stripes.prune_below(slot));
+        self.jobs.push_back(Job::Root { slot, blocks: BTreeMap::new() });
+        self.prune(cx);
+    }
+
+    /// Queues the drop of every frozen bank the state machine dropped (dead, abandoned, over
+    /// the bound), so the engine takes its root back.
+    fn flush_drops(&mut self) {
+        for (&s, e) in self.slots.iter_mut() {
+            if e.frozen && e.dropped.is_some() {
+                e.frozen = false;
+                self.jobs.push_back(Job::Drop { slot: s });
+            }
+        }
+    }
+
+    /// The fork engine refused to freeze `slot`: it is dropped, and with it every bank built on
+    /// it (whose freezes the engine refuses too). Like an overflow, the fork cannot continue
+    /// past it; the refusal shows in the metrics.
+    pub(crate) fn on_refused(&mut self, slot: u64, cx: &Cx<'_, Rec>) {
+        if let Some(e) = self.slots.get_mut(&slot) {
+            e.frozen = false;
+            if e.dropped.is_none() {
+                e.dropped = Some(DropReason::Refused);
+                cx.counters.dropped(DropReason::Refused, 1);
+                cx.discarded(cx.stripes.close(&[slot]));
+            }
+        }
+        self.advance(cx);
     }
 
     /// Brings everything up to date and queues every slot that became ready, in chain order.
@@ -554,15 +721,24 @@ impl<Rec> Control<Rec> {
         }
         if self.base.is_some() {
             self.prune(cx);
-            while let Some(next) = self.next_ready(cx) {
-                self.decide(next, CommitKind::Slot, cx);
-                self.prune(cx);
+            if self.forks {
+                self.advance_forks(cx);
+            } else {
+                while let Some(next) = self.next_ready(cx) {
+                    self.decide(next, CommitKind::Slot, cx);
+                    self.prune(cx);
+                }
             }
         }
         self.enforce_bounds(cx);
-        // Block metadata goes with its slot when the slot is dropped.
-        let slots = &self.slots;
-        self.blocks.retain(|s, _| slots.get(s).is_none_or(|e| e.dropped.is_none()));
+        if self.forks {
+            self.flush_drops();
+        }
+        // Block metadata goes with its slot when the slot is dropped, unless a queued job still
+        // reads it (under `Processed`, a freeze queued before its fork was passed).
+        let (slots, jobs) = (&self.slots, &self.jobs);
+        self.blocks
+            .retain(|s, _| slots.get(s).is_none_or(|e| e.dropped.is_none()) || jobs.iter().any(|j| j.wants_block(*s)));
         let live = self.slots.values().filter(|e| e.dropped.is_none()).count();
         cx.counters.pending_slots.store(live as u64, Ordering::Relaxed);
         cx.counters.queued_commits.store(self.jobs.len() as u64, Ordering::Relaxed);

@@ -1,11 +1,16 @@
 //! Applies decided jobs to the Pleiades tree, in order, off the callback path.
 
-use aldb_core::{BulkBuilder, BulkEntry, CaptureOptions, ChangeSet, Hash, Pleiades, Update};
+use std::collections::BTreeMap;
+
+use aldb_core::{
+    BulkBuilder, BulkEntry, CaptureOptions, ChangeSet, ForkEngine, ForkError, ForkLimits, Hash, Pleiades, Update,
+};
 use aldb_verify::record::BlockInfo;
 
 use crate::control::Job;
 use crate::error::Irregularity;
 use crate::stats::Counters;
+use crate::status::{StatusChange, StatusKind};
 
 /// How a committed slot's state came about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,13 +53,34 @@ pub struct Committed<Rec = ()> {
     pub parent_bank_hash: Option<Hash>,
 }
 
+/// The tree the engine commits to: a plain one, or under `Commitment::Processed` (once the base
+/// is built) a fork engine holding every frozen bank.
+enum Tree {
+    Plain(Pleiades),
+    Forks(ForkEngine),
+}
+
 pub(crate) struct Engine {
-    tree: Pleiades,
+    tree: Tree,
     config: aldb_core::Config,
     capture: Option<CaptureOptions>,
     /// Change sets a consumer is done with, refilled by later commits (see
     /// [`Adapter::recycle_changes`](crate::Adapter::recycle_changes)).
     spares: Vec<ChangeSet>,
+    /// `Some` under `Commitment::Processed`: the bounds of the fork engine the base becomes.
+    forks: Option<ForkLimits>,
+    /// The parent bank hash of each frozen bank the fork engine holds, for its status changes.
+    bank_hashes: BTreeMap<u64, Option<Hash>>,
+}
+
+/// What applying one job gave.
+pub(crate) enum Applied<Rec> {
+    /// A commit or a freeze (boxed: the other variants are a few bytes).
+    Committed(Box<Committed<Rec>>),
+    /// The fork engine refused to freeze this slot.
+    Refused(u64),
+    /// Bookkeeping only (a status change, a root, a drop): its changes went to the output.
+    Nothing,
 }
 
 /// Spare change sets kept at most: enough for a writer's queue to hand them round.
@@ -68,8 +94,16 @@ impl Engine {
     pub(crate) fn new(
         config: aldb_core::Config,
         capture: Option<CaptureOptions>,
+        forks: Option<ForkLimits>,
     ) -> Result<Self, aldb_core::CoreError> {
-        Ok(Self { tree: Pleiades::new(config)?, config, capture, spares: Vec::new() })
+        Ok(Self {
+            tree: Tree::Plain(Pleiades::new(config)?),
+            config,
+            capture,
+            spares: Vec::new(),
+            forks,
+            bank_hashes: BTreeMap::new(),
+        })
     }
 
     /// Keeps a used change set to capture into again, if it records what this engine captures.
@@ -89,13 +123,33 @@ impl Engine {
         self.spares.pop().unwrap_or_else(|| ChangeSet::new(options))
     }
 
+    /// The tree at the last commit, or at the fork engine's head.
     pub(crate) fn tree(&self) -> &Pleiades {
-        &self.tree
+        match &self.tree {
+            Tree::Plain(t) => t,
+            Tree::Forks(f) => f.tree(),
+        }
     }
 
-    pub(crate) fn apply<Rec>(&mut self, job: Job<Rec>, counters: &Counters) -> Committed<Rec> {
+    fn plain(&mut self) -> Option<&mut Pleiades> {
+        match &mut self.tree {
+            Tree::Plain(t) => Some(t),
+            Tree::Forks(_) => None,
+        }
+    }
+
+    /// Applies one job. Status changes it causes (under `Commitment::Processed`) are appended to
+    /// `out`, in order.
+    pub(crate) fn apply<Rec>(
+        &mut self,
+        job: Job<Rec>,
+        counters: &Counters,
+        out: &mut Vec<StatusChange>,
+    ) -> Applied<Rec> {
         match job {
-            Job::Startup { slot, entries, records } => self.startup(slot, entries, records, counters),
+            Job::Startup { slot, entries, records } => {
+                Applied::Committed(Box::new(self.startup(slot, entries, records, counters, out)))
+            }
             Job::Slot { slot, parent, kind, buffers, parent_bank_hash, block } => {
                 let n: usize = buffers.iter().map(|m| m.len()).sum();
                 let mut updates = Vec::with_capacity(n);
@@ -106,15 +160,248 @@ impl Engine {
                         records.push(b.record);
                     }
                 }
-                let (root, changes) = match self.capture {
-                    Some(options) => {
-                        let mut c = self.change_set(options);
-                        (self.tree.commit_capture(updates, &mut c), Some(c))
-                    }
-                    None => (self.tree.commit(updates), None),
-                };
-                Committed { slot, parent, root, kind, updates: n, records, changes, block, parent_bank_hash }
+                if let Tree::Forks(_) = self.tree {
+                    return match self.freeze(slot, parent, updates, counters, out) {
+                        Some((root, changes)) => {
+                            self.bank_hashes.insert(slot, parent_bank_hash);
+                            Applied::Committed(Box::new(Committed {
+                                slot,
+                                parent,
+                                root,
+                                kind,
+                                updates: n,
+                                records,
+                                changes,
+                                block,
+                                parent_bank_hash,
+                            }))
+                        }
+                        None => Applied::Refused(slot),
+                    };
+                }
+                if kind == CommitKind::Genesis && self.forks.is_some() {
+                    return Applied::Committed(Box::new(self.genesis_forks(slot, updates, records, counters, out)));
+                }
+                let (root, changes) = self.commit(updates);
+                Applied::Committed(Box::new(Committed {
+                    slot,
+                    parent,
+                    root,
+                    kind,
+                    updates: n,
+                    records,
+                    changes,
+                    block,
+                    parent_bank_hash,
+                }))
             }
+            Job::Confirm { slot, block } => {
+                self.confirm(slot, block, counters, out);
+                Applied::Nothing
+            }
+            Job::Root { slot, blocks } => {
+                self.root(slot, &blocks, counters, out);
+                Applied::Nothing
+            }
+            Job::Drop { slot } => {
+                self.drop_bank(slot, counters, out);
+                Applied::Nothing
+            }
+        }
+    }
+
+    /// A plain commit onto the tree (under `Commitment::Processed`, only ever the fallback
+    /// genesis commit before the fork engine exists).
+    fn commit(&mut self, updates: Vec<Update>) -> (Hash, Option<ChangeSet>) {
+        let capture = self.capture;
+        let mut spare = capture.map(|o| self.change_set(o));
+        let tree = match &mut self.tree {
+            Tree::Plain(t) => t,
+            Tree::Forks(f) => {
+                // Unreachable by construction (the control only queues plain commits before the
+                // base exists); reported as the head's root, never applied out of order.
+                return (f.tree().root(), spare);
+            }
+        };
+        match spare.as_mut() {
+            Some(c) => (tree.commit_capture(updates, c), spare),
+            None => (tree.commit(updates), None),
+        }
+    }
+
+    /// Freezes a bank into the fork engine; `None` when it refuses (counted).
+    fn freeze(
+        &mut self,
+        slot: u64,
+        parent: Option<u64>,
+        updates: Vec<Update>,
+        counters: &Counters,
+        out: &mut Vec<StatusChange>,
+    ) -> Option<(Hash, Option<ChangeSet>)> {
+        let Tree::Forks(f) = &self.tree else { return None };
+        if f.bank_root(slot).is_some() && slot != f.base() {
+            // A new version of a frozen slot: the control drops the old one first, so this is
+            // only a guard; the old version is reported all the same.
+            self.drop_bank(slot, counters, out);
+        }
+        let Some(parent) = parent else {
+            counters.irregular(Irregularity::EngineRefused);
+            Counters::add(&counters.freezes_refused, 1);
+            return None;
+        };
+        let capture = self.capture;
+        let mut spare = capture.map(|o| self.change_set(o));
+        let Tree::Forks(f) = &mut self.tree else { return None };
+        let result = match spare.as_mut() {
+            Some(c) => f.freeze_capture(slot, parent, updates, c),
+            None => f.freeze(slot, parent, updates),
+        };
+        match result {
+            Ok(root) => Some((root, spare)),
+            Err(e) => {
+                Counters::add(&counters.freezes_refused, 1);
+                if !matches!(
+                    e,
+                    ForkError::TooManyBanks { .. } | ForkError::TooManyBytes { .. } | ForkError::UnknownParent { .. }
+                ) {
+                    counters.irregular(Irregularity::EngineRefused);
+                }
+                if let Some(c) = spare {
+                    self.recycle(c);
+                }
+                None
+            }
+        }
+    }
+
+    /// Reports a frozen bank confirmed, with the root it was frozen with.
+    fn confirm(&mut self, slot: u64, block: Option<BlockInfo>, counters: &Counters, out: &mut Vec<StatusChange>) {
+        let Tree::Forks(f) = &self.tree else { return };
+        let Some(root) = f.bank_root(slot) else { return };
+        let parent = if slot == f.base() { None } else { f.parent_of(slot) };
+        let parent_bank_hash = self.bank_hashes.get(&slot).copied().flatten();
+        out.push(StatusChange { slot, kind: StatusKind::Confirmed, root, parent, block, parent_bank_hash });
+        Counters::add(&counters.banks_confirmed, 1);
+        counters.last_confirmed.raise(slot);
+    }
+
+    /// Every held bank's root and parent, before a call that may drop some.
+    fn held(&self) -> BTreeMap<u64, (Hash, Option<u64>)> {
+        let Tree::Forks(f) = &self.tree else { return BTreeMap::new() };
+        f.banks().filter_map(|s| Some((s, (f.bank_root(s)?, f.parent_of(s))))).collect()
+    }
+
+    fn report(
+        &mut self,
+        slots: &[u64],
+        kind: StatusKind,
+        held: &BTreeMap<u64, (Hash, Option<u64>)>,
+        blocks: &BTreeMap<u64, BlockInfo>,
+        out: &mut Vec<StatusChange>,
+    ) {
+        for &slot in slots {
+            let Some(&(root, parent)) = held.get(&slot) else { continue };
+            let parent_bank_hash = self.bank_hashes.remove(&slot).flatten();
+            let block = blocks.get(&slot).copied();
+            out.push(StatusChange { slot, kind, root, parent, block, parent_bank_hash });
+        }
+    }
+
+    /// Roots the fork engine at `slot`: its chain is finalized, the other forks abandoned.
+    fn root(&mut self, slot: u64, blocks: &BTreeMap<u64, BlockInfo>, counters: &Counters, out: &mut Vec<StatusChange>) {
+        let held = self.held();
+        let Tree::Forks(f) = &mut self.tree else { return };
+        match f.root(slot) {
+            Ok(r) => {
+                self.report(&r.rooted, StatusKind::Finalized, &held, blocks, out);
+                self.report(&r.abandoned, StatusKind::Abandoned, &held, blocks, out);
+                Counters::add(&counters.banks_finalized, r.rooted.len() as u64);
+                Counters::add(&counters.banks_abandoned, r.abandoned.len() as u64);
+                if let Some(&top) = r.rooted.last() {
+                    counters.last_finalized.raise(top);
+                }
+            }
+            // The control roots only frozen banks, so this means the bank was refused: nothing
+            // of it was served.
+            Err(_) => counters.irregular(Irregularity::EngineRefused),
+        }
+    }
+
+    /// Drops a frozen bank and its descendants from the fork engine, reporting them abandoned.
+    fn drop_bank(&mut self, slot: u64, counters: &Counters, out: &mut Vec<StatusChange>) {
+        let held = self.held();
+        let Tree::Forks(f) = &mut self.tree else { return };
+        match f.dead(slot) {
+            Ok(gone) => {
+                self.report(&gone, StatusKind::Abandoned, &held, &BTreeMap::new(), out);
+                Counters::add(&counters.banks_abandoned, gone.len() as u64);
+            }
+            Err(_) => counters.irregular(Irregularity::EngineRefused),
+        }
+    }
+
+    /// The base (genesis or startup state) becomes the fork engine's rooted slot: confirmed and
+    /// final at once.
+    fn become_forks(&mut self, slot: u64, tree: Pleiades, counters: &Counters, out: &mut Vec<StatusChange>) -> Hash {
+        let limits = self.forks.unwrap_or_default();
+        let engine = ForkEngine::new(tree, slot, limits);
+        let _ = counters.forks.set(engine.stats());
+        let root = engine.base_root();
+        self.tree = Tree::Forks(engine);
+        for kind in [StatusKind::Confirmed, StatusKind::Finalized] {
+            out.push(StatusChange { slot, kind, root, parent: None, block: None, parent_bank_hash: None });
+        }
+        Counters::add(&counters.banks_confirmed, 1);
+        Counters::add(&counters.banks_finalized, 1);
+        counters.last_confirmed.raise(slot);
+        counters.last_finalized.raise(slot);
+        root
+    }
+
+    /// Genesis under `Commitment::Processed`: slot 0's accounts are built into a fresh tree (one
+    /// per path, so the bulk build gives the root a commit on the empty tree gives), which
+    /// becomes the fork engine's base.
+    fn genesis_forks<Rec>(
+        &mut self,
+        slot: u64,
+        updates: Vec<Update>,
+        records: Vec<Rec>,
+        counters: &Counters,
+        out: &mut Vec<StatusChange>,
+    ) -> Committed<Rec> {
+        let n = updates.len();
+        let built = BulkBuilder::new(self.config).map(|mut b| {
+            let entries: Vec<BulkEntry> =
+                updates.iter().map(|u| BulkEntry { path: u.path, value: u.value, rank: (0, 0) }).collect();
+            b.push(&entries);
+            b.finish()
+        });
+        let (root, changes) = match built {
+            Ok(tree) => {
+                let changes = self.capture.map(|options| {
+                    let mut c = self.change_set(options);
+                    tree.capture_all(&mut c);
+                    c
+                });
+                (self.become_forks(slot, tree, counters, out), changes)
+            }
+            Err(_) => {
+                // No second worker pool: commit genesis into the plain tree; with no fork engine
+                // every later freeze is refused and counted.
+                counters.irregular(Irregularity::EngineFallback);
+                self.commit(updates)
+            }
+        };
+        Committed {
+            slot,
+            parent: None,
+            root,
+            kind: CommitKind::Genesis,
+            updates: n,
+            records,
+            changes,
+            block: None,
+            parent_bank_hash: None,
         }
     }
 
@@ -124,17 +411,18 @@ impl Engine {
         entries: Vec<Vec<BulkEntry>>,
         records: Vec<Vec<Rec>>,
         counters: &Counters,
+        out: &mut Vec<StatusChange>,
     ) -> Committed<Rec> {
         // Records are only worth resolving when the policy keeps something.
         let keeps = std::mem::size_of::<Rec>() != 0;
         let won = keeps.then(|| winners(&entries));
         let kept = won.as_ref().map(|w| take(records, w)).unwrap_or_default();
-        match BulkBuilder::new(self.config) {
+        let built = match BulkBuilder::new(self.config) {
             Ok(mut b) => {
                 for part in entries {
                     b.push(&part);
                 }
-                self.tree = b.finish();
+                Some(b.finish())
             }
             Err(_) => {
                 // No second worker pool: resolve the winners here and commit them as one batch
@@ -146,20 +434,38 @@ impl Engine {
                     .filter_map(|&(p, i)| entries.get(p)?.get(i))
                     .map(|e| Update { path: e.path, value: e.value })
                     .collect();
-                self.tree.commit(updates);
+                if let Some(t) = self.plain() {
+                    t.commit(updates);
+                }
+                None
             }
-        }
+        };
         let changes = self.capture.map(|options| {
             let mut c = self.change_set(options);
-            self.tree.capture_all(&mut c);
+            match &built {
+                Some(t) => t.capture_all(&mut c),
+                None => self.tree().capture_all(&mut c),
+            }
             c
         });
+        let (root, len) = match built {
+            Some(t) if self.forks.is_some() => {
+                let len = t.len();
+                (self.become_forks(slot, t, counters, out), len)
+            }
+            Some(t) => {
+                let r = (t.root(), t.len());
+                self.tree = Tree::Plain(t);
+                r
+            }
+            None => (self.tree().root(), self.tree().len()),
+        };
         Committed {
             slot,
             parent: None,
-            root: self.tree.root(),
+            root,
             kind: CommitKind::Startup,
-            updates: self.tree.len(),
+            updates: len,
             records: kept,
             changes,
             block: None,
@@ -204,7 +510,7 @@ mod tests {
     #[test]
     fn only_fitting_change_sets_are_kept() {
         let options = CaptureOptions::ALL.with_level_step(2);
-        let mut engine = Engine::new(aldb_core::Config::for_leaves(4096, 1), Some(options)).unwrap();
+        let mut engine = Engine::new(aldb_core::Config::for_leaves(4096, 1), Some(options), None).unwrap();
         let updates: Vec<Update> = (0..4096u32)
             .map(|i| {
                 let mut path = [0u8; 32];
@@ -212,9 +518,9 @@ mod tests {
                 Update { path, value: Some([1; 32]) }
             })
             .collect();
-        engine.tree.commit(updates);
+        engine.plain().unwrap().commit(updates);
         let mut whole = ChangeSet::new(options);
-        engine.tree.capture_all(&mut whole);
+        engine.tree().capture_all(&mut whole);
         // Clones hold exactly what they use, so every clone below weighs the same.
         let bytes = whole.clone().heap_bytes();
         assert!(bytes > 4096 * 32, "a whole-tree capture holds every path: {bytes} bytes");

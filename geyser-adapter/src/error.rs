@@ -32,11 +32,14 @@ pub enum IgnoreReason {
     BlockForDroppedSlot,
     /// Block metadata without a block height (agave 4.2.0 always sends one).
     BlockWithoutHeight,
+    /// An account update for a bank already frozen into the fork engine
+    /// (`Commitment::Processed`): agave sends none after `Processed`.
+    UpdateForFrozenSlot,
 }
 
 impl IgnoreReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::UpdateBelowBase,
         Self::UpdateForDroppedSlot,
         Self::LateStartupUpdate,
@@ -48,6 +51,7 @@ impl IgnoreReason {
         Self::BlockBelowBase,
         Self::BlockForDroppedSlot,
         Self::BlockWithoutHeight,
+        Self::UpdateForFrozenSlot,
     ];
 
     /// A stable snake_case name for metrics labels.
@@ -64,6 +68,7 @@ impl IgnoreReason {
             Self::BlockBelowBase => "block_below_base",
             Self::BlockForDroppedSlot => "block_for_dropped_slot",
             Self::BlockWithoutHeight => "block_without_height",
+            Self::UpdateForFrozenSlot => "update_for_frozen_slot",
         }
     }
 
@@ -115,11 +120,15 @@ pub enum Irregularity {
     StartupAfterBase,
     /// The bulk builder could not start its workers; the startup state was built by one commit.
     EngineFallback,
+    /// The fork engine refused a freeze for another reason than its bound, or found a root it
+    /// had given differ after a fork switch (`Commitment::Processed`). An engine bug: the bank
+    /// and its descendants are dropped, and every root after it is suspect.
+    EngineRefused,
 }
 
 impl Irregularity {
     /// Every kind, in counter order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::UnknownSlot,
         Self::ParentConflict,
         Self::ConflictingForks,
@@ -127,6 +136,7 @@ impl Irregularity {
         Self::ImplicitEndOfStartup,
         Self::StartupAfterBase,
         Self::EngineFallback,
+        Self::EngineRefused,
     ];
 
     /// A stable snake_case name for metrics labels.
@@ -139,6 +149,7 @@ impl Irregularity {
             Self::ImplicitEndOfStartup => "implicit_end_of_startup",
             Self::StartupAfterBase => "startup_after_base",
             Self::EngineFallback => "engine_fallback",
+            Self::EngineRefused => "engine_refused",
         }
     }
 
@@ -157,6 +168,9 @@ pub enum DropReason {
     Abandoned,
     /// More than `max_pending_slots` slots were tracked; the lowest were dropped.
     Overflow,
+    /// The fork engine refused to freeze the bank (`Commitment::Processed`): over its bound, or
+    /// its parent was refused before it. Like an overflow, the fork cannot continue past it.
+    Refused,
 }
 
 /// Errors building an adapter.

@@ -66,16 +66,18 @@ mod engine;
 mod error;
 mod retain;
 mod stats;
+mod status;
 mod stripe;
 mod sysvar;
 mod types;
 
-pub use adapter::Adapter;
+pub use adapter::{Adapter, MAX_STATUS_CHANGES};
 pub use aldb_verify::record::BlockInfo;
 pub use engine::{CommitKind, Committed};
 pub use error::{AdapterError, DropReason, IgnoreReason, Ignored, Irregularity};
 pub use retain::{AccountRecord, KeepAccounts, KeepUpdates, NoRecords, Retain};
 pub use stats::Stats;
+pub use status::{StatusChange, StatusKind};
 pub use sysvar::{
     SLOT_HASHES_SYSVAR, slot_hashes_data, slot_hashes_data_with_hash, slot_hashes_newest, slot_hashes_parent,
 };

@@ -1,6 +1,9 @@
 //! Counters for metrics, updated with relaxed atomics so no callback waits on them.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+
+use aldb_core::{ForkCounters, ForkStats};
 
 use crate::error::{DropReason, IgnoreReason, Irregularity};
 
@@ -43,7 +46,31 @@ pub struct Stats {
     /// Slots tracked above the base and not dropped.
     pub pending_slots: u64,
     /// Decided commits not yet applied by [`Adapter::commit_ready`](crate::Adapter::commit_ready).
+    /// Under `Commitment::Processed` this counts every engine job: freezes, roots, drops and
+    /// status changes waiting to be applied.
     pub queued_commits: u64,
+    /// Slots dropped because the fork engine refused their freeze (`Commitment::Processed`).
+    pub slots_dropped_refused: u64,
+    /// Freezes the fork engine refused: over its bound, or on a refused parent.
+    pub freezes_refused: u64,
+    /// Frozen banks reported [`StatusKind::Confirmed`](crate::StatusKind::Confirmed).
+    pub banks_confirmed: u64,
+    /// Frozen banks reported [`StatusKind::Finalized`](crate::StatusKind::Finalized).
+    pub banks_finalized: u64,
+    /// Frozen banks reported [`StatusKind::Abandoned`](crate::StatusKind::Abandoned).
+    pub banks_abandoned: u64,
+    /// Status changes waiting for [`Adapter::take_status_changes`](crate::Adapter::take_status_changes).
+    pub queued_status_changes: u64,
+    /// Status changes dropped because nobody took them and the queue was full.
+    pub status_changes_dropped: u64,
+    /// The highest slot reported confirmed.
+    pub last_confirmed_slot: Option<u64>,
+    /// The highest slot reported finalized.
+    pub last_finalized_slot: Option<u64>,
+    /// The fork engine's gauges and counters (banks held, bytes held, switches, slots rolled
+    /// back and re-applied, ...); all zero until it exists (`Commitment::Processed`, once the
+    /// base is built).
+    pub forks: ForkCounters,
 }
 
 impl Stats {
@@ -55,6 +82,12 @@ impl Stats {
     /// How many irregular events of `kind` were handled.
     pub fn irregular(&self, kind: Irregularity) -> u64 {
         self.irregular.get(kind.index()).copied().unwrap_or(0)
+    }
+
+    /// Slots the highest confirmed one is behind the highest processed one: how long roots wait
+    /// for their confirmed records under `Commitment::Processed`.
+    pub fn status_lag(&self) -> Option<u64> {
+        Some(self.highest_processed_slot?.saturating_sub(self.last_confirmed_slot?))
     }
 
     /// Slots the engine is behind the highest processed slot.
@@ -101,6 +134,17 @@ pub(crate) struct Counters {
     pub(crate) highest_processed: AtomicSlot,
     pub(crate) pending_slots: AtomicU64,
     pub(crate) queued_commits: AtomicU64,
+    pub(crate) freezes_refused: AtomicU64,
+    pub(crate) dropped_refused: AtomicU64,
+    pub(crate) banks_confirmed: AtomicU64,
+    pub(crate) banks_finalized: AtomicU64,
+    pub(crate) banks_abandoned: AtomicU64,
+    pub(crate) queued_status_changes: AtomicU64,
+    pub(crate) status_changes_dropped: AtomicU64,
+    pub(crate) last_confirmed: AtomicSlot,
+    pub(crate) last_finalized: AtomicSlot,
+    /// Set once, when the fork engine is built.
+    pub(crate) forks: OnceLock<Arc<ForkStats>>,
 }
 
 impl Counters {
@@ -125,6 +169,7 @@ impl Counters {
             DropReason::Dead => &self.dropped_dead,
             DropReason::Abandoned => &self.dropped_abandoned,
             DropReason::Overflow => &self.dropped_overflow,
+            DropReason::Refused => &self.dropped_refused,
         };
         Self::add(c, n);
     }
@@ -149,6 +194,16 @@ impl Counters {
             highest_processed_slot: self.highest_processed.get(),
             pending_slots: self.pending_slots.load(Relaxed),
             queued_commits: self.queued_commits.load(Relaxed),
+            slots_dropped_refused: self.dropped_refused.load(Relaxed),
+            freezes_refused: self.freezes_refused.load(Relaxed),
+            banks_confirmed: self.banks_confirmed.load(Relaxed),
+            banks_finalized: self.banks_finalized.load(Relaxed),
+            banks_abandoned: self.banks_abandoned.load(Relaxed),
+            queued_status_changes: self.queued_status_changes.load(Relaxed),
+            status_changes_dropped: self.status_changes_dropped.load(Relaxed),
+            last_confirmed_slot: self.last_confirmed.get(),
+            last_finalized_slot: self.last_finalized.get(),
+            forks: self.forks.get().map(|f| f.snapshot()).unwrap_or_default(),
         }
     }
 }

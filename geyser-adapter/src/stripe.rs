@@ -74,6 +74,9 @@ enum SlotBuf<Rec> {
     Open(SlotUpdates<Rec>),
     /// The slot was dropped: later updates for it are refused until it is re-created.
     Closed,
+    /// The slot's bank was frozen into the fork engine (`Commitment::Processed`): its updates
+    /// are all in, so later ones are refused until it is re-created.
+    Frozen,
 }
 
 #[derive(Debug)]
@@ -136,6 +139,7 @@ impl<Rec> Stripe<Rec> {
         let outcome = match self.slots.entry(slot) {
             std::collections::hash_map::Entry::Occupied(mut e) => match e.get_mut() {
                 SlotBuf::Closed => return Err(IgnoreReason::UpdateForDroppedSlot),
+                SlotBuf::Frozen => return Err(IgnoreReason::UpdateForFrozenSlot),
                 SlotBuf::Open(map) => {
                     match map.entry(path) {
                         std::collections::hash_map::Entry::Occupied(mut old) => {
@@ -272,6 +276,25 @@ impl<Rec> Stripes<Rec> {
         (out, hint, dead.count())
     }
 
+    /// Takes a bank's buffers and SlotHashes hint for a freeze, leaving a marker that refuses its
+    /// later updates. Unlike [`Stripes::take_slot`] nothing else goes: under
+    /// `Commitment::Processed` lower slots on other forks may still freeze.
+    pub(crate) fn take_frozen(&self, slot: u64) -> (Vec<SlotUpdates<Rec>>, Option<Hint>) {
+        let mut out = Vec::new();
+        let mut hint = None;
+        self.each(|s| {
+            if let Some(SlotBuf::Open(m)) = s.slots.insert(slot, SlotBuf::Frozen)
+                && !m.is_empty()
+            {
+                out.push(m);
+            }
+            if let Some(h) = s.hints.remove(&slot) {
+                hint = Some(h);
+            }
+        });
+        (out, hint)
+    }
+
     /// Drops everything at or below a new base; returns how many buffered updates went.
     pub(crate) fn prune_below(&self, base: u64) -> u64 {
         let mut dead = Graveyard::new();
@@ -315,7 +338,7 @@ impl<Rec> Stripes<Rec> {
         }
         self.each(|s| {
             for slot in slots {
-                if matches!(s.slots.get(slot), Some(SlotBuf::Closed)) {
+                if matches!(s.slots.get(slot), Some(SlotBuf::Closed | SlotBuf::Frozen)) {
                     s.slots.remove(slot);
                 }
             }
@@ -379,6 +402,20 @@ mod tests {
         assert_eq!(put(3), Ok(Buffer::NewSlot));
         let (bufs, hint, gone) = stripes.take_slot(12);
         assert_eq!((bufs.len(), hint, gone), (1, None, 0));
+    }
+
+    #[test]
+    fn frozen_slots_refuse_updates_and_keep_lower_slots() {
+        let stripes: Stripes<u8> = Stripes::new(4);
+        let put = |slot, wv| buffer(&mut stripes.lock_path(&[3; 32]), slot, 3, wv, 1);
+        assert_eq!(put(11, 1), Ok(Buffer::NewSlot));
+        assert_eq!(put(12, 2), Ok(Buffer::NewSlot));
+        let (bufs, _) = stripes.take_frozen(12);
+        assert_eq!(bufs.len(), 1);
+        assert_eq!(put(12, 3), Err(IgnoreReason::UpdateForFrozenSlot));
+        assert_eq!(put(11, 4), Ok(Buffer::Done), "a lower slot on another fork still buffers");
+        assert_eq!(stripes.reopen(12), 0);
+        assert_eq!(put(12, 5), Ok(Buffer::NewSlot), "a restarted slot buffers again");
     }
 
     #[test]

@@ -90,6 +90,11 @@ pub enum Commitment {
     Confirmed,
     /// When the slot is rooted. Roots about 32 slots (13 s) behind the tip, and final.
     Finalized,
+    /// Every frozen bank, forks included, as soon as it is `Processed` (and its parent was
+    /// frozen): the banks are frozen into an [`aldb_core::ForkEngine`], which takes a root back
+    /// when its fork dies. Later confirmations, roots and abandoned forks come out of
+    /// [`Adapter::take_status_changes`](crate::Adapter::take_status_changes).
+    Processed,
 }
 
 /// Default number of buffer stripes: enough that many callback threads rarely meet on one lock.

@@ -5,9 +5,12 @@
 
 mod common;
 
-use common::{Acct, acct};
+use std::collections::BTreeMap;
+
+use common::{Acct, COMMITMENTS, acct};
 use geyser_adapter::{
     Adapter, AdapterConfig, Commitment, Committed, IgnoreReason, Irregularity, SlotEvent, SlotStatus, SlotStatus::*,
+    StatusChange, StatusKind,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm, RngSeed};
@@ -293,10 +296,11 @@ proptest! {
 
     /// Arbitrary event soup: no panic, the bound holds, and whatever commits forms one chain.
     #[test]
-    fn arbitrary_sequences_never_panic(ops in prop::collection::vec(op(), 0..160), finalized in any::<bool>()) {
-        let commitment = if finalized { Commitment::Finalized } else { Commitment::Confirmed };
+    fn arbitrary_sequences_never_panic(ops in prop::collection::vec(op(), 0..160), which in 0usize..3) {
+        let commitment = COMMITMENTS[which];
         let a = adapter_with(commitment, 6);
         let mut committed = Vec::new();
+        let mut changes = Vec::new();
         for o in &ops {
             match *o {
                 Op::Account { slot, key, lamports, wv, startup } => {
@@ -310,21 +314,137 @@ proptest! {
                 Op::EndOfStartup => {
                     let _ = a.end_of_startup();
                 }
-                Op::Commit => committed.extend(a.commit_ready()),
+                Op::Commit => {
+                    committed.extend(a.commit_ready());
+                    changes.extend(a.take_status_changes());
+                }
                 Op::Block { slot, height } => {
                     let _ = a.block_metadata(slot, [slot as u8; 32], height);
                 }
             }
             prop_assert!(a.stats().pending_slots <= 6);
         }
-        committed.extend(a.commit_ready());
-        for w in committed.windows(2) {
-            prop_assert_eq!(w[1].parent, Some(w[0].slot));
-            prop_assert!(w[1].slot > w[0].slot);
+        loop {
+            let c = a.commit_ready();
+            let s = a.take_status_changes();
+            if c.is_empty() && s.is_empty() {
+                break;
+            }
+            committed.extend(c);
+            changes.extend(s);
+        }
+        if commitment == Commitment::Processed {
+            // Forks: every freeze is on a parent frozen before it, and the confirmed and
+            // finalized changes each form one chain.
+            for c in committed.iter().skip(1) {
+                let p = c.parent.expect("a parent");
+                prop_assert!(p < c.slot && committed.iter().any(|x| x.slot == p));
+            }
+            for kind in [StatusKind::Confirmed, StatusKind::Finalized] {
+                let chain: Vec<&StatusChange> = changes.iter().filter(|c| c.kind == kind).collect();
+                for w in chain.windows(2) {
+                    prop_assert_eq!(w[1].parent, Some(w[0].slot));
+                }
+            }
+            let s = a.stats();
+            prop_assert!(s.forks.banks_held <= 6, "{:?}", s.forks);
+            prop_assert_eq!(s.queued_commits, 0);
+        } else {
+            prop_assert!(changes.is_empty());
+            for w in committed.windows(2) {
+                prop_assert_eq!(w[1].parent, Some(w[0].slot));
+                prop_assert!(w[1].slot > w[0].slot);
+            }
         }
         prop_assert!(committed.iter().skip(1).all(|c| c.parent.is_some()));
         // A commit only ever carries its own slot's block metadata.
         prop_assert!(committed.iter().all(|c| c.block.is_none_or(|b| b.blockhash == [c.slot as u8; 32])));
         prop_assert_eq!(a.stats().slots_committed, committed.len() as u64);
     }
+}
+
+/// Under Processed, frozen banks are taken back when they die, restart or are passed by a root,
+/// each reported abandoned with the root it was frozen with, before anything replaces it.
+#[test]
+fn processed_banks_are_taken_back_and_reported() {
+    let a = genesis(Commitment::Processed, 64);
+    let _ = a.take_status_changes();
+    let freeze = |slot: u64, parent: u64, key: u8| {
+        assert_eq!(st(&a, slot, Some(parent), CreatedBank), Ok(()));
+        assert_eq!(up(&a, &acct(slot, key, slot, slot)), Ok(()));
+        assert_eq!(st(&a, slot, Some(parent), Processed), Ok(()));
+    };
+    let drain = || {
+        let (mut c, mut s) = (Vec::new(), Vec::new());
+        loop {
+            let (x, y) = (a.commit_ready(), a.take_status_changes());
+            if x.is_empty() && y.is_empty() {
+                return (c, s);
+            }
+            c.extend(x);
+            s.extend(y);
+        }
+    };
+    let kinds = |s: &[StatusChange]| s.iter().map(|c| (c.slot, c.kind)).collect::<Vec<_>>();
+    // Two forks on slot 1 (1 has no bank of its own here: 2 and 3 hang from the base).
+    freeze(2, 0, 2);
+    freeze(3, 0, 3);
+    freeze(4, 2, 4);
+    freeze(5, 3, 5);
+    let (c, s) = drain();
+    assert_eq!(slots(&c), [2, 3, 4, 5]);
+    assert!(s.is_empty());
+    let roots: BTreeMap<u64, [u8; 32]> = c.iter().map(|c| (c.slot, c.root)).collect();
+    assert_ne!(roots[&4], roots[&5]);
+    // An update after the freeze is refused.
+    assert_eq!(up(&a, &acct(4, 9, 1, 99)), Err(IgnoreReason::UpdateForFrozenSlot));
+    // 5 dies: abandoned with its root; updates for it are refused.
+    assert_eq!(st(&a, 5, Some(3), Dead), Ok(()));
+    let (c, s) = drain();
+    assert!(c.is_empty());
+    assert_eq!(kinds(&s), [(5, StatusKind::Abandoned)]);
+    assert_eq!(s[0].root, roots[&5]);
+    // 4 restarts: the old version (and nothing else) is abandoned before the new one freezes.
+    assert_eq!(st(&a, 4, Some(2), CreatedBank), Ok(()));
+    assert_eq!(up(&a, &acct(4, 7, 40, 100)), Ok(()));
+    assert_eq!(st(&a, 4, Some(2), Processed), Ok(()));
+    let (c, s) = drain();
+    assert_eq!(kinds(&s), [(4, StatusKind::Abandoned)]);
+    assert_eq!(s[0].root, roots[&4]);
+    assert_eq!(slots(&c), [4]);
+    assert_ne!(c[0].root, roots[&4]);
+    let new4 = c[0].root;
+    // 4 is confirmed (and so 2), then rooted: 3 is left behind.
+    assert_eq!(st(&a, 4, None, Confirmed), Ok(()));
+    let (_, s) = drain();
+    assert_eq!(kinds(&s), [(2, StatusKind::Confirmed), (4, StatusKind::Confirmed)]);
+    assert_eq!(s[1].root, new4);
+    assert_eq!(st(&a, 4, Some(2), Rooted), Ok(()));
+    let (_, s) = drain();
+    assert_eq!(kinds(&s), [(2, StatusKind::Finalized), (4, StatusKind::Finalized), (3, StatusKind::Abandoned)]);
+    let st_ = a.stats();
+    assert_eq!((st_.banks_confirmed, st_.banks_finalized, st_.banks_abandoned), (3, 3, 3));
+    assert_eq!((st_.last_confirmed_slot, st_.last_finalized_slot), (Some(4), Some(4)));
+    assert_eq!(st_.forks.banks_held, 0);
+    assert!(st_.forks.switches > 0 && st_.forks.slots_rolled_back > 0, "{:?}", st_.forks);
+    assert_eq!(st(&a, 3, Some(0), Processed), Err(IgnoreReason::StatusBelowBase));
+}
+
+/// Under Processed with no root for too long, the pending bound drops the lowest banks and the
+/// engine takes them back: memory stays bounded and the stall is visible.
+#[test]
+fn processed_banks_stay_within_the_bound_when_nothing_roots() {
+    let max = 8;
+    let a = genesis(Commitment::Processed, max);
+    for slot in 2..60u64 {
+        assert_eq!(st(&a, slot, Some(slot - 1), CreatedBank), Ok(()));
+        let _ = up(&a, &acct(slot, 1, slot, slot));
+        let _ = st(&a, slot, Some(slot - 1), Processed);
+        while !(a.commit_ready().is_empty() && a.take_status_changes().is_empty()) {}
+        let s = a.stats();
+        assert!(s.pending_slots <= max as u64 && s.forks.banks_held <= max as u64, "{s:?}");
+    }
+    let s = a.stats();
+    assert!(s.slots_dropped_overflow > 0 && s.banks_abandoned > 0, "{s:?}");
+    assert_eq!(s.queued_status_changes, 0);
 }

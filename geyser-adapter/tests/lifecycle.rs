@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use aldb_core::CaptureOptions;
 use aldb_naive::NaiveState;
-use common::{Acct, Ev, Knobs, acct, adapter, check, generate, run, slot_hashes, startup, status};
+use common::{Acct, COMMITMENTS, Ev, Knobs, acct, adapter, check, generate, run, slot_hashes, startup, status};
 use geyser_adapter::{
     AccountRecord, Adapter, AdapterConfig, CommitKind, Commitment, Committed, IgnoreReason, Irregularity, KeepAccounts,
-    KeepUpdates, SlotStatus::*,
+    KeepUpdates, SlotStatus::*, StatusChange, StatusKind,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -57,7 +57,7 @@ fn config(commitment: Commitment) -> AdapterConfig {
 
 #[test]
 fn genesis_slot_zero_becomes_the_base_when_its_child_appears() {
-    for commitment in [Commitment::Confirmed, Commitment::Finalized] {
+    for commitment in COMMITMENTS {
         let a = adapter(commitment);
         let genesis: Vec<Acct> = (0..6u8).map(|k| acct(0, k, 100 + u64::from(k), u64::from(k))).collect();
         for g in &genesis {
@@ -95,6 +95,29 @@ fn genesis_slot_zero_becomes_the_base_when_its_child_appears() {
                 let c = a.commit_ready();
                 assert_eq!(slots(&c), [(2, Some(0))]);
                 assert_eq!(c[0].root, model.root());
+            }
+            Commitment::Processed => {
+                // Frozen at `Processed`; the base is confirmed and final at once, slot 2 is
+                // confirmed, then rooted.
+                assert_eq!(slots(&c), [(2, Some(0))]);
+                assert_eq!((c[0].root, c[0].updates), (model.root(), 3));
+                let changes: Vec<_> = a.take_status_changes().iter().map(|c| (c.slot, c.kind, c.root)).collect();
+                let genesis_root = state_of(&genesis.iter().collect::<Vec<_>>()).root();
+                assert_eq!(
+                    changes,
+                    [
+                        (0, StatusKind::Confirmed, genesis_root),
+                        (0, StatusKind::Finalized, genesis_root),
+                        (2, StatusKind::Confirmed, model.root())
+                    ]
+                );
+                a.update_slot_status(status_of(2, Some(0), Rooted)).expect("rooted");
+                assert!(a.commit_ready().is_empty());
+                let changes: Vec<_> = a.take_status_changes().iter().map(|c| (c.slot, c.kind, c.parent)).collect();
+                assert_eq!(changes, [(2, StatusKind::Finalized, Some(0))]);
+                // Slot 2 is the base now.
+                let late = a.update_account(&acct(2, 4, 1, 99).update()).expect_err("slot 2 is rooted");
+                assert_eq!(late.reason, IgnoreReason::UpdateBelowBase);
             }
         }
         // Late or foreign updates are refused, never applied.
@@ -324,6 +347,36 @@ fn replayed_slots_without_statuses_commit_as_rooted_reaches_them() {
             assert_eq!(c.root, roots[&c.slot], "slot {}", c.slot);
         }
     }
+    // Under Processed the replayed slots freeze as `Rooted` links them, then 211 (processed
+    // long ago) follows 210: confirmed as Confirmed commits them, finalized up to 210.
+    let a = adapter(Commitment::Processed);
+    start_replay(&a, &r);
+    let mut parent = 200;
+    for (slot, _) in &r.replayed {
+        a.update_slot_status(status_of(*slot, Some(parent), Rooted)).expect("rooted");
+        parent = *slot;
+    }
+    let (frozen, changes) = drain(&a);
+    let want: Vec<(u64, [u8; 32])> = roots.iter().map(|(s, r)| (*s, *r)).collect();
+    assert_eq!(frozen.iter().map(|c| (c.slot, c.root)).collect::<Vec<_>>(), want);
+    let of = |kind| changes.iter().filter(|c| c.kind == kind).map(|c| (c.slot, c.root)).collect::<Vec<_>>();
+    assert_eq!(of(StatusKind::Confirmed), want);
+    assert_eq!(of(StatusKind::Finalized), want[..want.len() - 1]);
+    assert!(of(StatusKind::Abandoned).is_empty());
+}
+
+/// Everything ready under `Commitment::Processed`: the freezes and the status changes.
+fn drain(a: &Adapter) -> (Vec<Committed>, Vec<StatusChange>) {
+    let (mut frozen, mut changes) = (Vec::new(), Vec::new());
+    loop {
+        let c = a.commit_ready();
+        let s = a.take_status_changes();
+        if c.is_empty() && s.is_empty() {
+            return (frozen, changes);
+        }
+        frozen.extend(c);
+        changes.extend(s);
+    }
 }
 
 #[test]
@@ -340,6 +393,16 @@ fn replayed_slots_are_linked_by_their_slot_hashes_writes() {
     for c in &got {
         assert_eq!(c.root, roots[&c.slot], "slot {}", c.slot);
     }
+    // Under Processed the hints link and complete the replayed chain at once: every slot
+    // freezes, and 211's confirmation confirms them all, with the roots Confirmed commits.
+    let p = adapter(Commitment::Processed);
+    start_replay(&p, &r);
+    let (frozen, changes) = drain(&p);
+    let pairs = |v: &[Committed]| v.iter().map(|c| (c.slot, c.root)).collect::<Vec<_>>();
+    assert_eq!(pairs(&frozen), pairs(&got));
+    let confirmed: Vec<_> =
+        changes.iter().filter(|c| c.kind == StatusKind::Confirmed).map(|c| (c.slot, c.root)).collect();
+    assert_eq!(confirmed, pairs(&got));
 
     let a = adapter(Commitment::Finalized);
     start_replay(&a, &r);

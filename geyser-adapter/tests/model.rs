@@ -1,13 +1,15 @@
 //! Model-based test: random validator runs (fork trees of banks with random account updates,
 //! delivered in the orders agave may use) must commit exactly the canonical chain, each slot
-//! with the `aldb_naive` root of the full account state along it, under both commitments.
+//! with the `aldb_naive` root of the full account state along it, under both commitments; under
+//! `Commitment::Processed` every frozen bank, forks included, must have the naive root of its
+//! chain, and the confirmed and finalized changes must give exactly what the other two commit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
-use common::{Knobs, adapter, check, generate, run};
-use geyser_adapter::{CommitKind, Commitment};
+use common::{Knobs, adapter, check, check_processed, generate, run, run_log};
+use geyser_adapter::{CommitKind, Commitment, StatusKind};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, RngAlgorithm, RngSeed};
 
@@ -57,6 +59,17 @@ proptest! {
             prop_assert_eq!(stats.last_committed_slot, committed.last().map(|c| c.slot));
             prop_assert_eq!(stats.queued_commits, 0);
         }
+        let a = adapter(Commitment::Processed);
+        let r = run_log(&a, &sc.events, threads, seed);
+        if let Err(e) = check_processed(&sc, &r) {
+            return Err(TestCaseError::fail(format!("Processed: {e}\nknobs {k:?}\nchain {:?}", sc.chain)));
+        }
+        let stats = a.stats();
+        prop_assert_eq!(stats.slots_committed, r.committed.len() as u64);
+        prop_assert_eq!(stats.queued_commits, 0);
+        prop_assert_eq!(stats.queued_status_changes, 0);
+        prop_assert_eq!(stats.forks.freezes + 1, r.committed.len() as u64, "the base is not a freeze");
+        prop_assert_eq!(stats.freezes_refused, 0);
     }
 }
 
@@ -91,5 +104,15 @@ fn long_runs_on_fixed_seeds() {
             assert!(without > 0, "seed {seed}: every commit carried block metadata");
             assert_eq!(a.stats().slots_without_block, without);
         }
+        let a = adapter(Commitment::Processed);
+        let r = run_log(&a, &sc.events, 1 + (seed as usize % 3), seed);
+        if let Err(e) = check_processed(&sc, &r) {
+            panic!("seed {seed}, Processed: {e}");
+        }
+        // Forks were frozen and taken back, and the engine rolled back to reach them.
+        let stats = a.stats();
+        assert!(stats.banks_abandoned > 0, "seed {seed}: no bank abandoned");
+        assert!(stats.forks.slots_rolled_back > 0 && stats.forks.switches > 0, "seed {seed}: {:?}", stats.forks);
+        assert_eq!(stats.banks_confirmed, r.changes.iter().filter(|c| c.kind == StatusKind::Confirmed).count() as u64);
     }
 }

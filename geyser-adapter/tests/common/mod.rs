@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use aldb_naive::NaiveState;
 use geyser_adapter::{
     AccountUpdate, Adapter, AdapterConfig, BlockInfo, CommitKind, Commitment, Committed, Retain, SLOT_HASHES_SYSVAR,
-    SlotEvent, SlotStatus, slot_hashes_data, slot_hashes_data_with_hash,
+    SlotEvent, SlotStatus, StatusChange, StatusKind, slot_hashes_data, slot_hashes_data_with_hash,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -111,12 +111,16 @@ pub(crate) struct Scenario {
     /// Index in `chain` of the last slot that must be committed, per commitment.
     pub(crate) last_confirmed: usize,
     pub(crate) last_finalized: usize,
+    /// Every bank version that may be frozen (chain and fork banks, first versions of restarted
+    /// banks): its parent and the root of the full state along its chain.
+    pub(crate) versions: BTreeMap<u64, Vec<(u64, Hash)>>,
 }
 
 impl Scenario {
     pub(crate) fn expected_last(&self, c: Commitment) -> usize {
         match c {
-            Commitment::Confirmed => self.last_confirmed,
+            // Under Processed: the last slot reported confirmed.
+            Commitment::Confirmed | Commitment::Processed => self.last_confirmed,
             Commitment::Finalized => self.last_finalized,
         }
     }
@@ -239,6 +243,9 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
     };
     let mut events = Vec::new();
     let mut states: BTreeMap<u64, NaiveState> = BTreeMap::new();
+    // The state of every bank that can be a parent, fork banks included.
+    let mut all: BTreeMap<u64, NaiveState> = BTreeMap::new();
+    let mut versions: BTreeMap<u64, Vec<(u64, Hash)>> = BTreeMap::new();
     let mut chain = Vec::new();
 
     // The base.
@@ -307,6 +314,7 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
             // A replayed fork slot off the chain (a sibling of `slot`); the chain goes on above it.
             let fork = slot + 1;
             let writes = g.bank(fork, Some(parent), 4);
+            versions.entry(fork).or_default().push((parent, apply_bank(&states[&parent], &writes).root()));
             events.extend(writes.into_iter().map(Ev::Account));
             let next = fork + 1;
             let w = g.bank(next, Some(slot), 6);
@@ -359,6 +367,8 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
                 lane.events.extend(v1.into_iter().take(partial).map(Ev::Account));
                 lane.events.push_back(status(slot, Some(parent), SlotStatus::Dead));
             } else {
+                let base = all.get(&parent).or_else(|| states.get(&parent)).expect("parent state");
+                versions.entry(slot).or_default().push((parent, apply_bank(base, &v1).root()));
                 lane.events.extend(v1.into_iter().map(Ev::Account));
                 if g.brng.random_bool(0.5) {
                     // The first version froze: its metadata must not outlive the restart.
@@ -415,8 +425,14 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
             }
             None => prev = Some((slot, lane)),
         }
+        let parent_state = all.get(&parent).or_else(|| states.get(&parent)).expect("parent state");
+        let state = apply_bank(parent_state, &writes);
+        if !dies {
+            versions.entry(slot).or_default().push((parent, state.root()));
+            all.insert(slot, state.clone());
+        }
         if on_chain {
-            states.insert(slot, apply_bank(&states[&parent], &writes));
+            states.insert(slot, state);
             chain.push(slot);
         } else if !dies {
             forks.push(slot);
@@ -474,8 +490,15 @@ pub(crate) fn generate(seed: u64, k: &Knobs) -> Scenario {
     let either: BTreeSet<u64> = confirmed.union(&rooted).copied().collect();
     let linked_all = k.hints || replayed.last().is_none_or(|r| rooted.contains(r));
     let last_confirmed = if linked_all { idx_of(&either) } else { last_rooted };
-    let roots = chain.iter().map(|s| (*s, states[s].root())).collect();
-    Scenario { events, chain, roots, base_kind, hints: k.hints, last_confirmed, last_finalized: last_rooted }
+    let roots: BTreeMap<u64, Hash> = chain.iter().map(|s| (*s, states[s].root())).collect();
+    // Replayed chain slots freeze too.
+    for w in chain.windows(2) {
+        let e = versions.entry(w[1]).or_default();
+        if !e.contains(&(w[0], roots[&w[1]])) {
+            e.push((w[0], roots[&w[1]]));
+        }
+    }
+    Scenario { events, chain, roots, base_kind, hints: k.hints, last_confirmed, last_finalized: last_rooted, versions }
 }
 
 /// Moves slot `s`'s pending Processed out now.
@@ -502,14 +525,42 @@ pub(crate) fn run<R: Retain>(
     threads: usize,
     seed: u64,
 ) -> Vec<Committed<R::Record>> {
+    run_log(adapter, events, threads, seed).committed
+}
+
+/// What a run gave: the commits (or freezes), the status changes, and the order both came in.
+pub(crate) struct Run<Rec> {
+    pub(crate) committed: Vec<Committed<Rec>>,
+    pub(crate) changes: Vec<StatusChange>,
+    /// `Ok(i)`: `committed[i]`; `Err(i)`: `changes[i]`.
+    pub(crate) log: Vec<Result<usize, usize>>,
+}
+
+/// Like [`run`], and takes the status changes after every `commit_ready`, checking that a
+/// confirmed or finalized change carries the block metadata delivered before it was applied.
+pub(crate) fn run_log<R: Retain>(adapter: &Adapter<R>, events: &[Ev], threads: usize, seed: u64) -> Run<R::Record> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
-    let mut out = Vec::new();
+    let mut out = Run { committed: Vec::new(), changes: Vec::new(), log: Vec::new() };
     let mut blocks: BTreeMap<u64, BlockInfo> = BTreeMap::new();
-    let take = |adapter: &Adapter<R>, blocks: &BTreeMap<u64, BlockInfo>, out: &mut Vec<Committed<R::Record>>| {
-        for c in adapter.commit_ready() {
+    let take = |adapter: &Adapter<R>, blocks: &BTreeMap<u64, BlockInfo>, out: &mut Run<R::Record>| loop {
+        // A call stops before a freeze that follows a status change: call until both are empty.
+        let batch = adapter.commit_ready();
+        let changes = adapter.take_status_changes();
+        if batch.is_empty() && changes.is_empty() {
+            break;
+        }
+        for c in batch {
             let want = if c.kind == CommitKind::Slot { blocks.get(&c.slot).copied() } else { None };
             assert_eq!(c.block, want, "block metadata of slot {}", c.slot);
-            out.push(c);
+            out.log.push(Ok(out.committed.len()));
+            out.committed.push(c);
+        }
+        for ch in changes {
+            if ch.kind != StatusKind::Abandoned && ch.parent.is_some() {
+                assert_eq!(ch.block, blocks.get(&ch.slot).copied(), "block metadata of {ch:?}");
+            }
+            out.log.push(Err(out.changes.len()));
+            out.changes.push(ch);
         }
     };
     let mut i = 0;
@@ -572,10 +623,94 @@ fn deliver<R: Retain>(adapter: &Adapter<R>, accts: &[&Acct], threads: usize) {
     });
 }
 
+/// The three commitments the suites run under.
+pub(crate) const COMMITMENTS: [Commitment; 3] = [Commitment::Confirmed, Commitment::Finalized, Commitment::Processed];
+
 pub(crate) fn adapter(commitment: Commitment) -> Adapter {
     let mut config = AdapterConfig::new(commitment, aldb_core::Config::new(1, 2, 4).expect("valid layout"));
     config.stripes = 8;
     Adapter::new(config).expect("adapter")
+}
+
+/// Checks a run under `Commitment::Processed`:
+///
+/// - the base is frozen first, and every later freeze has the naive root of the full state along
+///   its chain (one of the bank's versions, on its parent);
+/// - a slot is frozen again only after its old version was reported abandoned, and every change
+///   names the root the slot's live version was frozen with;
+/// - the confirmed changes walk the chain exactly as `Commitment::Confirmed` commits it, and the
+///   finalized ones as `Commitment::Finalized` does.
+pub(crate) fn check_processed<Rec>(sc: &Scenario, run: &Run<Rec>) -> Result<(), String> {
+    let Some(base) = run.committed.first() else {
+        return Err("nothing frozen".into());
+    };
+    if (base.slot, base.parent, base.kind, base.root) != (sc.chain[0], None, sc.base_kind, sc.roots[&sc.chain[0]]) {
+        return Err(format!("base is slot {} ({:?})", base.slot, base.kind));
+    }
+    let mut live: BTreeMap<u64, Hash> = BTreeMap::new();
+    let mut finalized: BTreeSet<u64> = BTreeSet::new();
+    for item in &run.log {
+        match *item {
+            Ok(i) => {
+                let c = &run.committed[i];
+                if i > 0 {
+                    let Some(p) = c.parent else { return Err(format!("slot {} frozen without a parent", c.slot)) };
+                    let ok = sc.versions.get(&c.slot).is_some_and(|v| v.contains(&(p, c.root)));
+                    if c.kind != CommitKind::Slot || !ok {
+                        return Err(format!("slot {} frozen on {p} ({:?}) with a root no version has", c.slot, c.kind));
+                    }
+                    if !live.contains_key(&p) && !finalized.contains(&p) {
+                        return Err(format!("slot {} frozen on {p}, which is not held", c.slot));
+                    }
+                }
+                if live.insert(c.slot, c.root).is_some() {
+                    return Err(format!("slot {} frozen again before its old version was abandoned", c.slot));
+                }
+            }
+            Err(i) => {
+                let ch = &run.changes[i];
+                let held = live.get(&ch.slot).copied();
+                if held != Some(ch.root) {
+                    return Err(format!("{ch:?} does not name the held root {held:?}"));
+                }
+                match ch.kind {
+                    StatusKind::Confirmed => {}
+                    StatusKind::Finalized => {
+                        live.remove(&ch.slot);
+                        finalized.insert(ch.slot);
+                    }
+                    StatusKind::Abandoned => {
+                        live.remove(&ch.slot);
+                    }
+                }
+            }
+        }
+    }
+    for (kind, commitment) in
+        [(StatusKind::Confirmed, Commitment::Confirmed), (StatusKind::Finalized, Commitment::Finalized)]
+    {
+        let want = sc.expected_last(commitment) + 1;
+        let got: Vec<&StatusChange> = run.changes.iter().filter(|c| c.kind == kind).collect();
+        if got.len() != want {
+            return Err(format!(
+                "{kind:?}: reported {:?}, expected the chain prefix {:?}",
+                got.iter().map(|c| c.slot).collect::<Vec<_>>(),
+                &sc.chain[..want.min(sc.chain.len())]
+            ));
+        }
+        for (i, c) in got.iter().enumerate() {
+            let slot = sc.chain[i];
+            let parent = i.checked_sub(1).map(|j| sc.chain[j]);
+            if (c.slot, c.parent) != (slot, parent) || c.root != sc.roots[&slot] {
+                return Err(format!("{kind:?} change {i} is {c:?}, expected slot {slot} on {parent:?}"));
+            }
+            let bank = if sc.hints { parent.map(bank_hash) } else { None };
+            if c.parent_bank_hash != bank {
+                return Err(format!("{kind:?}: slot {slot} carries parent bank hash {:?}", c.parent_bank_hash));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the commits walk the chain from its base with the model's roots.
