@@ -31,7 +31,7 @@ if [[ $# -gt 0 ]]; then
     targets=("$@")
 else
     targets=(proof_wire proof_json record_wire record_json record_log snapshot_file rpc_params relayer_message
-        relayer_config plugin_config)
+        relayer_config plugin_config vote_transaction)
 fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

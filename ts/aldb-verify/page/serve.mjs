@@ -1,5 +1,6 @@
 // Serves the page and forwards its JSON-RPC calls to a Hyades service, so the browser talks to one
-// origin (Hyades sends no CORS headers). The forwarder is untrusted transport: the page verifies
+// origin and needs no cross-origin permission (Hyades allows any origin, but a deployment may put
+// it behind a proxy that does not). The forwarder is untrusted transport: the page verifies
 // everything it shows.
 //
 //   node page/serve.mjs --hyades http://127.0.0.1:8899 [--addr 127.0.0.1:8080]
