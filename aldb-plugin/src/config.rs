@@ -81,6 +81,10 @@ pub enum CommitmentLevel {
     Confirmed,
     /// Once the slot is rooted (about 13 seconds behind the tip), and final.
     Finalized,
+    /// Every frozen bank, forks included, as soon as it is processed: its root is published at
+    /// once, marked confirmed or finalized when the cluster says so (only then is a record
+    /// made and signed), or abandoned when its fork dies. Needs `snapshot_every: 1`.
+    Processed,
 }
 
 impl CommitmentLevel {
@@ -89,6 +93,7 @@ impl CommitmentLevel {
         match self {
             Self::Confirmed => geyser_adapter::Commitment::Confirmed,
             Self::Finalized => geyser_adapter::Commitment::Finalized,
+            Self::Processed => geyser_adapter::Commitment::Processed,
         }
     }
 }
@@ -414,6 +419,13 @@ impl Config {
         )?;
         let snapshot_every =
             in_range("snapshot_every", raw.snapshot_every.unwrap_or(DEFAULT_SNAPSHOT_EVERY), 1, MAX_SNAPSHOT_EVERY)?;
+        if raw.commitment == Some(CommitmentLevel::Processed) && snapshot_every != 1 {
+            // Banks on forks are written against their parents' files: none may be skipped.
+            return Err(invalid(
+                "snapshot_every",
+                "must be 1 with `commitment: \"processed\"` (every frozen bank is written)",
+            ));
+        }
         let keep_slots = in_range("keep_slots", raw.keep_slots.unwrap_or(DEFAULT_KEEP_SLOTS), 1, MAX_SNAPSHOT_SLOTS)?;
         let refresh_slots =
             in_range("refresh_slots", raw.refresh_slots.unwrap_or(DEFAULT_REFRESH_SLOTS), 1, MAX_SNAPSHOT_SLOTS)?;
@@ -526,6 +538,7 @@ impl Config {
         w.refresh_slots = self.refresh_slots;
         w.queue_bound = self.snapshot_queue;
         w.direct_io = self.snapshot_direct_io;
+        w.forks = self.commitment == CommitmentLevel::Processed;
         w
     }
 
@@ -565,6 +578,25 @@ mod tests {
         assert_eq!(kept.record_keep_slots, 77);
         let zero = Config::parse("{libpath: 'x.so', snapshot_dir: 's', record_keep_slots: 0}", Path::new("/b"));
         assert!(zero.unwrap_err().to_string().contains("record_keep_slots"));
+    }
+
+    #[test]
+    fn processed_commitment_writes_every_bank_in_fork_mode() {
+        let c =
+            Config::parse("{libpath: 'x.so', snapshot_dir: 's', commitment: 'processed'}", Path::new("/b")).unwrap();
+        assert_eq!(c.commitment, CommitmentLevel::Processed);
+        assert_eq!(c.adapter_config().commitment, geyser_adapter::Commitment::Processed);
+        let w = c.writer_config();
+        assert!(w.forks && w.every == 1);
+        assert!(c.to_json().contains("\"processed\""));
+        let every = Config::parse(
+            "{libpath: 'x.so', snapshot_dir: 's', commitment: 'processed', snapshot_every: 4}",
+            Path::new("/b"),
+        );
+        assert!(every.unwrap_err().to_string().contains("snapshot_every"));
+        assert!(!Config::parse("{libpath: 'x.so', snapshot_dir: 's'}", Path::new("/b")).unwrap().writer_config().forks);
+        let bad = Config::parse("{libpath: 'x.so', snapshot_dir: 's', commitment: 'recent'}", Path::new("/b"));
+        assert!(bad.is_err());
     }
 
     fn keypair_file(dir: &Path) -> PathBuf {

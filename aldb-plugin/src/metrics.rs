@@ -307,6 +307,79 @@ fn slot_value(s: Option<u64>) -> f64 {
     s.map_or(-1.0, |s| s as f64)
 }
 
+/// The metrics of `commitment: "processed"` (all zero, or -1 for slots, under the others): the
+/// fork engine's banks and rollbacks, the status changes of frozen banks, and the fork-mode
+/// writer's.
+fn write_forks(o: &mut Families, s: &Stats, w: &WriterStats) {
+    let f = &s.forks;
+    o.gauge("aldb_fork_banks_held", "Frozen banks above the rooted slot that the fork engine holds.", f.banks_held);
+    o.gauge(
+        "aldb_fork_held_bytes",
+        "Bytes of updates and undo records the fork engine's unrooted banks hold.",
+        f.held_bytes,
+    );
+    o.counter("aldb_fork_switches_total", "Times the fork engine's head moved to another fork.", f.switches);
+    o.counter(
+        "aldb_fork_slots_rolled_back_total",
+        "Banks whose undo record a fork switch applied (rollbacks).",
+        f.slots_rolled_back,
+    );
+    o.counter("aldb_fork_slots_reapplied_total", "Banks whose updates a fork switch applied again.", f.slots_reapplied);
+    o.counter(
+        "aldb_freezes_refused_total",
+        "Freezes the fork engine refused (over its bound, or on a refused parent); the fork stalls there.",
+        s.freezes_refused,
+    );
+    let banks = [("confirmed", s.banks_confirmed), ("finalized", s.banks_finalized), ("abandoned", s.banks_abandoned)]
+        .map(|(status, v)| ([("status", status)], v as f64));
+    o.counters(
+        "aldb_bank_status_changes_total",
+        "Frozen banks reported confirmed, finalized or abandoned (taken back: dead, replaced, or on a passed fork).",
+        banks.iter().map(|(l, v)| (&l[..], *v)),
+    );
+    o.gauge(
+        "aldb_queued_status_changes",
+        "Status changes of frozen banks not yet taken by the commit worker.",
+        s.queued_status_changes,
+    );
+    o.counter(
+        "aldb_status_changes_dropped_total",
+        "Status changes dropped because the queue was full (the worker stopped taking them).",
+        s.status_changes_dropped,
+    );
+    o.gauge(
+        "aldb_last_confirmed_slot",
+        "The highest frozen bank reported confirmed (-1: none yet).",
+        slot_value(s.last_confirmed_slot),
+    );
+    o.gauge(
+        "aldb_last_finalized_slot",
+        "The highest frozen bank reported finalized (-1: none yet).",
+        slot_value(s.last_finalized_slot),
+    );
+    o.gauge(
+        "aldb_status_lag_slots",
+        "Highest processed slot minus the highest slot reported confirmed (-1: unknown).",
+        slot_value(s.status_lag()),
+    );
+    o.gauge(
+        "aldb_snapshot_fork_banks",
+        "Written banks the fork-mode snapshot writer holds.",
+        w.fork_banks.load(Relaxed),
+    );
+    o.counter(
+        "aldb_snapshot_fork_refused_total",
+        "Banks the fork-mode snapshot writer refused to write (their roots stand, their files are not served).",
+        w.fork_refused.load(Relaxed),
+    );
+    o.counter(
+        "aldb_snapshot_fork_rolled_back_total",
+        "Banks whose undo list the fork-mode snapshot writer applied.",
+        w.fork_rolled_back.load(Relaxed),
+    );
+    o.counter("aldb_snapshot_marks_total", "Status marks handed to the snapshot writer.", w.marks.load(Relaxed));
+}
+
 /// Renders every metric in the Prometheus text format (version 0.0.4).
 pub(crate) fn render(src: &Sources) -> String {
     let s: Stats = src.adapter.stats();
@@ -364,6 +437,7 @@ pub(crate) fn render(src: &Sources) -> String {
         ("dead", s.slots_dropped_dead),
         ("abandoned", s.slots_dropped_abandoned),
         ("overflow", s.slots_dropped_overflow),
+        ("refused", s.slots_dropped_refused),
     ]
     .map(|(reason, v)| ([("reason", reason)], v as f64));
     o.counters(
@@ -417,6 +491,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "Highest processed slot minus last committed slot (-1: unknown).",
         slot_value(s.lag()),
     );
+    write_forks(o, &s, w);
 
     p.commit_latency.write(
         o,

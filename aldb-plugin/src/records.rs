@@ -9,6 +9,11 @@
 //! the time it is rooted. The committed chain is one chain (each commit's parent is the previous
 //! commit), so a rooted committed slot finalizes every committed slot before it. With
 //! `commitment: "finalized"` slots commit only once rooted and get the `finalized` record only.
+//! With `commitment: "processed"` every frozen bank gets a root but no record: a slot gets its
+//! `confirmed` record when the adapter reports it confirmed and its `finalized` one when it
+//! reports it finalized ([`Records::status`]), each with the root the bank had when it was
+//! frozen. Those reports walk the confirmed and the rooted chain in order, so each level chains
+//! exactly as the other commitments chain it; abandoned banks never get a record.
 //!
 //! Nothing here can stop the validator or the roots. A record that cannot be made or logged is
 //! logged, counted and skipped. Because a failed append may leave a torn entry at the end of the
@@ -26,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_verify::Commitment;
-use geyser_adapter::Committed;
+use geyser_adapter::{Committed, StatusChange, StatusKind};
 
 use crate::config::{CommitmentLevel, Config};
 use crate::metrics::PluginCounters;
@@ -71,6 +76,8 @@ pub(crate) struct Records {
     genesis_hash: [u8; 32],
     keypair: Option<PathBuf>,
     commitment: Commitment,
+    /// `commitment: "processed"`: records come from status changes, not commits.
+    processed: bool,
     producer: Option<RecordProducer>,
     /// Commits to let pass before trying to open the log again.
     retry_in: u64,
@@ -101,20 +108,23 @@ impl Records {
             return Ok(None);
         };
         let commitment = match config.commitment {
-            CommitmentLevel::Confirmed => Commitment::Confirmed,
+            CommitmentLevel::Confirmed | CommitmentLevel::Processed => Commitment::Confirmed,
             CommitmentLevel::Finalized => Commitment::Finalized,
         };
+        let processed = config.commitment == CommitmentLevel::Processed;
         let mut r = Self {
             snapshot_dir: config.snapshot_dir.clone(),
             genesis_hash,
             keypair: config.keypair.clone(),
             commitment,
+            processed,
             producer: None,
             keep_slots: config.record_keep_slots,
             prune_in: PRUNE_EVERY,
             retry_in: 0,
             failing: 0,
-            rooted_in: (commitment == Commitment::Confirmed).then(Arc::default),
+            // Under `processed` the adapter reports roots itself.
+            rooted_in: (commitment == Commitment::Confirmed && !processed).then(Arc::default),
             awaiting_root: VecDeque::new(),
             rooted: BTreeSet::new(),
         };
@@ -195,6 +205,10 @@ impl Records {
     /// Produces, signs and logs the commit's record; errors are logged and counted, never
     /// returned.
     pub(crate) fn record<Rec>(&mut self, c: &Committed<Rec>, counters: &PluginCounters) {
+        if self.processed {
+            // A processed root gets no record; its status changes make them.
+            return;
+        }
         let input = RecordInput {
             slot: c.slot,
             parent: c.parent,
@@ -218,6 +232,27 @@ impl Records {
             self.awaiting_root.push_back(RecordInput { commitment: Commitment::Finalized, ..input });
             self.finalize(counters);
         }
+        counters.records_enabled.store(self.enabled(), Ordering::Relaxed);
+    }
+
+    /// `commitment: "processed"`: the record a status change calls for (a `confirmed` or a
+    /// `finalized` one, with the root the bank was frozen with); nothing for an abandoned bank.
+    /// Errors are logged and counted, never returned.
+    pub(crate) fn status(&mut self, ch: &StatusChange, counters: &PluginCounters) {
+        let commitment = match ch.kind {
+            StatusKind::Confirmed => Commitment::Confirmed,
+            StatusKind::Finalized => Commitment::Finalized,
+            StatusKind::Abandoned => return,
+        };
+        let input = RecordInput {
+            slot: ch.slot,
+            parent: ch.parent,
+            commitment,
+            state_root: ch.root,
+            block: ch.block,
+            parent_bank_hash: ch.parent_bank_hash,
+        };
+        self.produce(input, counters);
         counters.records_enabled.store(self.enabled(), Ordering::Relaxed);
     }
 
@@ -448,6 +483,58 @@ mod tests {
         assert_eq!(counters.records_skipped.load(Ordering::Relaxed), 4);
         let logged = RecordLogReader::new(&dir.path().join("snap")).refresh().unwrap();
         assert!(logged[11].record.extends(&logged[9].record, &logged[9].record_hash));
+    }
+
+    #[test]
+    fn at_processed_commitment_status_changes_make_the_records() {
+        use Commitment::{Confirmed, Finalized};
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "{{libpath: 'x.so', snapshot_dir: 'snap', commitment: 'processed', genesis_hash: '{}'}}",
+            aldb_verify::hash_to_base58(&[1; 32])
+        );
+        let mut r = Records::from_config(&Config::parse(&text, dir.path()).unwrap()).unwrap().unwrap();
+        assert!(r.rooted_slots().is_none(), "the adapter reports roots");
+        let counters = PluginCounters::default();
+        // Freezes make no record, forks included.
+        for (s, p) in [(0, None), (1, Some(0)), (2, Some(0)), (3, Some(1))] {
+            r.record(&commit(s, p), &counters);
+        }
+        assert!(levels(dir.path()).is_empty());
+        let ch = |slot: u64, parent: Option<u64>, kind| StatusChange {
+            slot,
+            kind,
+            root: [slot as u8; 32],
+            parent,
+            block: None,
+            parent_bank_hash: None,
+        };
+        for c in [
+            ch(0, None, StatusKind::Confirmed),
+            ch(0, None, StatusKind::Finalized),
+            ch(1, Some(0), StatusKind::Confirmed),
+            ch(2, Some(0), StatusKind::Abandoned),
+            ch(3, Some(1), StatusKind::Confirmed),
+            ch(1, Some(0), StatusKind::Finalized),
+            ch(3, Some(1), StatusKind::Finalized),
+        ] {
+            r.status(&c, &counters);
+        }
+        assert_eq!(
+            levels(dir.path()),
+            [(0, Confirmed), (0, Finalized), (1, Confirmed), (3, Confirmed), (1, Finalized), (3, Finalized)]
+        );
+        let logged = RecordLogReader::new(&dir.path().join("snap")).refresh().unwrap();
+        for level in [Confirmed, Finalized] {
+            let chain: Vec<_> = logged.iter().filter(|l| l.record.commitment == level).collect();
+            for w in chain.windows(2) {
+                assert!(w[1].record.extends(&w[0].record, &w[0].record_hash), "{level:?} slot {}", w[1].record.slot);
+            }
+        }
+        // Once per slot and level, as at the other commitments.
+        r.status(&ch(3, Some(1), StatusKind::Confirmed), &counters);
+        assert_eq!(levels(dir.path()).len(), 6);
+        assert_eq!(counters.records_skipped.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::AccountRef;
-use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter};
-use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts};
+use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotWriter};
+use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts, StatusChange, StatusKind};
 
 use crate::metrics::PluginCounters;
 use crate::panic_message;
@@ -101,6 +101,15 @@ fn run(
                     sink.keep_spare(accounts);
                 }
             }
+            // `commitment: "processed"`: what became of frozen banks, after the freezes above (a
+            // call stops before a freeze that follows a change, so the order is exact).
+            for ch in adapter.take_status_changes() {
+                if let Some(r) = records.as_mut() {
+                    r.status(&ch, counters);
+                }
+                sink.mark(&ch);
+            }
+            sink.note_refused();
             // Slots rooted since the last round get their finalized records.
             if let Some(r) = records.as_mut() {
                 r.tick(counters);
@@ -205,6 +214,38 @@ impl Sink<'_> {
                 self.failed = true;
                 self.skip();
             }
+        }
+    }
+
+    /// Hands a frozen bank's status change to the writer, which journals it beside the files
+    /// (and, on forks, releases or drops the bank's tables).
+    fn mark(&mut self, ch: &StatusChange) {
+        if self.failed || !self.started {
+            return;
+        }
+        let mark = match ch.kind {
+            StatusKind::Confirmed => SlotMark::Confirmed,
+            StatusKind::Finalized => SlotMark::Finalized,
+            StatusKind::Abandoned => SlotMark::Abandoned,
+        };
+        if ch.kind == StatusKind::Abandoned {
+            log::debug!("aldb-plugin: slot {} abandoned, root {}", ch.slot, hex(&ch.root));
+        }
+        if let Err(e) = self.writer.mark(ch.slot, mark) {
+            log::error!(
+                "aldb-plugin: snapshots stopped at the {} mark of slot {} until restart: {e}",
+                ch.kind.as_str(),
+                ch.slot
+            );
+            self.failed = true;
+        }
+    }
+
+    /// Logs the banks the fork-mode writer refused (counted in its own stats): their roots
+    /// stand, but their files and those of their descendants are not served.
+    fn note_refused(&self) {
+        for r in self.writer.take_refused() {
+            log::warn!("aldb-plugin: snapshot of slot {} not written: {}", r.slot, r.error);
         }
     }
 

@@ -138,8 +138,10 @@ fn bad_values_name_the_field_and_the_rule() {
     assert_eq!((c.snapshot_every, c.keep_slots, c.refresh_slots), (1000, 10_000_000, 10_000_000));
     assert_eq!((c.record_keep_slots, c.snapshot_queue, c.max_pending_slots), (100_000_000, 256, 1 << 20));
     // Wrong types and unknown enum values come from the parser, naming what it expected.
-    let e = err(&format!("{{{base}, \"commitment\": \"processed\"}}"));
+    let e = err(&format!("{{{base}, \"commitment\": \"recent\"}}"));
     assert!(e.contains("processed") && e.contains("confirmed") && e.contains("finalized"), "{e}");
+    let e = err(&format!("{{{base}, \"commitment\": \"processed\", \"snapshot_every\": 2}}"));
+    assert!(e.contains("snapshot_every") && e.contains("processed"), "{e}");
     let e = err(&format!("{{{base}, \"threads\": -1}}"));
     assert!(e.contains("invalid"), "{e}");
     let e = err(&format!("{{{base},\n \"keep_slots\": \"many\"}}"));
