@@ -494,3 +494,106 @@ fn the_genesis_change_set_is_the_whole_tree() {
     assert_eq!(norm(&mut got), norm(&mut all));
     assert_eq!(c.records.len(), 200);
 }
+
+/// `commitment: "processed"`: every frozen bank, forks included, is frozen and written at once;
+/// the chain's slots are served with proofs matching the model, forks are rolled back to and
+/// abandoned, and only confirmed and finalized records are made, each with the bank's root.
+#[test]
+fn at_processed_every_bank_is_written_and_only_confirmed_and_finalized_slots_get_records() {
+    use aldb_format::records::RecordLogReader;
+    let dir = tempfile::tempdir().unwrap();
+    let genesis_hash = aldb_verify::hash_to_base58(&[9; 32]);
+    let mut plugin = load(dir.path(), &format!("commitment: 'processed', genesis_hash: '{genesis_hash}',"));
+    let p = plugin.as_ref();
+    let mut g = Gen::new(7);
+    let mut history: BTreeMap<u64, State> = BTreeMap::new();
+    let mut forks: BTreeMap<u64, [u8; 32]> = BTreeMap::new();
+    let mut never = Vec::new();
+    let genesis: Vec<Write1> = (0..80)
+        .map(|_| Write1 {
+            pubkey: g.key(1.0),
+            acct: g.acct(false),
+            write_version: g.write_version.fetch_add(1, Ordering::Relaxed),
+        })
+        .collect();
+    send_all(p, &genesis, 0, false, 2);
+    let mut state = State::new();
+    apply(&mut state, &genesis.iter().map(|w| (w.pubkey, w.acct.clone())).collect::<Vec<_>>());
+    history.insert(0, state.clone());
+
+    let (mut parent, mut slot, mut chain) = (0u64, 1u64, vec![0u64]);
+    while chain.len() < 30 {
+        if chain.len() % 4 == 0 {
+            // A sibling fork, frozen before the chain's bank: the engine rolls back to leave it.
+            let fork = slot;
+            slot += 1;
+            let (writes, winners) = g.bank(25);
+            status(p, fork, Some(parent), SlotStatus::CreatedBank);
+            send_all(p, &writes, fork, false, 2);
+            status(p, fork, Some(parent), SlotStatus::Processed);
+            let mut s = state.clone();
+            apply(&mut s, &winners);
+            forks.insert(fork, naive_root(&s));
+        }
+        if chain.len() % 7 == 0 {
+            let dead = slot;
+            slot += 1;
+            let (writes, _) = g.bank(10);
+            status(p, dead, Some(parent), SlotStatus::CreatedBank);
+            send_all(p, &writes[..5], dead, false, 1);
+            status(p, dead, Some(parent), SlotStatus::Dead("replay failed".into()));
+            never.push(dead);
+        }
+        let n = g.rng.random_range(1..40);
+        let (writes, winners) = g.bank(n);
+        status(p, slot, Some(parent), SlotStatus::CreatedBank);
+        send_all(p, &writes, slot, false, 2);
+        status(p, slot, Some(parent), SlotStatus::Processed);
+        status(p, slot, None, SlotStatus::Confirmed);
+        apply(&mut state, &winners);
+        history.insert(slot, state.clone());
+        chain.push(slot);
+        if chain.len() > 6 {
+            let r = chain[chain.len() - 7];
+            let rp = (chain.len() > 7).then(|| chain[chain.len() - 8]);
+            status(p, r, rp, SlotStatus::Rooted);
+        }
+        parent = slot;
+        slot += 1;
+    }
+    let last = parent;
+    let t = Instant::now();
+    while aldb(p).stats().and_then(|s| s.last_confirmed_slot) < Some(last) {
+        assert!(t.elapsed() < Duration::from_secs(60), "slot {last} never confirmed: {:?}", aldb(p).stats());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let addr = aldb(p).metrics_addr().expect("metrics are on");
+    let m = scrape(addr);
+    assert_eq!(metric(&m, "aldb_slots_committed_total"), (history.len() + forks.len()) as f64);
+    assert!(metric(&m, "aldb_fork_slots_rolled_back_total") >= 1.0);
+    let abandoned = metric(&m, "aldb_bank_status_changes_total{status=\"abandoned\"}");
+    let passed = forks.keys().filter(|&&f| f < chain[chain.len() - 7]).count();
+    assert!(abandoned >= passed as f64, "{abandoned} abandoned, {passed} forks passed by a root");
+    assert_eq!(metric(&m, "aldb_freezes_refused_total"), 0.0);
+    assert_eq!(metric(&m, "aldb_snapshot_fork_refused_total"), 0.0);
+    assert_eq!(metric(&m, "aldb_last_confirmed_slot"), last as f64);
+    plugin.on_unload();
+
+    let probe: Vec<[u8; 32]> = g.keys.iter().copied().chain([[0u8; 32]]).collect();
+    check_snapshots(dir.path(), &history, &probe, &never);
+    // Records: a confirmed one per chain slot and a finalized one per rooted slot, with the
+    // model's roots, each level chained; none for a fork.
+    let logged = RecordLogReader::new(&dir.path().join("snap")).refresh().unwrap();
+    for level in [aldb_verify::Commitment::Confirmed, aldb_verify::Commitment::Finalized] {
+        let recs: Vec<_> = logged.iter().filter(|l| l.record.commitment == level).collect();
+        let want = if level == aldb_verify::Commitment::Confirmed { chain.len() } else { chain.len() - 6 };
+        assert_eq!(recs.iter().map(|l| l.record.slot).collect::<Vec<_>>(), chain[..want], "{level:?}");
+        for l in &recs {
+            assert_eq!(l.record.state_root, naive_root(&history[&l.record.slot]), "slot {}", l.record.slot);
+        }
+        for w in recs.windows(2) {
+            assert!(w[1].record.extends(&w[0].record, &w[0].record_hash));
+        }
+    }
+    assert!(logged.iter().all(|l| !forks.contains_key(&l.record.slot)));
+}
