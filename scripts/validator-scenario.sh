@@ -15,6 +15,13 @@
 # (EXTRA_SECONDS, default 20: how long the restarted validator runs before the roots are compared;
 # `same-dir`: the restarted plugin writes into the first run's snapshot directory instead, where
 # it re-publishes the slots it commits again and Hyades serves the newer files).
+#
+# scripts/validator-scenario.sh [SECONDS] processed: the plugin at `commitment: "processed"` (root
+# records on, from the ledger's genesis.bin) on a fresh ledger instead; the account scenario reads
+# the validator's accounts at `processed` and proves them at the bank they came from, then
+# `aldb-scenario processed` watches the processed tip for SECONDS (default 20): every processed
+# slot is served at once, every confirmed slot has a file, and every slot keeps its processed root
+# (and its confirmed record names it) once confirmed.
 # Ports: RPC 8899 (+8900 websocket), faucet 9900, Hyades 8999, metrics 9898/9899, validator's
 # dynamic ports 10000-10099, gossip 10100 (its default, 8000, may be taken).
 set -euo pipefail
@@ -37,17 +44,21 @@ rpc_url=http://127.0.0.1:8899
 hyades_url=http://127.0.0.1:8999
 scenario=target/release/aldb-scenario
 
-config() { # config NAME SNAPSHOT_DIR
+config() { # config NAME SNAPSHOT_DIR [COMMITMENT]
+  local extra=""
+  # Records need the genesis hash; the ledger's genesis.bin exists once the validator has made it.
+  [[ "${3:-confirmed}" == processed ]] && extra="genesis_path: \"$work/ledger/genesis.bin\","
   cat > "$work/$1.json5" <<JSON
 {
   libpath: "$PWD/target/release/libaldb_plugin.so",
   snapshot_dir: "$2",
-  commitment: "confirmed",
+  commitment: "${3:-confirmed}",
   keep_slots: 100000,
   metrics_addr: "127.0.0.1:9898",
+  $extra
 }
 JSON
-  target/release/aldb-config-check "$work/$1.json5" >/dev/null
+  [[ -n "$extra" ]] || target/release/aldb-config-check "$work/$1.json5" >/dev/null
 }
 
 start_validator() { # start_validator CONFIG LOG
@@ -100,6 +111,20 @@ newest() { # the newest slot Hyades serves
 }
 
 t0=$(date +%s)
+if [[ "$same_dir" == processed ]]; then
+  echo "== processed: fresh ledger, commitment processed, snapshots in $work/snapp"
+  config runp "$work/snapp" processed
+  start_validator "$work/runp.json5" "$work/validatorp.log"
+  start_hyades "$work/snapp" "$work/hyadesp.log"
+  target/release/aldb-config-check "$work/runp.json5" >/dev/null
+  "$scenario" run --rpc "$rpc_url" --hyades "$hyades_url" --seed 1 --commitment processed
+  "$scenario" processed --rpc "$rpc_url" --hyades "$hyades_url" --dir "$work/snapp" --secs "$extra"
+  curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed_total|last_committed_slot|last_confirmed_slot|last_finalized_slot|status_lag_slots|fork_banks_held|fork_switches_total|fork_slots_rolled_back_total|bank_status_changes_total|freezes_refused_total|records_produced_total|records_signed_total|snapshot_fork_refused_total|irregular_events_total|callback_errors_total)' | grep -v '{kind=.*} 0$' || true
+  stop_validator
+  grep -ho 'aldb-plugin unloaded: .*' "$work/validatorp.log" "$work/ledger/validator.log" 2>/dev/null | tail -1 || true
+  echo "validator-scenario (processed) passed in $(( $(date +%s) - t0 )) s"
+  exit 0
+fi
 echo "== run 1: fresh ledger, snapshots in $work/snap1"
 config run1 "$work/snap1"
 start_validator "$work/run1.json5" "$work/validator1.log"

@@ -8,6 +8,8 @@
 //! even accounts that change every slot (Clock, SlotHashes, the vote account) must match byte for
 //! byte. For the accounts only the scenario writes, the proofs at the transaction's own slot are
 //! checked against the same RPC answer too (nothing else can have changed them in between).
+//! Against a plugin at `commitment: "processed"` the accounts are read at `processed` instead:
+//! the bank answered from is frozen too, and Hyades serves it as soon as it is.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -79,11 +81,14 @@ fn decode_account(v: &Value) -> Result<Option<Account>> {
 /// The validator side: transactions and account reads.
 pub(crate) struct Chain {
     pub(crate) rpc: Client,
+    /// The commitment the accounts are read at: `confirmed`, or `processed` against a plugin at
+    /// `commitment: "processed"` (which publishes every frozen bank at once).
+    pub(crate) read_at: &'static str,
 }
 
 impl Chain {
     pub(crate) fn new(url: &str) -> Self {
-        Self { rpc: Client::new(url) }
+        Self { rpc: Client::new(url), read_at: "confirmed" }
     }
 
     /// Waits until the RPC answers and the chain has confirmed a slot.
@@ -155,10 +160,11 @@ impl Chain {
         self.wait_confirmed(sig.as_str().context("requestAirdrop returned no signature")?)
     }
 
-    /// The accounts at one confirmed bank no older than `min_slot`: `(bank slot, accounts)`.
+    /// The accounts at one frozen bank (at `read_at` commitment) no older than `min_slot`:
+    /// `(bank slot, accounts)`.
     fn accounts(&self, keys: &[Pubkey], min_slot: u64) -> Result<(u64, Vec<Option<Account>>)> {
         let names: Vec<String> = keys.iter().map(|k| b58(k)).collect();
-        let cfg = json!({"encoding": "base64", "commitment": "confirmed", "minContextSlot": min_slot});
+        let cfg = json!({"encoding": "base64", "commitment": self.read_at, "minContextSlot": min_slot});
         let start = Instant::now();
         let r = loop {
             match self.rpc.call("getMultipleAccounts", json!([names, cfg])) {
@@ -363,9 +369,9 @@ fn untouched() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The scenario: every step checked, a summary at the end. Fails at the first mismatch.
-pub(crate) fn run(rpc_url: &str, hyades_url: &str, seed: u64) -> Result<()> {
+pub(crate) fn run(rpc_url: &str, hyades_url: &str, seed: u64, read_at: &'static str) -> Result<()> {
     let started = Instant::now();
-    let chain = Chain::new(rpc_url);
+    let chain = Chain { read_at, ..Chain::new(rpc_url) };
     let first = chain.wait_ready()?;
     let hyades = Hyades { rpc: Client::new(hyades_url) };
     hyades.wait_for(first.saturating_sub(1).max(1))?;

@@ -8,11 +8,14 @@
 //!   pubkey absent and checks accounts the run never touched (genesis programs, sysvars).
 //! - `load`: a steady stream of transfers, reporting the plugin's callback cost and commit lag
 //!   from its metrics over the load window.
+//! - `processed`: against a plugin at `commitment: "processed"`, every processed slot has a root
+//!   and a file at once, and every slot that confirms keeps the root it had when processed.
 //! - `roots` / `compare-roots`: the restart check (record the roots Hyades served, compare them
 //!   with the roots of a restarted validator on the common slots).
 
 mod check;
 mod load;
+mod processed;
 mod rpc;
 mod tx;
 
@@ -41,6 +44,26 @@ enum Command {
         /// Seed of the scenario's keys (the same seed gives the same accounts).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// The commitment the validator's accounts are read at: `processed` against a plugin at
+        /// `commitment: "processed"`.
+        #[arg(long, default_value = "confirmed", value_parser = ["confirmed", "processed"])]
+        commitment: String,
+    },
+    /// Against a plugin at `commitment: "processed"`: every slot the validator processes gets a
+    /// root and a file at once, and keeps that root when it confirms.
+    Processed {
+        /// The validator's JSON-RPC URL.
+        #[arg(long, default_value = "http://127.0.0.1:8899")]
+        rpc: String,
+        /// The Hyades JSON-RPC URL.
+        #[arg(long, default_value = "http://127.0.0.1:8999")]
+        hyades: String,
+        /// The plugin's snapshot directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Seconds to watch processed slots.
+        #[arg(long, default_value_t = 20)]
+        secs: u64,
     },
     /// Send a steady stream of transfers and report the plugin's callback cost and commit lag.
     Load {
@@ -88,7 +111,11 @@ enum Command {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Run { rpc, hyades, seed } => check::run(&rpc, &hyades, seed),
+        Command::Run { rpc, hyades, seed, commitment } => {
+            let read_at = if commitment == "processed" { "processed" } else { "confirmed" };
+            check::run(&rpc, &hyades, seed, read_at)
+        }
+        Command::Processed { rpc, hyades, dir, secs } => processed::run(&rpc, &hyades, &dir, secs),
         Command::Load { rpc, metrics, tps, secs, accounts, seed } => {
             load::run(&load::LoadConfig { rpc, metrics, tps, secs, accounts, seed })
         }
