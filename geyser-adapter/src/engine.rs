@@ -29,6 +29,8 @@ pub struct Committed<Rec = ()> {
     /// The slot.
     pub slot: u64,
     /// The previously committed slot, which is the slot's parent; `None` for the first commit.
+    /// Under `Commitment::Processed`, the bank's parent (frozen before it, perhaps on another
+    /// fork than the previous freeze).
     pub parent: Option<u64>,
     /// The state root of the full account state at `slot`.
     pub root: Hash,
@@ -40,7 +42,8 @@ pub struct Committed<Rec = ()> {
     /// The retained record of each winning write, one per account in no particular order. For
     /// the startup state, only the accounts present in it; empty when the policy keeps nothing.
     pub records: Vec<Rec>,
-    /// The tree entries the commit rewrote (the whole tree for a startup state), when
+    /// The tree entries the commit rewrote (the whole tree for a startup state; under
+    /// `Commitment::Processed`, relative to the parent's state), when
     /// [`AdapterConfig::capture_changes`](crate::AdapterConfig::capture_changes) is set: what the
     /// snapshot writer persists.
     pub changes: Option<ChangeSet>,

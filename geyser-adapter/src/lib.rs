@@ -54,6 +54,12 @@
 //!   ([`Adapter::block_metadata`], from agave's `notify_block_metadata`) if it arrived before the
 //!   commit was applied, and the parent's bank hash from the slot's own SlotHashes write. Neither
 //!   ever delays a commit; metadata of slots that never commit is dropped with them.
+//! - **`Commitment::Processed`**: every complete bank whose parent is frozen is frozen into an
+//!   [`aldb_core::ForkEngine`], forks included, and comes out of `commit_ready` with its parent;
+//!   what the cluster says later (confirmed, rooted, or the fork died) comes out of
+//!   [`Adapter::take_status_changes`] as [`StatusChange`]s, in order, with the root the bank was
+//!   frozen with. Their confirmed and finalized changes are exactly what the other two
+//!   commitments commit. `docs/ADAPTER.md` §11.
 //! - **Never panic**: odd sequences are ignored ([`Ignored`], [`IgnoreReason`]) or handled and
 //!   counted ([`Irregularity`]); both show in [`Stats`].
 //! - **Bounded memory**: buffers exist only for slots above the committed base; at most
