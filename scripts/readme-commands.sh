@@ -52,6 +52,8 @@ BLOCKS = [
     ("README.md", "cargo run --release -p aldb-plugin --bin aldb-config-check -- aldb.json5", "skip",
      "checks an operator's aldb.json5 naming a validator's ledger and keypair", {}),
     ("README.md", "agave-validator ... --geyser-plugin-config aldb.json5", "skip", "needs a validator", {}),
+    ("README.md", "scripts/build-patched-validator.sh", "skip",
+     "builds the patched validator: about 40 CPU-minutes and several GB, cached outside the repository", {}),
     ("README.md", "apt-get install -y nodejs npm", "skip", NPM, {}),
     ("README.md", "cargo run --release -p aldb-relayer -- --config relayer.json5", "skip",
      "an operator's relayer.json5; aldb-relayer/README.md's demo runs the relayer", {}),
