@@ -1,9 +1,14 @@
-//! The on-disk format, version 3 (`docs/FORMAT.md` is the prose version of this file).
+//! The on-disk format, version 4 (`docs/FORMAT.md` is the prose version of this file).
 //!
 //! A snapshot file holds the records a slot wrote: account records, bucket records and prefix
 //! node records. Records refer to each other with [`Ref`]s, which may point into older files:
 //! what did not change is referenced, not copied. All integers are little-endian and every
 //! record starts at a multiple of 8 bytes.
+//!
+//! A reference addresses at most [`MAX_RECORD_OFFSET`] bytes of one file, so what one slot
+//! writes beyond a file's bound goes on in **part files** ([`FLAG_PART`], named by
+//! [`part_file_name`]): consecutive sequence numbers, each a file of its own, the last of them
+//! the slot's file proper. Version 3 files (no parts, 32-bit counts) are still read.
 
 use aldb_verify::spec::Hash;
 
@@ -11,8 +16,11 @@ use aldb_verify::spec::Hash;
 pub const MAGIC: [u8; 8] = *b"ALDBSNAP";
 /// Last bytes of every snapshot file, after the checksum.
 pub const END_MAGIC: [u8; 8] = *b"SNAPEND\0";
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+/// The format version this code writes (and reads).
+pub const FORMAT_VERSION: u32 = 4;
+/// The older version still read: the same records and references, a header with 32-bit counts
+/// and no part files.
+pub const FORMAT_VERSION_V3: u32 = 3;
 /// Header size in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Footer size: the 128-bit checksum, 8 reserved zero bytes, then [`END_MAGIC`].
@@ -22,8 +30,14 @@ pub const FLAG_FULL: u32 = 1;
 /// Header flag: the writer failed before this file and recovered; the slots after
 /// [`Header::gap_after`] and before this file's slot were committed but never written.
 pub const FLAG_AFTER_GAP: u32 = 2;
+/// Header flag (version 4): the file is a part of its slot's state, not the slot's file. Its
+/// records are reached only through the file that follows it; it carries no root and is never
+/// served as a slot.
+pub const FLAG_PART: u32 = 4;
 /// Every flag this version defines; a reader refuses a file with any other bit set.
-pub const KNOWN_FLAGS: u32 = FLAG_FULL | FLAG_AFTER_GAP;
+pub const KNOWN_FLAGS: u32 = FLAG_FULL | FLAG_AFTER_GAP | FLAG_PART;
+/// The flags version 3 defines.
+const KNOWN_FLAGS_V3: u32 = FLAG_FULL | FLAG_AFTER_GAP;
 /// The deepest bucket level a file may declare (the engine's own bound).
 pub const MAX_BUCKET_BITS: u8 = 32;
 
@@ -77,6 +91,11 @@ pub struct Ref(pub u64);
 /// The largest byte offset a reference can hold: files are at most 32 GiB.
 pub const MAX_RECORD_OFFSET: u64 = (u32::MAX as u64) << 3;
 
+/// The most bytes a writer puts in one file, header and footer included: 32 GiB, so every
+/// record starts at an offset a reference holds. What a slot writes past it goes on in the
+/// next part file.
+pub const MAX_FILE_BYTES: u64 = 1 << 35;
+
 impl Ref {
     /// The null reference.
     pub const NULL: Ref = Ref(0);
@@ -127,14 +146,17 @@ pub struct Header {
     pub root_ref: Ref,
     /// Every record reachable from this file lives in a file with this sequence number or later.
     pub oldest_seq: u32,
+    /// The sequence number of the slot's first file: its first part, or `seq` itself when the
+    /// slot fits in one file (always `seq` in version 3).
+    pub first_seq: u32,
     /// Bytes between the header and the footer.
     pub body_len: u64,
     /// Account records in this file.
-    pub accounts: u32,
+    pub accounts: u64,
     /// Prefix node records in this file.
-    pub nodes: u32,
+    pub nodes: u64,
     /// Bucket records in this file.
-    pub buckets: u32,
+    pub buckets: u64,
     /// With [`FLAG_AFTER_GAP`]: the newest slot published before the writer failed (`None` when
     /// nothing had been published since the writer started).
     pub gap_after: Option<u64>,
@@ -159,7 +181,12 @@ pub(crate) fn hash_at(b: &[u8], at: usize) -> Hash {
 }
 
 impl Header {
-    /// Encodes the header.
+    /// Whether this file is a part of its slot's state rather than the slot's file.
+    pub fn is_part(&self) -> bool {
+        self.flags & FLAG_PART != 0
+    }
+
+    /// Encodes the header, as version [`FORMAT_VERSION`].
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..8].copy_from_slice(&MAGIC);
@@ -172,17 +199,18 @@ impl Header {
         b[40..72].copy_from_slice(&self.root);
         b[72..80].copy_from_slice(&self.root_ref.0.to_le_bytes());
         b[80..84].copy_from_slice(&self.oldest_seq.to_le_bytes());
+        b[84..88].copy_from_slice(&self.first_seq.to_le_bytes());
         b[88..96].copy_from_slice(&self.body_len.to_le_bytes());
-        b[96..100].copy_from_slice(&self.accounts.to_le_bytes());
-        b[100..104].copy_from_slice(&self.nodes.to_le_bytes());
-        b[104..108].copy_from_slice(&self.buckets.to_le_bytes());
+        b[96..104].copy_from_slice(&self.accounts.to_le_bytes());
+        b[104..112].copy_from_slice(&self.nodes.to_le_bytes());
+        b[112..120].copy_from_slice(&self.buckets.to_le_bytes());
         if self.flags & FLAG_AFTER_GAP != 0 {
-            b[108..116].copy_from_slice(&self.gap_after.unwrap_or(u64::MAX).to_le_bytes());
+            b[120..128].copy_from_slice(&self.gap_after.unwrap_or(u64::MAX).to_le_bytes());
         }
         b
     }
 
-    /// Decodes and checks a header.
+    /// Decodes and checks a header of version [`FORMAT_VERSION`] or [`FORMAT_VERSION_V3`].
     pub fn decode(b: &[u8]) -> Result<Header, String> {
         if b.len() < HEADER_LEN {
             return Err(format!("file of {} bytes is shorter than a header", b.len()));
@@ -191,48 +219,97 @@ impl Header {
             return Err("bad magic".into());
         }
         let version = u32_at(b, 8);
-        if version != FORMAT_VERSION {
-            return Err(format!("format version {version}, this build reads {FORMAT_VERSION}"));
+        // The fields that differ between the versions; the rest lie where they always did.
+        struct Layout {
+            known_flags: u32,
+            first_seq: Option<usize>,
+            counts: [usize; 3],
+            count_len: usize,
+            gap_after: usize,
+            /// Bytes that must be zero (besides 21..24), and those zero unless the file follows a gap.
+            zero: &'static [std::ops::Range<usize>],
         }
+        let layout = match version {
+            FORMAT_VERSION => Layout {
+                known_flags: KNOWN_FLAGS,
+                first_seq: Some(84),
+                counts: [96, 104, 112],
+                count_len: 8,
+                gap_after: 120,
+                zero: &[],
+            },
+            FORMAT_VERSION_V3 => Layout {
+                known_flags: KNOWN_FLAGS_V3,
+                first_seq: None,
+                counts: [96, 100, 104],
+                count_len: 4,
+                gap_after: 108,
+                zero: &[84..88, 116..128],
+            },
+            _ => {
+                return Err(format!(
+                    "format version {version}, this build reads {FORMAT_VERSION_V3} and {FORMAT_VERSION}"
+                ));
+            }
+        };
         // Everything a reader relies on is checked here, so a header that passed can be used
         // without further checks: a wrong field is refused, never misread.
         let flags = u32_at(b, 12);
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(format!("unknown header flags {:#x}", flags & !KNOWN_FLAGS));
+        if flags & !layout.known_flags != 0 {
+            return Err(format!("unknown header flags {:#x}", flags & !layout.known_flags));
         }
-        let reserved_end = if flags & FLAG_AFTER_GAP != 0 { 116 } else { 108 };
-        if b[21..24].iter().chain(&b[84..88]).chain(&b[reserved_end..HEADER_LEN]).any(|&x| x != 0) {
+        let gap_zero = (flags & FLAG_AFTER_GAP == 0).then_some(layout.gap_after..layout.gap_after + 8);
+        let zero = std::iter::once(21..24).chain(layout.zero.iter().cloned()).chain(gap_zero);
+        if zero.flat_map(|r| b[r].iter()).any(|&x| x != 0) {
             return Err("reserved header bytes are not zero".into());
         }
         let (seq, oldest_seq, bucket_bits) = (u32_at(b, 16), u32_at(b, 80), b[20]);
+        let first_seq = layout.first_seq.map_or(seq, |at| u32_at(b, at));
         if seq == 0 {
             return Err("sequence number 0".into());
         }
-        if oldest_seq == 0 || oldest_seq > seq {
-            return Err(format!("oldest_seq {oldest_seq} is not in 1..={seq}"));
+        if first_seq == 0 || first_seq > seq {
+            return Err(format!("first_seq {first_seq} is not in 1..={seq}"));
         }
-        if flags & FLAG_FULL != 0 && oldest_seq != seq {
-            return Err(format!("a full file's oldest_seq {oldest_seq} is not its own sequence number {seq}"));
+        if oldest_seq == 0 || oldest_seq > first_seq {
+            return Err(format!("oldest_seq {oldest_seq} is not in 1..={first_seq}"));
+        }
+        if flags & FLAG_FULL != 0 && oldest_seq != first_seq {
+            return Err(format!("a full file's oldest_seq {oldest_seq} is not its slot's first file {first_seq}"));
         }
         if bucket_bits > MAX_BUCKET_BITS {
             return Err(format!("bucket_bits {bucket_bits} exceeds {MAX_BUCKET_BITS}"));
         }
+        let root = hash_at(b, 40);
+        let root_ref = Ref(u64_at(b, 72));
+        if flags & FLAG_PART != 0 {
+            // A part is never a slot: it names no root, and the gap is the slot file's to tell.
+            if flags & FLAG_AFTER_GAP != 0 {
+                return Err("a part file marked as following a gap".into());
+            }
+            if root != [0; 32] || !root_ref.is_null() {
+                return Err("a part file with a root".into());
+            }
+        }
+        let count = |at: usize| if layout.count_len == 8 { u64_at(b, at) } else { u64::from(u32_at(b, at)) };
         let parent = u64_at(b, 32);
-        let gap_after =
-            (flags & FLAG_AFTER_GAP != 0).then(|| u64_at(b, 108)).and_then(|g| (g != u64::MAX).then_some(g));
+        let gap_after = (flags & FLAG_AFTER_GAP != 0)
+            .then(|| u64_at(b, layout.gap_after))
+            .and_then(|g| (g != u64::MAX).then_some(g));
         Ok(Header {
             flags,
             seq,
             bucket_bits,
             slot: u64_at(b, 24),
             parent: (parent != u64::MAX).then_some(parent),
-            root: hash_at(b, 40),
-            root_ref: Ref(u64_at(b, 72)),
+            root,
+            root_ref,
             oldest_seq,
+            first_seq,
             body_len: u64_at(b, 88),
-            accounts: u32_at(b, 96),
-            nodes: u32_at(b, 100),
-            buckets: u32_at(b, 104),
+            accounts: count(layout.counts[0]),
+            nodes: count(layout.counts[1]),
+            buckets: count(layout.counts[2]),
             gap_after,
         })
     }
@@ -247,11 +324,57 @@ pub fn file_name(seq: u32, slot: u64) -> String {
 /// valid one, so the number is free again; readers report such files and never serve them.
 pub const SET_ASIDE_SUFFIX: &str = ".damaged";
 
-/// Parses a published snapshot's file name into `(seq, slot)`.
+/// Parses a published snapshot's file name into `(seq, slot)`. A part file's name is not one.
 pub fn parse_file_name(name: &str) -> Option<(u32, u64)> {
-    let stem = name.strip_suffix(".snap")?;
+    parse_stem(name.strip_suffix(".snap")?)
+}
+
+/// The file name of a published part file: a part of `slot`'s state, numbered `seq`. It differs
+/// from a slot file's name, so what lists slots by name never takes a part for one.
+pub fn part_file_name(seq: u32, slot: u64) -> String {
+    format!("{seq:010}-{slot:020}.part")
+}
+
+/// Parses a part file's name into `(seq, slot)`.
+pub fn parse_part_name(name: &str) -> Option<(u32, u64)> {
+    parse_stem(name.strip_suffix(".part")?)
+}
+
+/// What a published name says a file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A slot's file (`.snap`): its header holds the slot's root.
+    Slot,
+    /// A part of a slot's state (`.part`), never served as a slot.
+    Part,
+}
+
+/// Parses any published name, slot file or part, into `(seq, slot, kind)`.
+pub fn parse_published_name(name: &str) -> Option<(u32, u64, FileKind)> {
+    match parse_file_name(name) {
+        Some((seq, slot)) => Some((seq, slot, FileKind::Slot)),
+        None => parse_part_name(name).map(|(seq, slot)| (seq, slot, FileKind::Part)),
+    }
+}
+
+/// The published name of file `seq` of `slot`, of kind `kind`.
+pub fn published_name(seq: u32, slot: u64, kind: FileKind) -> String {
+    match kind {
+        FileKind::Slot => file_name(seq, slot),
+        FileKind::Part => part_file_name(seq, slot),
+    }
+}
+
+impl FileKind {
+    /// The kind a file with this header must be published as.
+    pub fn of(header: &Header) -> FileKind {
+        if header.is_part() { FileKind::Part } else { FileKind::Slot }
+    }
+}
+
+fn parse_stem(stem: &str) -> Option<(u32, u64)> {
     let (seq, slot) = stem.split_once('-')?;
-    if seq.len() != 10 || slot.len() != 20 {
+    if seq.len() != 10 || slot.len() != 20 || !seq.bytes().chain(slot.bytes()).all(|c| c.is_ascii_digit()) {
         return None;
     }
     Some((seq.parse().ok()?, slot.parse().ok()?))
@@ -297,11 +420,21 @@ mod tests {
         assert_eq!(parse_file_name(&file_name(3, 99)), Some((3, 99)));
         assert_eq!(parse_file_name("0000000003-00000000000000000099.snap.tmp"), None);
         assert_eq!(parse_file_name("x-y.snap"), None);
+        assert_eq!(parse_file_name("+000000003-00000000000000000099.snap"), None);
+        // A part's name is never a slot file's, and the other way round.
+        assert_eq!(parse_file_name(&part_file_name(3, 99)), None);
+        assert_eq!(parse_part_name(&part_file_name(3, 99)), Some((3, 99)));
+        assert_eq!(parse_part_name(&file_name(3, 99)), None);
+        assert_eq!(parse_published_name(&part_file_name(4, 9)), Some((4, 9, FileKind::Part)));
+        assert_eq!(parse_published_name(&file_name(4, 9)), Some((4, 9, FileKind::Slot)));
+        assert_eq!(published_name(4, 9, FileKind::Part), part_file_name(4, 9));
+        // The last record a reference holds starts inside the largest file a writer makes.
+        const { assert!(MAX_RECORD_OFFSET < MAX_FILE_BYTES) };
+        assert!(Ref::checked(u32::MAX - 1, MAX_RECORD_OFFSET).is_some());
     }
 
-    #[test]
-    fn header_round_trips() {
-        let h = Header {
+    fn sample() -> Header {
+        Header {
             flags: FLAG_FULL,
             seq: 9,
             bucket_bits: 12,
@@ -310,40 +443,99 @@ mod tests {
             root: [5; 32],
             root_ref: Ref::new(9, 128),
             oldest_seq: 9,
+            first_seq: 9,
             body_len: 4096,
-            accounts: 1,
+            accounts: 1 << 33,
             nodes: 2,
             buckets: 3,
             gap_after: None,
-        };
+        }
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let h = sample();
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         let gap = Header { flags: FLAG_AFTER_GAP, oldest_seq: 4, gap_after: Some(77), ..h };
         assert_eq!(Header::decode(&gap.encode()), Ok(gap));
         let gap_none = Header { gap_after: None, ..gap };
         assert_eq!(Header::decode(&gap_none.encode()), Ok(gap_none));
+        // A full state over parts 6..=9: the slot's file and one of its parts.
+        let parted = Header { oldest_seq: 6, first_seq: 6, ..h };
+        assert_eq!(Header::decode(&parted.encode()), Ok(parted));
+        let part = Header { flags: FLAG_FULL | FLAG_PART, seq: 7, root: [0; 32], root_ref: Ref::NULL, ..parted };
+        assert_eq!(Header::decode(&part.encode()), Ok(part));
+        assert!(part.is_part() && !parted.is_part());
         // What a reader would misread is refused: unknown flags, non-zero reserved bytes, a
-        // sequence number 0, an oldest_seq outside 1..=seq, a full file pointing older, a bucket
-        // level deeper than any layout.
-        let refused = |edit: &dyn Fn(&mut [u8; HEADER_LEN])| {
+        // sequence number 0, an oldest_seq outside 1..=first_seq, a first_seq outside 1..=seq,
+        // a full file pointing older than its first part, a bucket level deeper than any layout.
+        let refused = |h: &Header, edit: &dyn Fn(&mut [u8; HEADER_LEN])| {
             let mut b = h.encode();
             edit(&mut b);
             Header::decode(&b).is_err()
         };
-        assert!(refused(&|b| b[12] |= 4));
-        assert!(refused(&|b| b[22] = 1));
-        assert!(refused(&|b| b[86] = 1));
-        assert!(refused(&|b| b[110] = 1));
-        assert!(refused(&|b| b[127] = 1));
-        assert!(refused(&|b| b[16..20].copy_from_slice(&0u32.to_le_bytes())));
-        assert!(refused(&|b| b[80..84].copy_from_slice(&10u32.to_le_bytes())));
-        assert!(refused(&|b| b[80..84].copy_from_slice(&0u32.to_le_bytes())));
-        assert!(refused(&|b| b[80..84].copy_from_slice(&8u32.to_le_bytes())));
-        assert!(refused(&|b| b[20] = MAX_BUCKET_BITS + 1));
-        // Any other version, the previous one included, is refused rather than misread.
-        for other in [0u8, 1, 2, 4] {
+        assert!(refused(&h, &|b| b[12] |= 8));
+        assert!(refused(&h, &|b| b[22] = 1));
+        assert!(refused(&h, &|b| b[121] = 1), "gap_after without the flag");
+        assert!(refused(&h, &|b| b[16..20].copy_from_slice(&0u32.to_le_bytes())));
+        assert!(refused(&h, &|b| b[80..84].copy_from_slice(&10u32.to_le_bytes())));
+        assert!(refused(&h, &|b| b[80..84].copy_from_slice(&0u32.to_le_bytes())));
+        assert!(refused(&h, &|b| b[80..84].copy_from_slice(&8u32.to_le_bytes())));
+        assert!(refused(&h, &|b| b[84..88].copy_from_slice(&10u32.to_le_bytes())));
+        assert!(refused(&h, &|b| b[84..88].copy_from_slice(&0u32.to_le_bytes())));
+        assert!(refused(&h, &|b| b[20] = MAX_BUCKET_BITS + 1));
+        assert!(refused(&parted, &|b| b[80..84].copy_from_slice(&5u32.to_le_bytes())), "full, older than part 1");
+        // A part names no root and no gap.
+        assert!(refused(&part, &|b| b[40] = 1));
+        assert!(refused(&part, &|b| b[72] = 1));
+        assert!(refused(&part, &|b| b[12] |= FLAG_AFTER_GAP as u8));
+        // Any other version is refused rather than misread.
+        for other in [0u8, 1, 2, 5] {
             let mut bad = h.encode();
             bad[8] = other;
             assert!(Header::decode(&bad).is_err());
         }
+    }
+
+    /// A version 3 header, as that version's writer laid it out, reads into the same fields: its
+    /// counts widened, its first file its own.
+    #[test]
+    fn version_3_headers_are_read() {
+        let v3 = |flags: u32, gap: Option<u64>| {
+            let mut b = [0u8; HEADER_LEN];
+            b[0..8].copy_from_slice(&MAGIC);
+            b[8..12].copy_from_slice(&FORMAT_VERSION_V3.to_le_bytes());
+            b[12..16].copy_from_slice(&flags.to_le_bytes());
+            b[16..20].copy_from_slice(&9u32.to_le_bytes());
+            b[20] = 12;
+            b[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
+            b[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+            b[40..72].copy_from_slice(&[5; 32]);
+            b[72..80].copy_from_slice(&Ref::new(9, 128).0.to_le_bytes());
+            b[80..84].copy_from_slice(&(if flags & FLAG_FULL != 0 { 9u32 } else { 4 }).to_le_bytes());
+            b[88..96].copy_from_slice(&4096u64.to_le_bytes());
+            b[96..100].copy_from_slice(&u32::MAX.to_le_bytes());
+            b[100..104].copy_from_slice(&2u32.to_le_bytes());
+            b[104..108].copy_from_slice(&3u32.to_le_bytes());
+            if let Some(g) = gap {
+                b[108..116].copy_from_slice(&g.to_le_bytes());
+            }
+            b
+        };
+        let want = Header { accounts: u64::from(u32::MAX), ..sample() };
+        assert_eq!(Header::decode(&v3(FLAG_FULL, None)), Ok(want));
+        let gap = Header::decode(&v3(FLAG_AFTER_GAP, Some(77))).unwrap();
+        assert_eq!((gap.gap_after, gap.oldest_seq, gap.first_seq), (Some(77), 4, 9));
+        // Version 3 knows no parts, and its reserved bytes stay reserved.
+        assert!(Header::decode(&v3(FLAG_PART, None)).is_err());
+        let mut b = v3(FLAG_FULL, None);
+        b[84] = 1;
+        assert!(Header::decode(&b).is_err());
+        let mut b = v3(FLAG_FULL, None);
+        b[120] = 1;
+        assert!(Header::decode(&b).is_err());
+        let mut b = v3(FLAG_FULL, None);
+        b[110] = 1;
+        assert!(Header::decode(&b).is_err(), "gap_after without the flag");
     }
 }

@@ -14,7 +14,7 @@ use aldb_verify::spec::{EMPTY_ROOT, Hash, account_value, bit, branch_hash, key_p
 use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, ReadError};
-use crate::format::{FLAG_AFTER_GAP, MAX_ARITY, Ref, SET_ASIDE_SUFFIX, node_arity, parse_file_name};
+use crate::format::{FLAG_AFTER_GAP, FileKind, MAX_ARITY, Ref, SET_ASIDE_SUFFIX, node_arity, parse_published_name};
 use crate::sorted::walk_sorted;
 use crate::store::{Files, MappedFile};
 
@@ -87,6 +87,9 @@ struct BadFile {
     inode: u64,
     seq: u32,
     slot: u64,
+    /// A damaged part makes only the slots that reach it corrupt, not the slot it names (which
+    /// may never have been published, or been published again whole).
+    kind: FileKind,
     reason: String,
 }
 
@@ -151,13 +154,15 @@ impl SnapshotReader {
             let entry = entry.map_err(|e| ReadError::io("list", &self.dir, e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if let Some((_, named_slot)) = name.strip_suffix(SET_ASIDE_SUFFIX).and_then(parse_file_name) {
+            if let Some((_, named_slot, kind)) = name.strip_suffix(SET_ASIDE_SUFFIX).and_then(parse_published_name) {
                 // Set aside by a starting writer: reported, never served.
                 let reason = "set aside by the snapshot writer as damaged or not its own".to_string();
-                bad.insert(name.to_string(), BadFile { inode: 0, seq: 0, slot: named_slot, reason });
+                bad.insert(name.to_string(), BadFile { inode: 0, seq: 0, slot: named_slot, kind, reason });
                 continue;
             }
-            let Some((seq, named_slot)) = parse_file_name(name) else { continue };
+            // Part files are indexed with the slot files (records reach into them) but never
+            // serve a slot themselves.
+            let Some((seq, named_slot, kind)) = parse_published_name(name) else { continue };
             let meta = match entry.metadata() {
                 Ok(m) => m,
                 // Deleted between listing and reading: pruned, not an error.
@@ -165,14 +170,16 @@ impl SnapshotReader {
                 Err(e) => return Err(ReadError::io("stat", entry.path(), e)),
             };
             let ino = inode(&meta);
-            newest_named = newest_named.max(Some(named_slot));
+            if kind == FileKind::Slot {
+                newest_named = newest_named.max(Some(named_slot));
+            }
             if let Some(b) = old.bad.get(name).filter(|b| b.inode == ino) {
                 bad.insert(name.to_string(), b.clone());
                 continue;
             }
             let mut reject = |reason: String| {
                 log::error!("snapshot file {name} is not served: {reason}");
-                bad.insert(name.to_string(), BadFile { inode: ino, seq, slot: named_slot, reason });
+                bad.insert(name.to_string(), BadFile { inode: ino, seq, slot: named_slot, kind, reason });
             };
             let f = match old.by_name.get(name).filter(|(i, _)| *i == ino) {
                 Some((_, f)) => f.clone(),
@@ -193,6 +200,10 @@ impl SnapshotReader {
                 ));
                 continue;
             }
+            if FileKind::of(&h) != kind {
+                reject(format!("its header says {:?}, its file name {kind:?}", FileKind::of(&h)));
+                continue;
+            }
             if f.damaged() {
                 reject("the file was truncated or changed while mapped".to_string());
                 continue;
@@ -200,6 +211,11 @@ impl SnapshotReader {
             if files.get(seq).is_some() {
                 // Two valid files claiming one sequence number: references into it are ambiguous.
                 reject(format!("a second file with sequence number {seq}"));
+                continue;
+            }
+            by_name.insert(name.to_string(), (ino, f.clone()));
+            files.insert(f);
+            if kind == FileKind::Part {
                 continue;
             }
             let info = SlotInfo { slot: h.slot, parent: h.parent, root: h.root, seq: h.seq };
@@ -210,14 +226,12 @@ impl SnapshotReader {
             if slots.get(&h.slot).is_none_or(|s: &SlotInfo| s.seq < h.seq) {
                 slots.insert(h.slot, info);
             }
-            by_name.insert(name.to_string(), (ino, f.clone()));
-            files.insert(f);
         }
         // Set-aside files (sequence 0 here) hold no number any served file reaches.
         let bad_seqs: BTreeMap<u32, (&String, &BadFile)> =
             bad.iter().filter(|(_, b)| b.seq != 0).map(|(n, b)| (b.seq, (n, b))).collect();
         let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
-        for (name, b) in &bad {
+        for (name, b) in bad.iter().filter(|(_, b)| b.kind == FileKind::Slot) {
             corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
         }
         // Only slots whose every reachable file is still present are served: with the present
@@ -230,7 +244,18 @@ impl SnapshotReader {
             let lo = present.partition_point(|&q| q < oldest);
             let hi = present.partition_point(|&q| q <= s.seq);
             if (hi - lo) as u64 == u64::from(s.seq - oldest) + 1 {
-                return true;
+                // The slot's parts, between its first file and its own, must be parts of this
+                // very write: the same slot, the same first file. (They always are, unless files
+                // were copied in from elsewhere; the proofs would catch it, this says why.)
+                let first = f.header.first_seq;
+                let stray = (first..s.seq).find(|&q| {
+                    files
+                        .get(q)
+                        .is_none_or(|p| !p.header.is_part() || p.header.slot != *slot || p.header.first_seq != first)
+                });
+                let Some(q) = stray else { return true };
+                corrupt.insert(*slot, format!("file #{q} is not a part of slot {slot}'s file #{}", s.seq));
+                return false;
             }
             if let Some((_, (name, b))) = bad_seqs.range(oldest..=s.seq).next() {
                 corrupt.insert(*slot, format!("file {name} that its records may reach is damaged: {}", b.reason));

@@ -360,6 +360,7 @@ mod tests {
             root: [9; 32],
             root_ref: Ref::NULL,
             oldest_seq: 1,
+            first_seq: seq,
             body_len: body.len() as u64,
             accounts: 0,
             nodes: 0,

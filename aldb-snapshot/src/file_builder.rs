@@ -7,6 +7,11 @@
 //! block-aligned buffers that are reused for every file, so steady state allocates nothing: a
 //! full chunk goes to a helper thread ([`IoLane`]) while the serializer fills the other buffer,
 //! so serializing the next chunk overlaps the device writing the last one.
+//!
+//! One write may span several files: a record that would end past the part bound (32 GiB, the
+//! most a reference addresses) first publishes what is staged as a **part file** and goes on in
+//! the next sequence number (`docs/FORMAT.md`, "Parts"). Records only ever refer to records
+//! written before them, so any record boundary is a valid place to cut.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -16,7 +21,10 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 
 use xxhash_rust::xxh3::Xxh3;
 
-use aldb_format::format::{END_MAGIC, FOOTER_LEN, HEADER_LEN, Header, MAX_RECORD_OFFSET, Ref, checksum};
+use aldb_format::format::{
+    END_MAGIC, FLAG_AFTER_GAP, FLAG_PART, FOOTER_LEN, HEADER_LEN, Header, MAX_RECORD_OFFSET, Ref, checksum, file_name,
+    part_file_name,
+};
 
 use crate::error::SnapshotError;
 
@@ -168,13 +176,36 @@ fn open_direct(_path: &Path) -> std::io::Result<File> {
     Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "direct I/O is only used on Linux"))
 }
 
-/// A snapshot file being written. Nothing is visible under the final name until
-/// [`FileBuilder::publish`] has synced the file, renamed it and synced the directory.
+/// What a record is, for the header's counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Account = 0,
+    Node = 1,
+    Bucket = 2,
+}
+
+/// Whether a record of `padded` bytes starting at `at` would leave its file, footer included,
+/// past `limit` bytes: the builder then starts the next part first.
+fn ends_past(at: u64, padded: usize, limit: u64) -> bool {
+    at.saturating_add(padded as u64).saturating_add(FOOTER_LEN as u64) > limit
+}
+
+/// The files of one write being written: the current one under a temporary name, the parts
+/// before it already published. Nothing is visible under the slot's name until
+/// [`FileBuilder::publish`] has synced the last file, renamed it and synced the directory; parts
+/// are published as they fill, but no reader serves a part as a slot.
 pub(crate) struct FileBuilder<'a> {
     file: Arc<File>,
     lane: &'a mut IoLane,
+    dir: PathBuf,
     tmp: PathBuf,
+    /// What every file of this write shares: flags (never [`FLAG_PART`] or [`FLAG_AFTER_GAP`]),
+    /// slot, parent, bucket level, `oldest_seq`, and `seq` = `first_seq`: the first file's.
+    template: Header,
+    /// The current file's sequence number.
     seq: u32,
+    /// The most bytes one file may hold (see [`ends_past`]).
+    part_bytes: u64,
     direct: bool,
     buf: IoBuffer,
     /// Bytes of `buf` in use; they belong at file offset `flushed`.
@@ -189,25 +220,50 @@ pub(crate) struct FileBuilder<'a> {
     hashed_to: u64,
     /// Set once the body is complete, so the footer is never hashed.
     body_done: bool,
+    /// Records of each [`Kind`] in the current file.
+    counts: [u64; 3],
+    /// Bodies of the parts already published, in bytes.
+    parts_body: u64,
+    /// The parts already published, oldest first.
+    parts: Vec<PathBuf>,
+    /// Bytes of every file published by this write.
+    published_bytes: u64,
+    /// The sequence number after the last file renamed into place: what the next write starts
+    /// at, whether or not this one completes.
+    next_free: u32,
 }
 
 const ZEROS: [u8; 8] = [0; 8];
 
 impl<'a> FileBuilder<'a> {
-    /// Starts `tmp`, staging through `lane`'s buffers; `direct` writes bypass the page cache.
-    pub(crate) fn create(tmp: &Path, seq: u32, lane: &'a mut IoLane, direct: bool) -> Result<Self, SnapshotError> {
-        let buf = lane.free_buffer().map_err(|e| SnapshotError::io("write", tmp, e))?;
-        let file = if direct {
-            open_direct(tmp)
-        } else {
-            OpenOptions::new().write(true).create(true).truncate(true).open(tmp)
-        }
-        .map_err(|e| SnapshotError::io("create", tmp, e))?;
+    /// Starts the write of `template`'s slot at sequence number `template.seq`, in `dir`,
+    /// staging through `lane`'s buffers; `direct` writes bypass the page cache. Files are cut
+    /// into parts of at most `part_bytes` bytes.
+    pub(crate) fn create(
+        dir: &Path,
+        template: Header,
+        part_bytes: u64,
+        lane: &'a mut IoLane,
+        direct: bool,
+    ) -> Result<Self, SnapshotError> {
+        let buf = lane.free_buffer().map_err(|e| SnapshotError::io("write", dir, e))?;
+        let seq = template.seq;
+        let template = Header { flags: template.flags & !(FLAG_PART | FLAG_AFTER_GAP), first_seq: seq, ..template };
+        let (file, tmp) = match open_tmp(dir, seq, template.slot, direct) {
+            Ok(f) => f,
+            Err(e) => {
+                lane.spare.push(buf);
+                return Err(e);
+            }
+        };
         let mut fb = Self {
-            file: Arc::new(file),
+            file,
             lane,
-            tmp: tmp.to_path_buf(),
+            dir: dir.to_path_buf(),
+            tmp,
+            template,
             seq,
+            part_bytes,
             direct,
             buf,
             filled: 0,
@@ -216,17 +272,52 @@ impl<'a> FileBuilder<'a> {
             body: Xxh3::new(),
             hashed_to: HEADER_LEN as u64,
             body_done: false,
+            counts: [0; 3],
+            parts_body: 0,
+            parts: Vec::new(),
+            published_bytes: 0,
+            next_free: seq,
         };
         // The header is patched in last, once counts and the root reference are known.
-        fb.stage(&[0u8; HEADER_LEN])?;
+        if let Err(e) = fb.stage(&[0u8; HEADER_LEN]) {
+            fb.close();
+            return Err(e);
+        }
         Ok(fb)
     }
 
-    /// Drops the unfinished file, keeping the buffers for the next one.
-    pub(crate) fn abandon(self) {
+    /// Opens file `seq` under its temporary name, with the header left to patch in last.
+    fn open(&mut self, seq: u32) -> Result<(), SnapshotError> {
+        (self.file, self.tmp) = open_tmp(&self.dir, seq, self.template.slot, self.direct)?;
+        self.seq = seq;
+        self.filled = 0;
+        self.flushed = 0;
+        self.first_block = None;
+        self.body = Xxh3::new();
+        self.hashed_to = HEADER_LEN as u64;
+        self.body_done = false;
+        self.counts = [0; 3];
+        // The header is patched in last, once counts and the root reference are known.
+        self.stage(&[0u8; HEADER_LEN])
+    }
+
+    /// Drops what is not published (the current file), keeping the buffers for the next write.
+    /// Parts already published stay: their sequence numbers are used ([`FileBuilder::next_free`]).
+    pub(crate) fn close(self) {
         let _ = self.lane.drain();
         self.lane.spare.push(self.buf);
+        // Gone already if it was published (renamed): then this does nothing.
         let _ = std::fs::remove_file(&self.tmp);
+    }
+
+    /// The sequence number after the last file this write published (parts included).
+    pub(crate) fn next_free(&self) -> u32 {
+        self.next_free
+    }
+
+    /// The parts published so far, oldest first.
+    pub(crate) fn parts(&self) -> &[PathBuf] {
+        &self.parts
     }
 
     fn io(&self, op: &'static str, e: std::io::Error) -> SnapshotError {
@@ -294,15 +385,21 @@ impl<'a> FileBuilder<'a> {
         Ok(())
     }
 
-    /// Appends one record made of `parts`, 8-byte aligned, and returns its reference.
-    pub(crate) fn record(&mut self, parts: &[&[u8]]) -> Result<Ref, SnapshotError> {
+    /// Appends one record of kind `kind` made of `parts`, 8-byte aligned, and returns its
+    /// reference. A record that would take the file past the part bound goes first to the next
+    /// part (unless the file holds no record yet: a record larger than the bound has a file of
+    /// its own).
+    pub(crate) fn record(&mut self, kind: Kind, parts: &[&[u8]]) -> Result<Ref, SnapshotError> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let padded = total.div_ceil(8) * 8;
+        if self.len() > HEADER_LEN as u64 && ends_past(self.len(), padded, self.part_bytes) {
+            self.next_part()?;
+        }
         let at = self.len();
         // A reference past the limit would wrap into the sequence bits and point elsewhere.
         let Some(r) = Ref::checked(self.seq, at) else {
             return Err(SnapshotError::FileTooLarge { seq: self.seq, max: MAX_RECORD_OFFSET });
         };
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        let padded = total.div_ceil(8) * 8;
         if padded <= CHUNK - self.filled {
             // The common case: the record fits, one copy per part and no bookkeeping.
             let from = self.filled;
@@ -323,27 +420,63 @@ impl<'a> FileBuilder<'a> {
             }
             self.stage(&ZEROS[..padded - total])?;
         }
+        self.counts[kind as usize] += 1;
         Ok(r)
     }
 
-    /// Bytes written so far, header included.
-    pub(crate) fn len(&self) -> u64 {
+    /// Bytes of the current file so far, header included.
+    fn len(&self) -> u64 {
         self.flushed + self.filled as u64
     }
 
-    /// Writes the header and footer, syncs, renames to `dest` and syncs the directory. Returns
-    /// the file's size; on error the temporary file is removed.
-    pub(crate) fn publish(mut self, mut header: Header, dest: &Path) -> Result<u64, SnapshotError> {
-        let result = self.finish(&mut header, dest);
-        if result.is_err() {
-            let _ = self.lane.drain();
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-        self.lane.spare.push(self.buf);
-        result
+    /// Bytes of records this write has written so far, in all its files: a position that only
+    /// grows, for measuring what a stretch of records took.
+    pub(crate) fn written(&self) -> u64 {
+        self.parts_body + self.len() - HEADER_LEN as u64
     }
 
-    fn finish(&mut self, header: &mut Header, dest: &Path) -> Result<u64, SnapshotError> {
+    /// The header of the current file: `header`'s fields, with this builder's sequence numbers
+    /// and record counts.
+    fn header_for(&self, header: Header) -> Header {
+        let [accounts, nodes, buckets] = self.counts;
+        Header { seq: self.seq, first_seq: self.template.first_seq, accounts, nodes, buckets, ..header }
+    }
+
+    /// Publishes the current file as a part and opens the next one.
+    fn next_part(&mut self) -> Result<(), SnapshotError> {
+        // The last number is never used (see `SequenceExhausted`): checked before the part is
+        // published, so a write that cannot go on leaves no part it cannot follow.
+        let Some(next) = self.seq.checked_add(1).filter(|&s| s != u32::MAX) else {
+            return Err(SnapshotError::SequenceExhausted { dir: self.dir.clone() });
+        };
+        let part = self.header_for(Header {
+            flags: self.template.flags | FLAG_PART,
+            root: [0; 32],
+            root_ref: Ref::NULL,
+            gap_after: None,
+            ..self.template
+        });
+        let dest = self.dir.join(part_file_name(self.seq, self.template.slot));
+        let body = self.len() - HEADER_LEN as u64;
+        self.finish(part, &dest)?;
+        self.parts_body += body;
+        self.parts.push(dest);
+        self.open(next)
+    }
+
+    /// Publishes the slot's file: `header` (its root, root reference, flags and gap) with this
+    /// builder's sequence numbers and counts. Returns the bytes of every file this write
+    /// published. On error nothing more is published; [`FileBuilder::close`] removes the rest.
+    pub(crate) fn publish(&mut self, header: Header) -> Result<u64, SnapshotError> {
+        let header = self.header_for(Header { flags: header.flags & !FLAG_PART, ..header });
+        let dest = self.dir.join(file_name(self.seq, self.template.slot));
+        self.finish(header, &dest)?;
+        Ok(self.published_bytes)
+    }
+
+    /// Writes the header and footer of the current file, syncs, renames to `dest` and syncs
+    /// the directory.
+    fn finish(&mut self, mut header: Header, dest: &Path) -> Result<(), SnapshotError> {
         header.body_len = self.len() - HEADER_LEN as u64;
         self.hash_staged(self.len());
         self.body_done = true;
@@ -384,9 +517,21 @@ impl<'a> FileBuilder<'a> {
         let r = self.file.sync_all();
         r.map_err(|e| self.io("fsync", e))?;
         std::fs::rename(&self.tmp, dest).map_err(|e| self.io("rename", e))?;
-        sync_dir(dest.parent().unwrap_or(Path::new(".")))?;
-        Ok(size)
+        // From here the number is taken, even if the directory sync fails: a retry must not
+        // publish another file under it.
+        self.next_free = self.seq.saturating_add(1);
+        self.published_bytes += size;
+        sync_dir(dest.parent().unwrap_or(Path::new(".")))
     }
+}
+
+/// Creates the temporary file of file `seq` of `slot` in `dir`.
+fn open_tmp(dir: &Path, seq: u32, slot: u64, direct: bool) -> Result<(Arc<File>, PathBuf), SnapshotError> {
+    let tmp = dir.join(format!(".{}.tmp", file_name(seq, slot)));
+    let file =
+        if direct { open_direct(&tmp) } else { OpenOptions::new().write(true).create(true).truncate(true).open(&tmp) }
+            .map_err(|e| SnapshotError::io("create", &tmp, e))?;
+    Ok((Arc::new(file), tmp))
 }
 
 /// Makes renames and unlinks in `dir` durable.
@@ -395,12 +540,13 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), SnapshotError> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use aldb_format::format::{FileKind, MAX_FILE_BYTES, parse_published_name};
     use aldb_format::store::MappedFile;
 
     /// A header for test files: the fields that matter to a file's layout, others arbitrary.
-    pub(crate) fn header(seq: u32) -> Header {
+    fn header(seq: u32) -> Header {
         Header {
             flags: 0,
             seq,
@@ -410,6 +556,7 @@ pub(crate) mod tests {
             root: [9; 32],
             root_ref: Ref::NULL,
             oldest_seq: 1,
+            first_seq: seq,
             body_len: 0,
             accounts: 0,
             nodes: 0,
@@ -418,23 +565,41 @@ pub(crate) mod tests {
         }
     }
 
+    fn create<'a>(dir: &Path, seq: u32, part_bytes: u64, lane: &'a mut IoLane, direct: bool) -> FileBuilder<'a> {
+        FileBuilder::create(dir, header(seq), part_bytes, lane, direct).unwrap()
+    }
+
+    /// At the real bound every record a file takes starts at an offset a reference holds, and
+    /// the file stays within 32 GiB: the part bound, not `FileTooLarge`, is what a large state
+    /// meets.
+    #[test]
+    fn the_part_bound_keeps_every_record_addressable() {
+        let last_start = MAX_FILE_BYTES - FOOTER_LEN as u64 - 8;
+        assert!(!ends_past(last_start, 8, MAX_FILE_BYTES));
+        assert!(ends_past(last_start + 8, 8, MAX_FILE_BYTES));
+        assert!(Ref::checked(u32::MAX - 1, last_start).is_some());
+        // A 10 MiB account (Solana's largest) near the end goes to the next part.
+        assert!(ends_past(MAX_FILE_BYTES - (10 << 20), (10 << 20) + 80, MAX_FILE_BYTES));
+    }
+
     /// A record that would start past the last offset a reference can hold is refused with a
-    /// clear error instead of getting a reference that wraps into the sequence bits.
+    /// clear error instead of getting a reference that wraps into the sequence bits (the part
+    /// bound keeps a writer from getting there; the check stays as the last line).
     #[test]
     fn records_past_the_addressable_size_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut lane = IoLane::start().unwrap();
-        let mut fb = FileBuilder::create(&dir.path().join(".big.tmp"), 3, &mut lane, false).unwrap();
+        let mut fb = create(dir.path(), 3, u64::MAX, &mut lane, false);
         // Pretend the file already holds almost 32 GiB (nothing below is written to disk: the
         // records stay in the staging buffer).
         fb.flushed = MAX_RECORD_OFFSET - fb.filled as u64 - 8;
-        let last_but_one = fb.record(&[&[1u8; 8]]).unwrap();
+        let last_but_one = fb.record(Kind::Node, &[&[1u8; 8]]).unwrap();
         assert_eq!((last_but_one.seq(), last_but_one.offset()), (3, MAX_RECORD_OFFSET - 8));
-        let last = fb.record(&[&[2u8; 8]]).unwrap();
+        let last = fb.record(Kind::Node, &[&[2u8; 8]]).unwrap();
         assert_eq!((last.seq(), last.offset()), (3, MAX_RECORD_OFFSET));
-        let err = fb.record(&[&[3u8; 8]]).unwrap_err();
+        let err = fb.record(Kind::Node, &[&[3u8; 8]]).unwrap_err();
         assert!(matches!(err, SnapshotError::FileTooLarge { seq: 3, max: MAX_RECORD_OFFSET }), "{err}");
-        fb.abandon();
+        fb.close();
         assert_eq!(Ref::checked(1, MAX_RECORD_OFFSET + 8), None);
         assert_eq!(Ref::checked(1, 12), None);
     }
@@ -451,24 +616,25 @@ pub(crate) mod tests {
         for direct in [false, direct_ok] {
             for target in [100usize, 3 * BLOCK + 5, CHUNK - 64, 3 * CHUNK + 12345] {
                 seq += 1;
-                let tmp = dir.path().join(format!(".{seq}.tmp"));
-                let dest = dir.path().join(format!("{seq}.snap"));
-                let mut fb = FileBuilder::create(&tmp, seq, &mut lane, direct).unwrap();
+                let mut fb = create(dir.path(), seq, MAX_FILE_BYTES, &mut lane, direct);
                 let mut written: Vec<(Ref, Vec<u8>)> = Vec::new();
                 let mut k = 0u32;
                 while (fb.len() as usize) < target {
                     // Sizes cycle through odd lengths; one record spans more than a chunk.
                     let len = if k == 3 && target > CHUNK { CHUNK + 777 } else { 1 + (k as usize * 37) % 300 };
                     let bytes: Vec<u8> = (0..len).map(|i| (i as u32 ^ k.wrapping_mul(2654435761)) as u8).collect();
-                    let r = fb.record(&[&k.to_le_bytes(), &bytes]).unwrap();
+                    let r = fb.record(Kind::Account, &[&k.to_le_bytes(), &bytes]).unwrap();
                     written.push((r, bytes));
                     k += 1;
                 }
-                let size = fb.publish(header(seq), &dest).unwrap();
-                assert!(!tmp.exists());
+                let size = fb.publish(header(seq)).unwrap();
+                assert_eq!(fb.next_free(), seq + 1);
+                fb.close();
+                let dest = dir.path().join(file_name(seq, 7));
+                assert!(!dir.path().join(format!(".{}.tmp", file_name(seq, 7))).exists());
                 assert_eq!(std::fs::metadata(&dest).unwrap().len(), size);
                 let f = MappedFile::open(&dest, true).unwrap();
-                assert_eq!(f.header.slot, 7);
+                assert_eq!((f.header.slot, f.header.accounts, f.header.first_seq), (7, u64::from(k), seq));
                 assert_eq!(f.header.body_len, size - (HEADER_LEN + FOOTER_LEN) as u64);
                 for (i, (r, bytes)) in written.iter().enumerate() {
                     assert_eq!(r.seq(), seq);
@@ -480,23 +646,84 @@ pub(crate) mod tests {
         }
     }
 
-    /// A builder dropped half-way leaves no file behind and its buffers serve the next file.
+    /// With a small part bound one write becomes consecutive part files and the slot's file:
+    /// each within the bound (unless a single record is larger), each record where its
+    /// reference says, the counts per file, and the positions of `written` continuous.
     #[test]
-    fn abandoned_file_leaves_nothing() {
+    fn a_write_past_the_part_bound_is_cut_into_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let direct_ok = supports_direct(dir.path());
+        let mut lane = IoLane::start().unwrap();
+        for (direct, first, bound) in [(false, 5u32, 1000u64), (direct_ok, 60, 700)] {
+            let mut fb = create(dir.path(), first, bound, &mut lane, direct);
+            let mut written: Vec<(Ref, Vec<u8>)> = Vec::new();
+            let mut total = 0u64;
+            for k in 0..200u32 {
+                // One record larger than the bound gets a part of its own.
+                let len = if k == 77 { 5000 } else { 8 + (k as usize * 53) % 200 };
+                let bytes: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(k + 1) as u8).collect();
+                let before = fb.written();
+                let kind = [Kind::Account, Kind::Bucket, Kind::Node][k as usize % 3];
+                written.push((fb.record(kind, &[&bytes]).unwrap(), bytes));
+                total += fb.written() - before;
+            }
+            assert_eq!(total, written.iter().map(|(_, b)| b.len().div_ceil(8) as u64 * 8).sum::<u64>());
+            let parts = fb.parts().to_vec();
+            let bytes = fb.publish(header(first)).unwrap();
+            let last = fb.next_free() - 1;
+            fb.close();
+            assert_eq!(last, first + parts.len() as u32);
+            assert!(parts.len() > 10, "{} parts", parts.len());
+            let mut on_disk = 0;
+            let mut counted = 0;
+            for seq in first..=last {
+                let kind = if seq == last { FileKind::Slot } else { FileKind::Part };
+                let path = dir.path().join(aldb_format::format::published_name(seq, 7, kind));
+                assert_eq!(parse_published_name(path.file_name().unwrap().to_str().unwrap()), Some((seq, 7, kind)));
+                let f = MappedFile::open(&path, true).unwrap();
+                let h = f.header;
+                assert_eq!((h.seq, h.first_seq, h.is_part()), (seq, first, seq != last));
+                let len = std::fs::metadata(&path).unwrap().len();
+                let holds_big = written.iter().any(|(r, b)| r.seq() == seq && b.len() > 1000);
+                assert!(len <= bound || holds_big, "file {seq} of {len} bytes");
+                on_disk += len;
+                counted += h.accounts + h.nodes + h.buckets;
+                for (r, b) in written.iter().filter(|(r, _)| r.seq() == seq) {
+                    assert_eq!(f.record(r.offset(), b.len()).unwrap(), &b[..]);
+                }
+            }
+            assert_eq!((bytes, counted), (on_disk, 200));
+        }
+    }
+
+    /// A builder closed half-way leaves no temporary file behind, keeps the parts it published
+    /// (their numbers are used), and its buffers serve the next file.
+    #[test]
+    fn a_closed_write_leaves_only_its_published_parts() {
         let dir = tempfile::tempdir().unwrap();
         let direct = supports_direct(dir.path());
         let mut lane = IoLane::start().unwrap();
-        let tmp = dir.path().join(".1.tmp");
-        let mut fb = FileBuilder::create(&tmp, 1, &mut lane, direct).unwrap();
+        let mut fb = create(dir.path(), 1, MAX_FILE_BYTES, &mut lane, direct);
         for _ in 0..(2 * CHUNK / 4096) {
-            fb.record(&[&[1u8; 4096]]).unwrap();
+            fb.record(Kind::Account, &[&[1u8; 4096]]).unwrap();
         }
-        fb.abandon();
+        assert_eq!(fb.next_free(), 1);
+        fb.close();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let dest = dir.path().join("2.snap");
-        let mut fb = FileBuilder::create(&dir.path().join(".2.tmp"), 2, &mut lane, direct).unwrap();
-        fb.record(&[b"after"]).unwrap();
-        fb.publish(header(2), &dest).unwrap();
-        MappedFile::open(&dest, true).unwrap();
+        let mut fb = create(dir.path(), 2, 3 * 4096, &mut lane, direct);
+        for _ in 0..7 {
+            fb.record(Kind::Account, &[&[1u8; 4096]]).unwrap();
+        }
+        let next = fb.next_free();
+        fb.close();
+        let names: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|d| d.unwrap().file_name().into_string().unwrap()).collect();
+        assert!(names.iter().all(|n| n.ends_with(".part")), "{names:?}");
+        assert_eq!(names.len() as u32, next - 2);
+        let mut fb = create(dir.path(), next, MAX_FILE_BYTES, &mut lane, direct);
+        fb.record(Kind::Account, &[b"after"]).unwrap();
+        fb.publish(header(next)).unwrap();
+        fb.close();
+        MappedFile::open(&dir.path().join(file_name(next, 7)), true).unwrap();
     }
 }

@@ -9,8 +9,10 @@ use aldb_verify::spec::Hash;
 use crate::batch::AccountEntry;
 
 /// `(first 8 path bytes, path, newest first)`: sorting these orders by path, newest first, and
-/// nearly every comparison is decided by the integer.
-pub(crate) type PathEntry = (u64, Hash, Reverse<u32>);
+/// nearly every comparison is decided by the integer. The batch index is 64 bits (the tuple is
+/// 48 bytes either way), so one batch may hold a full state of more than 2^32 accounts.
+pub(crate) type PathEntry = (u64, Hash, Reverse<u64>);
+const _: () = assert!(std::mem::size_of::<PathEntry>() == 48);
 
 /// The sorted entries and the sort's working memory, kept so rebuilding allocates nothing.
 #[derive(Clone, Debug, Default)]
@@ -21,11 +23,11 @@ pub(crate) struct PathIndex {
 }
 
 impl PathIndex {
-    /// Indexes `entries` (at most `u32::MAX` of them; the caller checks): sorted by path, and of
-    /// several entries for one path only the last pushed kept.
+    /// Indexes `entries`: sorted by path, and of several entries for one path only the last
+    /// pushed kept.
     pub(crate) fn build(&mut self, entries: &[AccountEntry]) {
         self.sorted.clear();
-        self.sorted.extend(entries.iter().zip(0u32..).map(|(e, i)| (prefix_of(&e.path), e.path, Reverse(i))));
+        self.sorted.extend(entries.iter().zip(0u64..).map(|(e, i)| (prefix_of(&e.path), e.path, Reverse(i))));
         radix_sort(&mut self.sorted, &mut self.tmp, &mut self.counts);
         self.sorted.dedup_by(|later, kept| later.1 == kept.1);
     }
@@ -90,7 +92,7 @@ mod tests {
                 } else if i % 11 == 5 && i > 0 {
                     path[..8].copy_from_slice(&v[(i as usize) / 3].1[..8]); // same 8-byte prefix
                 }
-                v.push((prefix_of(&path), path, Reverse(i)));
+                v.push((prefix_of(&path), path, Reverse(u64::from(i))));
             }
             let mut want = v.clone();
             want.sort_unstable();

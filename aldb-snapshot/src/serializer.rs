@@ -21,14 +21,14 @@ use aldb_core::{CaptureOptions, ChangeSet, prefetch};
 use aldb_verify::spec::{EMPTY_ROOT, Hash};
 
 use aldb_format::format::{
-    ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP, FLAG_FULL, Header, MAX_ARITY, Ref, file_name, node_arity, node_len, node_stored,
-    parse_file_name, prefix_of,
+    ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP, FLAG_FULL, FileKind, Header, MAX_ARITY, Ref, node_arity, node_len, node_stored,
+    parse_published_name, prefix_of,
 };
 use aldb_format::store::{Files, MappedFile};
 
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
-use crate::file_builder::{FileBuilder, IoLane};
+use crate::file_builder::{FileBuilder, IoLane, Kind};
 use crate::path_index::{PathEntry, PathIndex};
 
 /// What the writer reads of a change set: the levels it stores (even levels, without the one
@@ -65,18 +65,22 @@ pub struct SlotInput {
     pub full: bool,
 }
 
-/// A file that was just published.
+/// A slot that was just published: its file, and the part files before it when what it wrote
+/// outgrew one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Published {
-    /// Its sequence number.
+    /// The sequence number of the slot's file.
     pub seq: u32,
+    /// The sequence number of its first part (`seq` when the slot fits in one file): files
+    /// `first_seq..seq` are its parts.
+    pub first_seq: u32,
     /// The slot it holds.
     pub slot: u64,
     /// The slot's root.
     pub root: Hash,
     /// Oldest file any of its records may point into.
     pub oldest_seq: u32,
-    /// File size in bytes.
+    /// Bytes of its files (parts included).
     pub bytes: u64,
     /// Bytes of account records in it.
     pub account_bytes: u64,
@@ -114,6 +118,8 @@ pub(crate) struct Serializer {
     /// Files below this are kept open for other forks even if the current table no longer
     /// reaches them (`u32::MAX`: only what the table reaches, as on a single chain).
     keep_files_from: u32,
+    /// The most bytes one file holds; a write past it is cut into part files.
+    part_bytes: u64,
 }
 
 /// One entry of the writer's tables, as a fork-mode write found or left it: a node's reference,
@@ -188,15 +194,16 @@ struct Scratch {
 /// leaves' address is in cache when it is needed.
 const PREFETCH_BUCKETS: usize = 8;
 
-/// Marks an account to write in [`Scratch::refs`] (never a real reference: offsets are 8-aligned
-/// and never beyond `MAX_RECORD_OFFSET`, which is below 2^35).
+/// Marks an account to write in [`Scratch::refs`] (never a real reference: its sequence number
+/// would be `u32::MAX`, which no file gets).
 const WRITE_ME: Ref = Ref(u64::MAX);
 
 impl Serializer {
     /// A serializer for `dir`, continuing the sequence after `last_seq`. Cycles through the key
     /// space in about `refresh_slots` slots.
-    /// `direct` writes files past the page cache (see [`crate::file_builder`]).
-    pub(crate) fn new(dir: &Path, last_seq: u32, refresh_slots: u64, direct: bool) -> Self {
+    /// `direct` writes files past the page cache (see [`crate::file_builder`]); a slot that
+    /// writes more than `part_bytes` bytes is cut into part files.
+    pub(crate) fn new(dir: &Path, last_seq: u32, refresh_slots: u64, direct: bool, part_bytes: u64) -> Self {
         let refresh_bits = (64 - refresh_slots.max(1).saturating_sub(1).leading_zeros()) as u8;
         Self {
             dir: dir.to_path_buf(),
@@ -218,7 +225,14 @@ impl Serializer {
             undo: None,
             undo_refresh: RefreshState::default(),
             keep_files_from: u32::MAX,
+            part_bytes,
         }
+    }
+
+    /// Numbers the next file after `last_seq` at least: files found on disk (parts of a write
+    /// that failed, a file published by a write whose directory sync failed) keep their numbers.
+    pub(crate) fn continue_after(&mut self, last_seq: u32) {
+        self.next_seq = self.next_seq.max(last_seq.saturating_add(1));
     }
 
     /// Whether the tables hold a state to write deltas against.
@@ -323,20 +337,24 @@ impl Serializer {
         self.started = false;
         let top = Arc::new(MappedFile::open(path, true)?);
         let h = top.header;
+        if h.is_part() {
+            return Err(SnapshotError::corrupt(path, "a part file holds no slot to continue from"));
+        }
         let mut files = Files::default();
         let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
         for entry in rd {
             let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
             let name = entry.file_name();
-            let Some((seq, _)) = name.to_str().and_then(parse_file_name) else { continue };
+            // The slot's parts and everything before them it reaches, named as slots or parts.
+            let Some((seq, _, kind)) = name.to_str().and_then(parse_published_name) else { continue };
             if seq < h.oldest_seq || seq >= h.seq {
                 continue;
             }
             let f = MappedFile::open(&entry.path(), true)?;
-            if f.header.seq != seq {
+            if f.header.seq != seq || FileKind::of(&f.header) != kind {
                 return Err(SnapshotError::corrupt(
                     entry.path(),
-                    "header and file name disagree on the sequence number",
+                    "header and file name disagree on the sequence number or the kind of file",
                 ));
             }
             if files.get(seq).is_some() {
@@ -442,87 +460,100 @@ impl Serializer {
             // The last number is never used, so `seq + 1` below never wraps onto live files.
             return Err(SnapshotError::SequenceExhausted { dir: self.dir.clone() });
         }
-        let name = file_name(seq, input.slot);
-        let tmp = self.dir.join(format!(".{name}.tmp"));
         let mut lane = match self.io.take() {
             Some(lane) => lane,
             None => IoLane::start().map_err(|e| SnapshotError::io("spawn I/O thread", &self.dir, e))?,
         };
-        let result = self.write_file(&mut lane, input, seq, &name, &tmp);
+        let result = self.write_files(&mut lane, input, seq);
         self.io = Some(lane);
         result
     }
 
-    fn write_file(
-        &mut self,
-        lane: &mut IoLane,
-        input: &SlotInput,
-        seq: u32,
-        name: &str,
-        tmp: &Path,
-    ) -> Result<Published, SnapshotError> {
-        let mut fb = FileBuilder::create(tmp, seq, lane, self.direct)?;
-        let root_ref = |s: &Self| if s.bucket_bits == 0 { s.buckets[0] } else { s.nodes[0][0] };
-        let checked = self.write_body(&mut fb, input).and_then(|body| {
-            let found = match body.3 {
-                Some(h) => h,
-                None => self.files.hash(root_ref(self))?,
-            };
-            if found != input.root {
-                return Err(SnapshotError::Input(format!(
-                    "change set does not produce the committed root at slot {}",
-                    input.slot
-                )));
-            }
-            Ok(body)
-        });
-        let (counts, account_bytes, refresh_bytes, _) = match checked {
-            Ok(v) => v,
-            Err(e) => {
-                fb.abandon();
-                return Err(e);
-            }
-        };
-        let root_ref = root_ref(self);
-        if input.full {
-            self.oldest = seq;
-            self.cycle_start = seq + 1;
-            self.started = true;
-        }
-        let gap = self.gap;
-        let header = Header {
-            flags: if input.full { FLAG_FULL } else { 0 } | if gap.is_some() { FLAG_AFTER_GAP } else { 0 },
-            seq,
+    fn write_files(&mut self, lane: &mut IoLane, input: &SlotInput, first: u32) -> Result<Published, SnapshotError> {
+        // Every file of the write shares these; a full state reaches nothing before its first
+        // file. (The refresh state moves only once the write is published.)
+        let template = Header {
+            flags: if input.full { FLAG_FULL } else { 0 },
+            seq: first,
             bucket_bits: self.bucket_bits,
             slot: input.slot,
             parent: input.parent,
             root: input.root,
-            root_ref,
-            oldest_seq: self.oldest,
+            root_ref: Ref::NULL,
+            oldest_seq: if input.full { first } else { self.oldest },
+            first_seq: first,
             body_len: 0,
-            accounts: counts.0,
-            nodes: counts.1,
-            buckets: counts.2,
-            gap_after: gap.flatten(),
+            accounts: 0,
+            nodes: 0,
+            buckets: 0,
+            gap_after: None,
         };
-        let dest = self.dir.join(name);
-        let bytes = fb.publish(header, &dest)?;
-        self.gap = None;
-        self.next_seq += 1;
-        self.files.insert(Arc::new(MappedFile::open(&dest, false)?));
-        if !input.full {
+        let mut fb = FileBuilder::create(&self.dir, template, self.part_bytes, lane, self.direct)?;
+        let result = self.write_into(&mut fb, input, template);
+        // Numbers of files published are never reused, even by a write that then failed.
+        self.next_seq = self.next_seq.max(fb.next_free());
+        let parts: Vec<PathBuf> = fb.parts().to_vec();
+        fb.close();
+        let (published, seq) = result?;
+        for p in &parts {
+            self.files.insert(Arc::new(MappedFile::open(p, false)?));
+        }
+        self.files.insert(Arc::new(MappedFile::open(
+            &self.dir.join(aldb_format::format::file_name(seq, input.slot)),
+            false,
+        )?));
+        if input.full {
+            self.oldest = first;
+            self.cycle_start = seq + 1;
+            self.started = true;
+        } else {
             self.advance_refresh(seq);
         }
         self.files.remove_below(self.oldest.min(self.keep_files_from));
-        Ok(Published {
+        Ok(published)
+    }
+
+    /// Writes the slot's records through `fb` and publishes its file; returns what was published
+    /// and the slot file's sequence number.
+    fn write_into(
+        &mut self,
+        fb: &mut FileBuilder,
+        input: &SlotInput,
+        template: Header,
+    ) -> Result<(Published, u32), SnapshotError> {
+        let root_ref = |s: &Self| if s.bucket_bits == 0 { s.buckets[0] } else { s.nodes[0][0] };
+        let (account_bytes, refresh_bytes, top_hash) = self.write_body(fb, input, template.first_seq)?;
+        let found = match top_hash {
+            Some(h) => h,
+            None => self.files.hash(root_ref(self))?,
+        };
+        if found != input.root {
+            return Err(SnapshotError::Input(format!(
+                "change set does not produce the committed root at slot {}",
+                input.slot
+            )));
+        }
+        let gap = self.gap;
+        let header = Header {
+            flags: template.flags | if gap.is_some() { FLAG_AFTER_GAP } else { 0 },
+            root_ref: root_ref(self),
+            gap_after: gap.flatten(),
+            ..template
+        };
+        let bytes = fb.publish(header)?;
+        self.gap = None;
+        let seq = fb.next_free() - 1;
+        let published = Published {
             seq,
+            first_seq: template.first_seq,
             slot: input.slot,
             root: input.root,
-            oldest_seq: header.oldest_seq,
+            oldest_seq: template.oldest_seq,
             bytes,
             account_bytes,
             refresh_bytes,
-        })
+        };
+        Ok((published, seq))
     }
 
     fn advance_refresh(&mut self, seq: u32) {
@@ -537,11 +568,11 @@ impl Serializer {
     }
 
     /// Writes accounts, buckets and nodes; returns record counts and byte counts.
-    fn write_body(&mut self, fb: &mut FileBuilder, input: &SlotInput) -> Result<BodyStats, SnapshotError> {
+    fn write_body(&mut self, fb: &mut FileBuilder, input: &SlotInput, first: u32) -> Result<BodyStats, SnapshotError> {
         // Working memory is kept across slots: fresh allocations of a slot's megabytes cost
         // more in page faults than the work done in them.
         let mut s = std::mem::take(&mut self.scratch);
-        let result = self.write_body_with(fb, input, &mut s);
+        let result = self.write_body_with(fb, input, first, &mut s);
         self.scratch = s;
         result
     }
@@ -550,10 +581,12 @@ impl Serializer {
         &mut self,
         fb: &mut FileBuilder,
         input: &SlotInput,
+        first: u32,
         s: &mut Scratch,
     ) -> Result<BodyStats, SnapshotError> {
         let l = usize::from(self.bucket_bits);
-        let seq = self.next_seq;
+        // Records this write made are in files numbered from `first` (its parts, then its own).
+        let this_write = move |r: Ref| r.seq() >= first;
         // The refresh chunk: a prefix of `refresh_bits` bits whose whole subtree is rewritten.
         let rbits = usize::from(self.refresh_bits.min(self.bucket_bits));
         let refreshing = !input.full && self.started;
@@ -583,23 +616,18 @@ impl Serializer {
         // several) is written; `by_path` and `path_refs` then let changed buckets, visited in
         // path order, find each leaf's new record by a merge.
         let entries = input.accounts.entries();
-        if u32::try_from(entries.len()).is_err() {
-            return Err(SnapshotError::Input("more than 2^32 accounts in one slot".into()));
-        }
         s.index.build(entries);
         let by_path: &[PathEntry] = s.index.sorted();
         s.refs.clear();
         s.refs.resize(entries.len(), Ref::NULL);
-        let start = fb.len();
-        let mut account_count = 0u32;
-        let mut write = |fb: &mut FileBuilder, e: &crate::batch::AccountEntry| -> Result<Ref, SnapshotError> {
+        let start = fb.written();
+        let write = |fb: &mut FileBuilder, e: &crate::batch::AccountEntry| -> Result<Ref, SnapshotError> {
             if e.lamports == 0 {
                 return Ok(Ref::NULL);
             }
             let data = input.accounts.data(e);
             let head = account_record_parts(&e.pubkey, e.lamports, &e.owner, e.executable, data.len());
-            account_count += 1;
-            fb.record(&head.as_slice_with(data))
+            fb.record(Kind::Account, &head.as_slice_with(data))
         };
         if input.full {
             // A full state is written in path order: the refresh later copies a key range at a
@@ -622,7 +650,7 @@ impl Serializer {
         // One gather (independent loads the CPU overlaps), so the bucket loop reads in order.
         s.path_refs.clear();
         s.path_refs.extend(by_path.iter().map(|&(_, _, std::cmp::Reverse(i))| s.refs[i as usize]));
-        let account_bytes = fb.len() - start;
+        let account_bytes = fb.written() - start;
         let mut refresh_bytes = 0u64;
 
         // Buckets in index order: the changed ones, then the refresh chunk's untouched ones.
@@ -646,7 +674,6 @@ impl Serializer {
         }
         // The hash of the top record if this slot rewrote it (or emptied it).
         let mut top_hash: Option<Hash> = None;
-        let mut bucket_count = 0u32;
         let mut cursor = 0usize;
         let mut previous: Option<u64> = None;
         // The buckets' table entries and old leaves are scattered in memory: ask for them a few
@@ -702,9 +729,9 @@ impl Serializer {
                                 // Inside the refresh chunk untouched records from before the
                                 // cycle are copied forward.
                                 Some(lv) if in_chunk(b) && stale(lv.account) => {
-                                    let before = fb.len();
+                                    let before = fb.written();
                                     let r = self.copy_account(fb, lv.account)?;
-                                    refresh_bytes += fb.len() - before;
+                                    refresh_bytes += fb.written() - before;
                                     r
                                 }
                                 Some(lv) => lv.account,
@@ -720,13 +747,13 @@ impl Serializer {
                     (c.hash, old_leaves)
                 }
                 None => {
-                    let before = fb.len();
+                    let before = fb.written();
                     let hash = self.files.hash(old)?;
                     for lv in self.bucket_leaves[b].iter() {
                         let acct = if stale(lv.account) { self.copy_account(fb, lv.account)? } else { lv.account };
                         s.new_leaves.push(LeafView { prefix: lv.prefix, account: acct });
                     }
-                    refresh_bytes += fb.len() - before;
+                    refresh_bytes += fb.written() - before;
                     let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
                     if let Some(u) = self.undo.as_mut() {
                         u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.clone() });
@@ -746,16 +773,15 @@ impl Serializer {
             s.leaf_buf.clear();
             s.leaf_buf.extend(s.new_leaves.iter().flat_map(|lv| lv.account.0.to_le_bytes()));
             let count = s.new_leaves.len() as u32;
-            let before = fb.len();
-            let r = fb.record(&[&hash, &count.to_le_bytes(), &[0u8; 4], &s.leaf_buf])?;
+            let before = fb.written();
+            let r = fb.record(Kind::Bucket, &[&hash, &count.to_le_bytes(), &[0u8; 4], &s.leaf_buf])?;
             if change.is_none() {
-                refresh_bytes += fb.len() - before;
+                refresh_bytes += fb.written() - before;
             }
             self.buckets[b] = r;
             if l == 0 {
                 top_hash = Some(hash);
             }
-            bucket_count += 1;
         }
 
         // Prefix nodes at even levels (the odd ones are recomputed by readers), deepest first so
@@ -774,7 +800,6 @@ impl Serializer {
                 s.by_level[d].push((n.index as u32, n.hash));
             }
         }
-        let mut node_count = 0u32;
         for d in (0..l).rev().filter(|&d| node_stored(d, l)) {
             let arity = node_arity(d, l);
             let below = d + arity.trailing_zeros() as usize;
@@ -792,8 +817,10 @@ impl Serializer {
                     // A refresh entry: skip empty prefixes and nodes this slot already wrote, and
                     // those from this cycle none of whose children this slot rewrote.
                     None => match self.nodes[d][i] {
-                        r if r.is_null() || r.seq() == seq => continue,
-                        r if !stale(r) && (0..arity).all(|c| self.child(below, arity * i + c).seq() != seq) => continue,
+                        r if r.is_null() || this_write(r) => continue,
+                        r if !stale(r) && (0..arity).all(|c| !this_write(self.child(below, arity * i + c))) => {
+                            continue;
+                        }
                         r => self.files.hash(r)?,
                     },
                 };
@@ -813,15 +840,14 @@ impl Serializer {
                     let child = self.child(below, arity * i + c);
                     record[32 + 8 * c..40 + 8 * c].copy_from_slice(&child.0.to_le_bytes());
                 }
-                let r = fb.record(&[&record[..node_len(arity)]])?;
+                let r = fb.record(Kind::Node, &[&record[..node_len(arity)]])?;
                 if k.is_none() {
                     refresh_bytes += node_len(arity) as u64;
                 }
                 self.nodes[d][i] = r;
-                node_count += 1;
             }
         }
-        Ok(((account_count, node_count, bucket_count), account_bytes, refresh_bytes, top_hash))
+        Ok((account_bytes, refresh_bytes, top_hash))
     }
 
     /// The old leaf (from `old`, the bucket's previous leaves) with this path. Prefixes
@@ -845,14 +871,14 @@ impl Serializer {
     fn copy_account(&self, fb: &mut FileBuilder, r: Ref) -> Result<Ref, SnapshotError> {
         let a = self.files.account(r)?;
         // Copied straight out of the mapping: checked after the copy (`AccountView::intact`).
-        let copied = fb.record(&[a.raw])?;
+        let copied = fb.record(Kind::Account, &[a.raw])?;
         Ok(a.intact(copied)?)
     }
 }
 
-/// What `write_body` wrote: record counts (accounts, nodes, buckets), account bytes, refresh
-/// bytes, and the top record's hash when this slot rewrote it.
-type BodyStats = ((u32, u32, u32), u64, u64, Option<Hash>);
+/// What `write_body` wrote: account bytes, refresh bytes, and the top record's hash when this
+/// slot rewrote it.
+type BodyStats = (u64, u64, Option<Hash>);
 
 /// The fixed part of an account record.
 pub(crate) struct AccountHead([u8; ACCOUNT_HEAD_LEN]);

@@ -33,7 +33,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::{CaptureOptions, ChangeSet};
-use aldb_format::format::{FOOTER_LEN, HEADER_LEN, Header, SET_ASIDE_SUFFIX, parse_file_name};
+use aldb_format::format::{
+    FOOTER_LEN, FileKind, HEADER_LEN, Header, MAX_FILE_BYTES, SET_ASIDE_SUFFIX, parse_published_name, published_name,
+};
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
@@ -73,6 +75,12 @@ pub struct WriterConfig {
     pub max_fork_banks: usize,
     /// Fork mode: most bytes of table lists held before a bank is refused.
     pub max_fork_bytes: usize,
+    /// The most bytes one snapshot file holds: a slot that writes more (a full state of more
+    /// than about a hundred million accounts) is cut into part files (`docs/FORMAT.md`,
+    /// "Parts"). Always [`MAX_FILE_BYTES`], the most a reference addresses; lowered only by
+    /// tests, to cut small states into many parts. Values below 256 bytes count as 256.
+    #[doc(hidden)]
+    pub part_bytes: u64,
 }
 
 /// First wait before a failed writer retries; doubles per failed retry up to [`RETRY_MAX`].
@@ -95,6 +103,7 @@ impl WriterConfig {
             forks: false,
             max_fork_banks: 1024,
             max_fork_bytes: 1 << 30,
+            part_bytes: MAX_FILE_BYTES,
         }
     }
 }
@@ -220,15 +229,25 @@ impl std::fmt::Debug for SnapshotWriter {
     }
 }
 
+/// A published file as the writer and its pruner know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Known {
+    slot: u64,
+    /// `u32::MAX` for a file whose header does not match its name: it never holds other files
+    /// back and is pruned like any other once below every kept slot's oldest file.
+    oldest_seq: u32,
+    /// A part is pruned like any file but is never a kept slot itself.
+    kind: FileKind,
+}
+
 /// What a starting writer finds in its directory.
 struct Existing {
-    /// Every published name, for the pruner: `seq -> (slot, oldest_seq)`. A file whose header
-    /// does not match its name gets `oldest_seq = u32::MAX`, so it never holds other files back
-    /// and is pruned like any other once below every kept slot's oldest file.
-    files: BTreeMap<u32, (u64, u32)>,
-    /// The highest sequence number of a file this writer's format published under that very
-    /// name: numbering goes on after it. A stray or damaged name is not trusted here, so a name
-    /// with the largest sequence number cannot make the writer wrap onto live files.
+    /// Every published name (slot files and parts), for the pruner, by sequence number.
+    files: BTreeMap<u32, Known>,
+    /// The highest sequence number of a file (slot file or part) this writer's format published
+    /// under that very name: numbering goes on after it. A stray or damaged name is not trusted
+    /// here, so a name with the largest sequence number cannot make the writer wrap onto live
+    /// files.
     last_seq: u32,
 }
 
@@ -247,19 +266,20 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }
-        let Some((seq, slot)) = parse_file_name(name) else { continue };
+        let Some((seq, slot, kind)) = parse_published_name(name) else { continue };
         match read_header(&entry.path()) {
-            Ok(h) if h.seq == seq && h.slot == slot => {
-                files.insert(seq, (slot, h.oldest_seq));
+            Ok(h) if h.seq == seq && h.slot == slot && FileKind::of(&h) == kind => {
+                files.insert(seq, Known { slot, oldest_seq: h.oldest_seq, kind });
                 last_seq = last_seq.max(seq);
             }
             Ok(h) => invalid.push((
                 seq,
                 slot,
+                kind,
                 name.to_string(),
-                format!("its header says sequence {} slot {}", h.seq, h.slot),
+                format!("its header says sequence {} slot {} ({:?})", h.seq, h.slot, FileKind::of(&h)),
             )),
-            Err(reason) => invalid.push((seq, slot, name.to_string(), reason)),
+            Err(reason) => invalid.push((seq, slot, kind, name.to_string(), reason)),
         }
     }
     // A damaged or foreign name numbered above every valid file would share its number with the
@@ -267,7 +287,7 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
     // operator), so the number is free and no reader confuses the two. Lower ones can never
     // collide: they stay, reported by readers, and are pruned like any other file.
     let mut moved = false;
-    for (seq, slot, name, reason) in invalid {
+    for (seq, slot, kind, name, reason) in invalid {
         if seq > last_seq {
             let to = dir.join(format!("{name}{SET_ASIDE_SUFFIX}"));
             log::warn!("snapshot {name}: {reason}; set aside as {}", to.display());
@@ -275,7 +295,7 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
             moved = true;
         } else {
             log::warn!("snapshot {name}: {reason}; not served");
-            files.entry(seq).or_insert((slot, u32::MAX));
+            files.entry(seq).or_insert(Known { slot, oldest_seq: u32::MAX, kind });
         }
     }
     if moved {
@@ -300,17 +320,20 @@ fn read_header(path: &Path) -> Result<Header, String> {
     Ok(h)
 }
 
-/// The newest file in `dir` whose header matches its name, if any: what a recovering writer
-/// continues from. It is found on disk rather than remembered, because a failure after the
-/// rename (the directory sync) may have published a file the writer counted as failed.
-fn newest_published(dir: &Path) -> Result<Option<(u32, PathBuf)>, SnapshotError> {
+/// The newest slot file in `dir` whose header matches its name, if any: what a recovering
+/// writer continues from; and the highest number of any valid file there (parts of a write that
+/// failed included), which it numbers after. Both are found on disk rather than remembered,
+/// because a failure after the rename (the directory sync) may have published a file the writer
+/// counted as failed.
+fn newest_published(dir: &Path) -> Result<(Option<PathBuf>, u32), SnapshotError> {
     let existing = scan(dir)?;
-    Ok(existing
+    let newest = existing
         .files
         .iter()
         .rev()
-        .find(|(_, (_, oldest))| *oldest != u32::MAX)
-        .map(|(seq, (slot, _))| (*seq, dir.join(aldb_format::format::file_name(*seq, *slot)))))
+        .find(|(_, k)| k.oldest_seq != u32::MAX && k.kind == FileKind::Slot)
+        .map(|(seq, k)| dir.join(aldb_format::format::file_name(*seq, k.slot)));
+    Ok((newest, existing.last_seq))
 }
 
 impl SnapshotWriter {
@@ -338,7 +361,8 @@ impl SnapshotWriter {
             config.dir.display(),
             if direct { "direct I/O" } else { "buffered I/O" }
         );
-        let serializer = Serializer::new(&config.dir, last_seq, config.refresh_slots, direct);
+        let part_bytes = config.part_bytes.clamp(256, MAX_FILE_BYTES);
+        let serializer = Serializer::new(&config.dir, last_seq, config.refresh_slots, direct, part_bytes);
         let thread = {
             let (stats, done, failure, refused) = (stats.clone(), done.clone(), failure.clone(), refused.clone());
             let cfg = config.clone();
@@ -716,9 +740,11 @@ impl Run {
         let input = f.merged.take();
         let t = Instant::now();
         let attempt = (|| {
+            let (newest, last_seq) = newest_published(&self.dir)?;
+            self.ser.continue_after(last_seq);
             if !input.full {
-                match newest_published(&self.dir)? {
-                    Some((_, path)) => self.ser.recover(&path)?,
+                match newest {
+                    Some(path) => self.ser.recover(&path)?,
                     None => {
                         return Err(SnapshotError::Input(
                             "no published file to continue from and no full state held".into(),
@@ -840,13 +866,14 @@ impl Run {
     fn resume(&mut self, banks: &mut Banks) -> Result<(), SnapshotError> {
         self.resume_tried = true;
         let existing = scan(&self.dir)?;
+        self.ser.continue_after(existing.last_seq);
         let valid = |slot: Option<u64>| {
             existing
                 .files
                 .iter()
                 .rev()
-                .find(|(_, (s, oldest))| *oldest != u32::MAX && slot.is_none_or(|want| *s == want))
-                .map(|(seq, (s, oldest))| (*seq, *s, *oldest))
+                .find(|(_, k)| k.oldest_seq != u32::MAX && k.kind == FileKind::Slot && slot.is_none_or(|s| k.slot == s))
+                .map(|(seq, k)| (*seq, k.slot, k.oldest_seq))
         };
         let finalized = StatusJournal::read(&self.dir).ok().and_then(|st| st.newest_finalized());
         let Some((seq, slot, oldest)) = finalized.and_then(|f| valid(Some(f))).or_else(|| valid(None)) else {
@@ -1111,18 +1138,16 @@ impl Run {
 
 /// Deletes files no kept slot can reach: everything older than the oldest file a kept slot's
 /// records may point into.
-fn prune(
-    dir: PathBuf,
-    keep: u64,
-    mut files: BTreeMap<u32, (u64, u32)>,
-    rx: Receiver<PruneMsg>,
-    stats: Arc<WriterStats>,
-) {
+fn prune(dir: PathBuf, keep: u64, mut files: BTreeMap<u32, Known>, rx: Receiver<PruneMsg>, stats: Arc<WriterStats>) {
     let mut newest = None;
     for msg in rx {
         let pin = match msg {
             PruneMsg::Published { p, newest: n, pin } => {
-                files.insert(p.seq, (p.slot, p.oldest_seq));
+                let (slot, oldest_seq) = (p.slot, p.oldest_seq);
+                for seq in p.first_seq..p.seq {
+                    files.insert(seq, Known { slot, oldest_seq, kind: FileKind::Part });
+                }
+                files.insert(p.seq, Known { slot, oldest_seq, kind: FileKind::Slot });
                 newest = Some((n, p.oldest_seq));
                 pin
             }
@@ -1130,20 +1155,22 @@ fn prune(
         };
         let Some((newest, last_oldest)) = newest else { continue };
         // Kept: the slots of the keep window, and in fork mode every bank the writer holds
-        // (files above the oldest one a held bank reaches are never deleted).
+        // (files above the oldest one a held bank reaches are never deleted). Parts are not
+        // slots: they are kept by the slot files that reach them, and a part left by a write
+        // that failed is deleted once it falls below every kept slot's oldest file.
         let min_oldest = files
-            .iter()
-            .filter(|(_, (slot, _))| newest.saturating_sub(*slot) < keep)
-            .map(|(_, (_, oldest))| *oldest)
+            .values()
+            .filter(|k| k.kind == FileKind::Slot && newest.saturating_sub(k.slot) < keep)
+            .map(|k| k.oldest_seq)
             .chain(pin)
             .min()
             .unwrap_or(last_oldest);
-        let doomed: Vec<(u32, u64)> = files.range(..min_oldest).map(|(seq, (slot, _))| (*seq, *slot)).collect();
+        let doomed: Vec<(u32, Known)> = files.range(..min_oldest).map(|(seq, k)| (*seq, *k)).collect();
         if doomed.is_empty() {
             continue;
         }
-        for (seq, slot) in doomed {
-            let path = dir.join(aldb_format::format::file_name(seq, slot));
+        for (seq, k) in doomed {
+            let path = dir.join(published_name(seq, k.slot, k.kind));
             match std::fs::remove_file(&path) {
                 Ok(()) => {
                     stats.pruned_files.fetch_add(1, Ordering::Relaxed);

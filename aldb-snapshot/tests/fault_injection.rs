@@ -470,7 +470,9 @@ fn sequence_numbers_never_wrap() {
     let src = snapshot_files(&dir).remove(&file_name(4, 3)).unwrap();
     let mut last = src.clone();
     last[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    // A full file: oldest_seq and first_seq are its own number.
     last[80..84].copy_from_slice(&u32::MAX.to_le_bytes());
+    last[84..88].copy_from_slice(&u32::MAX.to_le_bytes());
     reseal(&mut last);
     std::fs::remove_file(dir.join(format!("{}.damaged", file_name(u32::MAX, 99)))).unwrap();
     std::fs::write(dir.join(file_name(u32::MAX, 3)), &last).unwrap();
