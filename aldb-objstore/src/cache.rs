@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use aldb_format::format::{FOOTER_LEN, HEADER_LEN, Header, parse_file_name};
+use aldb_format::format::{FLAG_AFTER_GAP, FOOTER_LEN, HEADER_LEN, Header, parse_file_name};
 use aldb_format::store::MappedFile;
 use aldb_format::{AccountProof, SnapshotReader};
 use futures_util::StreamExt;
@@ -23,7 +23,7 @@ use object_store::path::Path;
 use tokio::io::AsyncWriteExt;
 
 use crate::error::SourceError;
-use crate::manifest::{BucketSlot, MANIFEST_NAME, Manifest, SnapshotObject, parse_checksum};
+use crate::manifest::{BucketSlot, MANIFEST_NAME, Manifest, SnapshotObject, WriterGap, parse_checksum, parse_root};
 use crate::metrics::CacheMetrics;
 
 /// The cache's place and size.
@@ -57,6 +57,12 @@ struct Entry {
 #[derive(Debug, Default)]
 struct State {
     manifest: Option<Arc<Manifest>>,
+    /// The manifest's servable slots, computed once per manifest: every query resolves its slot
+    /// here.
+    servable: Arc<BTreeMap<u64, BucketSlot>>,
+    /// The manifest object's entity tag as last read, so an unchanged manifest is not fetched
+    /// again.
+    etag: Option<String>,
     files: HashMap<String, Entry>,
     bytes: u64,
     tick: u64,
@@ -139,7 +145,16 @@ impl ObjectStoreSource {
             metrics,
         });
         let src = Self { inner };
-        let m = src.refresh_manifest().await?;
+        // A replica may start before anything is shipped: it serves nothing until a manifest
+        // appears, and keeps no cached file it cannot check against one.
+        let m = match src.refresh_manifest().await {
+            Ok(m) => m,
+            Err(SourceError::NoManifest { object }) => {
+                log::warn!("the bucket holds no manifest ({object}) yet: nothing to serve until one is shipped");
+                Arc::new(Manifest::default())
+            }
+            Err(e) => return Err(e),
+        };
         src.adopt_cached(&m)?;
         src.inner.reader.refresh()?;
         Ok(src)
@@ -155,6 +170,9 @@ impl ObjectStoreSource {
             let entry = entry.map_err(|e| io("list", dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
+            if crate::mirror::is_mirror_name(&name) {
+                continue;
+            }
             let keep = parse_file_name(&name)
                 .and_then(|(seq, _)| m.snapshot(u64::from(seq)))
                 .filter(|o| o.name == name)
@@ -187,6 +205,14 @@ impl ObjectStoreSource {
         self.inner.metrics.cached_files.set(i64::try_from(st.files.len()).unwrap_or(i64::MAX));
     }
 
+    pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner.store
+    }
+
+    pub(crate) fn object_path(&self, name: &str) -> Path {
+        self.inner.object(name)
+    }
+
     /// The cache's metrics.
     pub fn metrics(&self) -> &CacheMetrics {
         &self.inner.metrics
@@ -208,35 +234,57 @@ impl ObjectStoreSource {
         self.inner.state().manifest.clone()
     }
 
-    /// Reads the bucket's manifest again (to see newly shipped slots) and returns it.
+    /// Reads the bucket's manifest again (to see newly shipped slots) and returns it. The read
+    /// is conditional on the entity tag of the last one, so polling an unchanged manifest costs
+    /// a request and no transfer.
     pub async fn refresh_manifest(&self) -> Result<Arc<Manifest>, SourceError> {
         let at = self.inner.object(MANIFEST_NAME);
         let store_err = |op, e| SourceError::Store { op, object: at.to_string(), source: e };
-        let got = match self.inner.store.get(&at).await {
-            Ok(g) => g.bytes().await.map_err(|e| store_err("get", e))?,
+        let (etag, held) = {
+            let st = self.inner.state();
+            (st.etag.clone(), st.manifest.clone())
+        };
+        let opts = object_store::GetOptions { if_none_match: etag.filter(|_| held.is_some()), ..Default::default() };
+        let got = match self.inner.store.get_opts(&at, opts).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotModified { .. }) => {
+                if let Some(m) = held {
+                    return Ok(m);
+                }
+                return Err(SourceError::Manifest("the bucket answered \"not modified\" to a first read".into()));
+            }
             Err(object_store::Error::NotFound { .. }) => {
                 return Err(SourceError::NoManifest { object: at.to_string() });
             }
             Err(e) => return Err(store_err("get", e)),
         };
-        let m = Arc::new(Manifest::decode(&got).map_err(SourceError::Manifest)?);
+        let tag = got.meta.e_tag.clone();
+        let bytes = got.bytes().await.map_err(|e| store_err("get", e))?;
+        let m = Arc::new(Manifest::decode(&bytes).map_err(SourceError::Manifest)?);
         self.inner.metrics.manifest_reads.inc();
         let mut st = self.inner.state();
         // A manifest is never replaced by an older one (a stale read from a lagging replica of
         // the service must not hide slots already seen).
         if st.manifest.as_ref().is_none_or(|old| old.generation <= m.generation) {
+            st.servable = Arc::new(m.servable());
             st.manifest = Some(m.clone());
+            st.etag = tag;
         }
         Ok(st.manifest.clone().unwrap_or(m))
     }
 
-    /// Slots the bucket can serve, by the manifest last read.
-    pub fn slots(&self) -> BTreeMap<u64, BucketSlot> {
-        self.manifest().map(|m| m.servable()).unwrap_or_default()
+    /// The manifest last read with its servable slots, taken together.
+    fn held(&self) -> (Option<Arc<Manifest>>, Arc<BTreeMap<u64, BucketSlot>>) {
+        let st = self.inner.state();
+        (st.manifest.clone(), st.servable.clone())
     }
 
-    fn resolve(m: &Manifest, slot: Option<u64>) -> Result<BucketSlot, SourceError> {
-        let servable = m.servable();
+    /// Slots the bucket can serve, by the manifest last read.
+    pub fn slots(&self) -> Arc<BTreeMap<u64, BucketSlot>> {
+        self.inner.state().servable.clone()
+    }
+
+    fn resolve(servable: &BTreeMap<u64, BucketSlot>, slot: Option<u64>) -> Result<BucketSlot, SourceError> {
         let (Some(oldest), Some(newest)) = (servable.values().next(), servable.values().next_back()) else {
             return Err(SourceError::NothingShipped);
         };
@@ -255,18 +303,23 @@ impl ObjectStoreSource {
     /// to stay within the capacity, and returns a lease that keeps them until dropped. A slot
     /// newer than the manifest last read rereads it once.
     pub async fn make_available(&self, slot: Option<u64>) -> Result<Lease, SourceError> {
-        let mut m = match self.manifest() {
-            Some(m) => m,
-            None => self.refresh_manifest().await?,
-        };
-        let b = match Self::resolve(&m, slot) {
+        if let Some(lease) = self.lease_cached(slot) {
+            return Ok(lease);
+        }
+        if self.manifest().is_none() {
+            self.refresh_manifest().await?;
+        }
+        let (mut m, mut servable) = self.held();
+        let b = match Self::resolve(&servable, slot) {
             Ok(b) => b,
             Err(SourceError::NotYetShipped { .. } | SourceError::NothingShipped) => {
-                m = self.refresh_manifest().await?;
-                Self::resolve(&m, slot)?
+                self.refresh_manifest().await?;
+                (m, servable) = self.held();
+                Self::resolve(&servable, slot)?
             }
             Err(e) => return Err(e),
         };
+        let Some(m) = m else { return Err(SourceError::NothingShipped) };
         let chain: Vec<SnapshotObject> = m.chain(&b).into_iter().cloned().collect();
         let need: u64 = chain.iter().map(|o| o.size).sum();
         if need > self.inner.cfg.capacity_bytes {
@@ -305,6 +358,35 @@ impl ObjectStoreSource {
             self.inner.reader.refresh()?;
         }
         Ok(lease)
+    }
+
+    /// The lease of `slot` (the newest when `None`) when every file it needs is cached and the
+    /// reader serves it already: no request, no await, so a query can take it on any thread.
+    /// `None` when anything would have to be fetched or read first ([`Self::make_available`]).
+    pub fn lease_cached(&self, slot: Option<u64>) -> Option<Lease> {
+        let mut st = self.inner.state();
+        let b = Self::resolve(&st.servable, slot).ok()?;
+        let m = st.manifest.clone()?;
+        let chain = m.chain(&b);
+        if chain.iter().any(|o| !st.files.contains_key(&o.name)) {
+            return None;
+        }
+        // The reader indexes a slot once it has read its files; one it has not read yet is
+        // left to `make_available`, which refreshes it.
+        self.inner.reader.slot(Some(b.slot)).ok().filter(|i| u64::from(i.seq) == b.seq)?;
+        st.tick += 1;
+        let tick = st.tick;
+        let mut names = Vec::with_capacity(chain.len());
+        for o in chain {
+            if let Some(e) = st.files.get_mut(&o.name) {
+                e.pins += 1;
+                e.used = tick;
+                names.push(o.name.clone());
+            }
+        }
+        self.inner.metrics.hits.inc_by(names.len() as u64);
+        drop(st);
+        Some(Lease { inner: self.inner.clone(), names, slot: b })
     }
 
     /// Pins a cached file and marks it used; `false` when it is not cached.
@@ -431,6 +513,14 @@ impl ObjectStoreSource {
         }
         if u64::from(h.oldest_seq) != o.oldest_seq {
             return Err(self.refuse(o, format!("oldest_seq {} is not the manifest's {}", h.oldest_seq, o.oldest_seq)));
+        }
+        // The manifest lists the slot's root before any file is fetched: the file must agree.
+        if parse_root(&o.root) != Some(h.root) || h.parent != o.parent {
+            return Err(self.refuse(o, "its header's root or parent is not the manifest's"));
+        }
+        let gap = (h.flags & FLAG_AFTER_GAP != 0).then_some(WriterGap { after: h.gap_after });
+        if gap != o.gap {
+            return Err(self.refuse(o, "its header's writer gap is not the manifest's"));
         }
         let size = (HEADER_LEN as u64).checked_add(h.body_len).and_then(|s| s.checked_add(FOOTER_LEN as u64));
         if size != Some(o.size) {

@@ -16,10 +16,12 @@ mod error;
 mod local;
 pub mod manifest;
 pub mod metrics;
+mod mirror;
 mod shipper;
 
 pub use bucket::{BucketOptions, open_bucket, parse_url};
 pub use cache::{CacheConfig, Lease, ObjectStoreSource};
 pub use error::{BucketError, ShipError, SourceError};
 pub use manifest::Manifest;
+pub use mirror::{LogMirror, LogSync};
 pub use shipper::{ShipConfig, ShipReport, Shipper};

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use aldb_format::ReadError;
-use aldb_format::format::{FOOTER_LEN, parse_file_name};
+use aldb_format::format::{FOOTER_LEN, Header, parse_file_name};
 use aldb_format::records::{RECORDS_DIR, list_segments, parse_segment};
 use aldb_format::store::MappedFile;
 
@@ -47,6 +47,8 @@ pub(crate) struct VerifiedSnapshot {
     pub(crate) checksum: u128,
     /// The whole footer, to compare with an object's last bytes.
     pub(crate) footer: [u8; FOOTER_LEN],
+    /// The file's header (root, parent, writer gap go into the manifest).
+    pub(crate) header: Header,
 }
 
 /// Checks `s` as `SnapshotReader` checks a file it indexes (size, magics, version, reserved
@@ -69,7 +71,13 @@ pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, Rea
     let footer = read_footer(&s.path, body_end)?;
     let mut sum = [0u8; 16];
     sum.copy_from_slice(&footer[..16]);
-    Ok(VerifiedSnapshot { oldest_seq: u64::from(h.oldest_seq), size, checksum: u128::from_le_bytes(sum), footer })
+    Ok(VerifiedSnapshot {
+        oldest_seq: u64::from(h.oldest_seq),
+        size,
+        checksum: u128::from_le_bytes(sum),
+        footer,
+        header: h,
+    })
 }
 
 /// The `FOOTER_LEN` bytes of `path` at `at`.
@@ -116,4 +124,34 @@ pub(crate) fn read_segment(first_slot: u64, path: &Path, sealed: bool) -> Result
     let last_slot = scan.entries.iter().map(|(_, r)| r.record.slot).max();
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
     Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot, sealed }))
+}
+
+/// The slot-status journal's shippable bytes: its header and its entries up to the end of the
+/// last intact one (an append in progress or torn after it is never shipped). `None` when the
+/// directory has no journal, or one whose header is not a journal's (the writer sets such a file
+/// aside and starts anew).
+///
+/// An entry is intact when its XXH3-64 and reserved bytes check, as `StatusFollower` reads it
+/// (`docs/FORMAT.md`, "Slot-status journal").
+pub(crate) fn read_journal(dir: &Path) -> Result<Option<Vec<u8>>, ShipError> {
+    use aldb_format::status::{STATUS_ENTRY_LEN, STATUS_FILE, STATUS_HEADER_LEN, STATUS_MAGIC};
+    let path = dir.join(STATUS_FILE);
+    let mut bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ShipError::Io { op: "read", path, source: e }),
+    };
+    if bytes.len() < STATUS_HEADER_LEN || !bytes.starts_with(STATUS_MAGIC) {
+        return Ok(None);
+    }
+    let mut end = STATUS_HEADER_LEN;
+    for (i, e) in bytes[STATUS_HEADER_LEN..].chunks_exact(STATUS_ENTRY_LEN).enumerate() {
+        let mut sum = [0u8; 8];
+        sum.copy_from_slice(&e[24..32]);
+        if xxhash_rust::xxh3::xxh3_64(&e[..24]) == u64::from_le_bytes(sum) && e[17..20] == [0, 0, 0] {
+            end = STATUS_HEADER_LEN + (i + 1) * STATUS_ENTRY_LEN;
+        }
+    }
+    bytes.truncate(end);
+    Ok(Some(bytes))
 }

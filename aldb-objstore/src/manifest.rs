@@ -14,10 +14,14 @@ use serde::{Deserialize, Serialize};
 pub const MANIFEST_NAME: &str = "aldb-manifest.json";
 /// The value of the manifest's `format` field.
 pub const MANIFEST_FORMAT: &str = "aldb-objstore-manifest";
-/// The manifest version this build writes and reads; a reader refuses any other.
-pub const MANIFEST_VERSION: u32 = 1;
+/// The manifest version this build writes and reads; a reader refuses any other. Version 2 adds
+/// each file's root, parent and writer gap (so a replica lists roots without fetching files) and
+/// the slot-status journal.
+pub const MANIFEST_VERSION: u32 = 2;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
+/// Where the slot-status journal's epochs live under the prefix.
+pub const JOURNAL_PREFIX: &str = "status";
 
 /// A published snapshot file, uploaded whole.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +39,39 @@ pub struct SnapshotObject {
     pub size: u64,
     /// The footer checksum (XXH3-128 of the header and the body's digest), 32 hex digits of the
     /// footer's 16 little-endian bytes read as one u128.
+    pub checksum: String,
+    /// The header's state root, 64 lowercase hex digits: what a replica lists for the slot before
+    /// it fetches the file, and what the fetched file's header must say.
+    pub root: String,
+    /// The header's parent slot.
+    pub parent: Option<u64>,
+    /// Present when the header marks the file as the first after a writer failure: the slots
+    /// after `after` and before this file's were never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<WriterGap>,
+}
+
+/// A failure of the snapshot writer that a file's header records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriterGap {
+    /// The newest slot published before the writer failed (`None`: nothing since it started).
+    pub after: Option<u64>,
+}
+
+/// The slot-status journal (`slot-status.log`), uploaded up to the end of its last complete
+/// entry. Compaction replaces the local journal; each replacement is shipped under a new
+/// `epoch`, so the bytes an object name stands for only ever grow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalObject {
+    /// The object name under the prefix: `status/slot-status-<epoch, 20 digits>.log`.
+    pub name: String,
+    /// Increases by one each time the local journal was replaced.
+    pub epoch: u64,
+    /// The bytes readers may use: the object's first `size` bytes.
+    pub size: u64,
+    /// XXH3-128 of those bytes, 32 hex digits.
     pub checksum: String,
 }
 
@@ -75,6 +112,9 @@ pub struct Manifest {
     pub snapshots: Vec<SnapshotObject>,
     /// Record-log segments, by ascending first slot.
     pub record_segments: Vec<SegmentObject>,
+    /// The slot-status journal, when the directory has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_journal: Option<JournalObject>,
 }
 
 impl Default for Manifest {
@@ -86,6 +126,7 @@ impl Default for Manifest {
             snapshot_format: aldb_format::FORMAT_VERSION,
             snapshots: Vec::new(),
             record_segments: Vec::new(),
+            status_journal: None,
         }
     }
 }
@@ -100,6 +141,29 @@ pub fn parse_checksum(s: &str) -> Option<u128> {
     (s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
         .then(|| u128::from_str_radix(s, 16).ok())
         .flatten()
+}
+
+/// Formats a state root as the manifest spells it.
+pub fn root_hex(root: &[u8; 32]) -> String {
+    root.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses a manifest root; `None` unless exactly 64 lowercase hex digits.
+pub fn parse_root(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 || !b.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The object name of the slot-status journal shipped in `epoch`.
+pub fn journal_object_name(epoch: u64) -> String {
+    format!("{JOURNAL_PREFIX}/slot-status-{epoch:020}.log")
 }
 
 /// The object name of a record-log segment.
@@ -147,6 +211,9 @@ impl Manifest {
             if parse_checksum(&s.checksum).is_none() {
                 return Err(format!("snapshot entry {:?}: bad checksum {:?}", s.name, s.checksum));
             }
+            if parse_root(&s.root).is_none() {
+                return Err(format!("snapshot entry {:?}: bad root {:?}", s.name, s.root));
+            }
             prev = Some(s.seq);
         }
         let mut prev = None;
@@ -162,6 +229,14 @@ impl Manifest {
                 return Err(format!("segment entry {:?}: bad checksum {:?}", g.name, g.checksum));
             }
             prev = Some(g.first_slot);
+        }
+        if let Some(j) = &m.status_journal {
+            if j.name != journal_object_name(j.epoch) {
+                return Err(format!("journal entry {:?} does not name epoch {}", j.name, j.epoch));
+            }
+            if parse_checksum(&j.checksum).is_none() {
+                return Err(format!("journal entry {:?}: bad checksum {:?}", j.name, j.checksum));
+            }
         }
         Ok(m)
     }
@@ -216,6 +291,9 @@ mod tests {
             oldest_seq,
             size: 100,
             checksum: checksum_hex(u128::from(seq)),
+            root: root_hex(&[seq as u8; 32]),
+            parent: slot.checked_sub(1),
+            gap: None,
         }
     }
 
@@ -237,13 +315,19 @@ mod tests {
             f(&mut x);
             Manifest::decode(&x.encode())
         };
-        assert!(edited(&|x| x.version = 2).is_err());
+        assert!(edited(&|x| x.version = 1).is_err());
         assert!(edited(&|x| x.format = "other".into()).is_err());
         assert!(edited(&|x| x.snapshots.swap(0, 1)).is_err());
         assert!(edited(&|x| x.snapshots[1].slot = 99).is_err());
         assert!(edited(&|x| x.snapshots[1].oldest_seq = 3).is_err());
         assert!(edited(&|x| x.snapshots[1].checksum = "xyz".into()).is_err());
         assert!(edited(&|x| x.record_segments[0].first_slot = 11).is_err());
+        assert!(edited(&|x| x.snapshots[0].root = "ab".into()).is_err());
+        assert!(edited(&|x| x.snapshots[0].gap = Some(WriterGap { after: Some(3) })).is_ok());
+        let journal = JournalObject { name: journal_object_name(2), epoch: 2, size: 48, checksum: checksum_hex(9) };
+        assert!(edited(&|x| x.status_journal = Some(journal.clone())).is_ok());
+        assert!(edited(&|x| x.status_journal = Some(JournalObject { epoch: 3, ..journal.clone() })).is_err());
+        assert_eq!(parse_root(&root_hex(&[0xa7; 32])), Some([0xa7; 32]));
         let mut unknown: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         unknown["extra"] = serde_json::json!(1);
         assert!(Manifest::decode(&serde_json::to_vec(&unknown).unwrap()).is_err());

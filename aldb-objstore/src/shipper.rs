@@ -15,8 +15,12 @@ use tokio::io::AsyncReadExt;
 
 use crate::error::ShipError;
 use crate::local::{self, LocalSegment, LocalSnapshot};
-use crate::manifest::{MANIFEST_NAME, Manifest, SegmentObject, SnapshotObject, checksum_hex, segment_object_name};
+use crate::manifest::{
+    JournalObject, MANIFEST_NAME, Manifest, SegmentObject, SnapshotObject, WriterGap, checksum_hex,
+    journal_object_name, root_hex, segment_object_name,
+};
 use crate::metrics::ShipMetrics;
+use aldb_format::format::FLAG_AFTER_GAP;
 
 /// What the shipper does, and how hard it tries.
 #[derive(Clone, Debug)]
@@ -41,6 +45,9 @@ pub struct ShipConfig {
     /// Files larger than this are uploaded in parts of this size (a multipart upload, which
     /// becomes visible only when complete); smaller ones in one request.
     pub part_size: usize,
+    /// The slot-status journal is shipped whole when it changed, at most once per this long
+    /// (replicas learn commitment levels from it, so it goes more often than segments).
+    pub status_interval: Duration,
 }
 
 impl ShipConfig {
@@ -56,6 +63,7 @@ impl ShipConfig {
             max_attempts: 5,
             retry_backoff: Duration::from_millis(200),
             part_size: 64 << 20,
+            status_interval: Duration::from_secs(1),
         }
     }
 }
@@ -95,6 +103,10 @@ pub struct Shipper {
     /// The archive's stray objects (left by a crash between a manifest and its deletions) are
     /// looked for once per process.
     swept: bool,
+    /// When the journal was last uploaded.
+    journal_uploaded: Option<Instant>,
+    /// Journal epochs replaced: deleted once a manifest no longer naming them is written.
+    stale_journals: Vec<String>,
 }
 
 impl Shipper {
@@ -110,6 +122,8 @@ impl Shipper {
             segment_uploaded: HashMap::new(),
             missed: BTreeSet::new(),
             swept: false,
+            journal_uploaded: None,
+            stale_journals: Vec::new(),
         })
     }
 
@@ -279,6 +293,7 @@ impl Shipper {
             result?;
             written?;
         }
+        self.delete_stale_journals(&mut report).await?;
         self.prune_archive(&mut report).await?;
         let servable = self.manifest.as_ref().map(|m| m.servable()).unwrap_or_default();
         report.shipped_slot = servable.keys().next_back().copied();
@@ -287,6 +302,9 @@ impl Shipper {
     }
 
     async fn ship_files(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
+        // The journal is read before the listing: the writer journals a slot only after its file
+        // is published, so every file the shipped journal names is in the listing below.
+        let journal = local::read_journal(&self.cfg.dir)?;
         let local = local::list_snapshots(&self.cfg.dir)?;
         let m = self.manifest.clone().unwrap_or_default();
         let newest_local = local.iter().map(|s| s.slot).max();
@@ -326,6 +344,9 @@ impl Shipper {
                 oldest_seq: v.oldest_seq,
                 size: v.size,
                 checksum: checksum_hex(v.checksum),
+                root: root_hex(&v.header.root),
+                parent: v.header.parent,
+                gap: (v.header.flags & FLAG_AFTER_GAP != 0).then_some(WriterGap { after: v.header.gap_after }),
             };
             if let Some(m) = self.manifest.as_mut() {
                 let at = m.snapshots.partition_point(|o| o.seq < s.seq);
@@ -339,7 +360,11 @@ impl Shipper {
                 since_manifest = 0;
             }
         }
-        self.ship_segments(report, newest_local, lag_bytes).await
+        self.ship_segments(report, newest_local, lag_bytes).await?;
+        match journal {
+            Some(bytes) => self.ship_journal(report, bytes).await,
+            None => Ok(()),
+        }
     }
 
     /// Counts, once each, the sequence numbers between the newest shipped file and the oldest
@@ -414,6 +439,60 @@ impl Shipper {
             self.set_segment(&seg, sum);
         }
         self.update_lag(newest_local, lag_bytes);
+        Ok(())
+    }
+
+    /// Ships the journal's intact bytes when they changed: over the same object while they
+    /// extend what was shipped, under a new epoch when the journal was replaced (compacted).
+    async fn ship_journal(&mut self, report: &mut ShipReport, bytes: Vec<u8>) -> Result<(), ShipError> {
+        let Some(m) = self.manifest.as_ref() else { return Ok(()) };
+        let sum = xxhash_rust::xxh3::xxh3_128(&bytes);
+        let shipped = m.status_journal.clone();
+        let epoch = match &shipped {
+            Some(j) if j.size == bytes.len() as u64 && j.checksum == checksum_hex(sum) => return Ok(()),
+            Some(j) => {
+                let extends = usize::try_from(j.size).ok().and_then(|n| bytes.get(..n)).is_some_and(|p| {
+                    crate::manifest::parse_checksum(&j.checksum) == Some(xxhash_rust::xxh3::xxh3_128(p))
+                });
+                let recent = self.journal_uploaded.is_some_and(|t| t.elapsed() < self.cfg.status_interval);
+                if extends && recent {
+                    return Ok(());
+                }
+                if extends { j.epoch } else { j.epoch + 1 }
+            }
+            None => 1,
+        };
+        let name = journal_object_name(epoch);
+        let at = self.object(&name);
+        let payload = Bytes::from(bytes);
+        let store = self.store.clone();
+        self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+        self.metrics.uploads.inc();
+        self.metrics.upload_bytes.inc_by(payload.len() as u64);
+        report.uploaded += 1;
+        report.bytes += payload.len() as u64;
+        self.journal_uploaded = Some(Instant::now());
+        if let Some(old) = shipped.filter(|j| j.epoch != epoch) {
+            self.stale_journals.push(old.name);
+        }
+        if let Some(m) = self.manifest.as_mut() {
+            m.status_journal =
+                Some(JournalObject { name, epoch, size: payload.len() as u64, checksum: checksum_hex(sum) });
+        }
+        Ok(())
+    }
+
+    /// Deletes journal epochs the manifest written last no longer names.
+    async fn delete_stale_journals(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
+        for name in std::mem::take(&mut self.stale_journals) {
+            let at = self.object(&name);
+            let store = self.store.clone();
+            match self.retry("delete", &at, || store.delete(&at)).await {
+                Ok(()) | Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {}
+                Err(e) => return Err(e),
+            }
+            report.deleted += 1;
+        }
         Ok(())
     }
 

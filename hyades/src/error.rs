@@ -15,6 +15,9 @@ pub enum ServeError {
     /// The snapshot directory could not be read.
     #[error("cannot open the snapshot directory: {0}")]
     Open(#[source] ReadError),
+    /// The bucket of a replica could not be opened or read.
+    #[error("cannot serve the bucket: {0}")]
+    Store(String),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -23,16 +23,20 @@ pub mod levels;
 pub mod metrics;
 mod protocol;
 pub mod records;
+pub mod replica;
 pub mod rpc;
 mod server;
+pub mod source;
 
 pub use error::ServeError;
 pub use levels::Level;
 pub use metrics::Metrics;
 pub use records::RecordFeed;
+pub use replica::{Replica, StoreConfig};
 pub use rpc::{Limits, Method, Rpc, RpcError, codes};
 pub use server::{
     AUTO_INLINE_MAX_BYTES, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, Execution, NOT_READING_CLOSE,
     SLOW_SUBSCRIBER_CLOSE, Service,
 };
+pub use source::Source;

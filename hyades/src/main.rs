@@ -9,20 +9,41 @@ use clap::Parser;
 use hyades::{Config, Execution, Service};
 
 #[derive(Parser)]
-#[command(name = "hyades", version, about = "Serve accounts and proofs from an aldb snapshot directory")]
+#[command(name = "hyades", version, about = "Serve accounts and proofs from an aldb snapshot directory or its bucket")]
 struct Cli {
     /// The snapshot directory written by the aldb snapshot writer.
+    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    dir: Option<PathBuf>,
+    /// Serve the bucket prefix `aldb-ship` fills (`s3://BUCKET/PREFIX`) instead of a directory:
+    /// a replica. Credentials come from the AWS_* environment variables.
+    #[arg(long, requires = "cache_dir")]
+    store: Option<String>,
+    /// The S3-compatible endpoint of `--store` (SeaweedFS, MinIO, Garage, Ceph); AWS when unset.
     #[arg(long)]
-    dir: PathBuf,
+    s3_endpoint: Option<String>,
+    /// The region of `--store` (default: AWS_REGION, else us-east-1).
+    #[arg(long)]
+    s3_region: Option<String>,
+    /// Allow plain HTTP to `--s3-endpoint` (loopback or a private network).
+    #[arg(long)]
+    allow_http: bool,
+    /// The replica's cache directory: verified snapshot files and the copy of the logs. It must
+    /// belong to this process alone.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Bytes of snapshot files the replica's cache keeps.
+    #[arg(long, default_value_t = 8 << 30)]
+    cache_bytes: u64,
     /// JSON-RPC (POST /) and WebSocket (GET / or /ws) address.
     #[arg(long, default_value = "127.0.0.1:8899")]
     addr: SocketAddr,
     /// Prometheus metrics address (GET /metrics).
     #[arg(long, default_value = "127.0.0.1:9899")]
     metrics_addr: SocketAddr,
-    /// How often to look for new snapshots, in milliseconds.
-    #[arg(long, default_value_t = 50)]
-    poll_ms: u64,
+    /// How often to look for new snapshots, in milliseconds (default: 50 for a directory, 500
+    /// for a bucket, where each look is a request).
+    #[arg(long)]
+    poll_ms: Option<u64>,
     /// Where requests run: inline, blocking (tokio's blocking pool) or auto (inline unless large).
     #[arg(long, default_value = "auto")]
     execution: Execution,
@@ -76,10 +97,30 @@ fn seconds(name: &str, v: f64) -> Result<Duration> {
 fn main() -> Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    if !cli.dir.is_dir() {
-        bail!("snapshot directory {} does not exist or is not a directory", cli.dir.display());
-    }
-    if cli.poll_ms == 0 || cli.record_poll_ms == 0 {
+    let (dir, store) = match (&cli.dir, &cli.store, &cli.cache_dir) {
+        (Some(dir), None, _) => {
+            if !dir.is_dir() {
+                bail!("snapshot directory {} does not exist or is not a directory", dir.display());
+            }
+            (dir.clone(), None)
+        }
+        (None, Some(url), Some(cache)) => {
+            aldb_objstore::parse_url(url).with_context(|| format!("--store {url}"))?;
+            if cli.cache_bytes == 0 {
+                bail!("--cache-bytes must be at least 1");
+            }
+            let bucket = aldb_objstore::BucketOptions {
+                endpoint: cli.s3_endpoint.clone(),
+                region: cli.s3_region.clone(),
+                allow_http: cli.allow_http,
+                ..Default::default()
+            };
+            (cache.clone(), Some(hyades::StoreConfig { url: url.clone(), bucket, cache_bytes: cli.cache_bytes }))
+        }
+        _ => bail!("give --dir DIR, or --store s3://BUCKET/PREFIX with --cache-dir DIR"),
+    };
+    let poll_ms = cli.poll_ms.unwrap_or(if store.is_some() { 500 } else { 50 });
+    if poll_ms == 0 || cli.record_poll_ms == 0 {
         bail!("--poll-ms and --record-poll-ms must be at least 1");
     }
     if cli.record_buffer == 0 || cli.record_keep == 0 {
@@ -102,7 +143,8 @@ fn main() -> Result<()> {
         let config = Config {
             addr: cli.addr,
             metrics_addr: Some(cli.metrics_addr),
-            poll_interval: Duration::from_millis(cli.poll_ms),
+            poll_interval: Duration::from_millis(poll_ms),
+            store,
             execution: cli.execution,
             record_poll_interval: Duration::from_millis(cli.record_poll_ms),
             record_buffer: cli.record_buffer,
@@ -115,7 +157,7 @@ fn main() -> Result<()> {
             ws_queue_bytes: cli.ws_queue_bytes,
             ws_idle_timeout,
             max_blocking: cli.max_blocking,
-            ..Config::new(&cli.dir)
+            ..Config::new(&dir)
         };
         let service = Service::start(config).await?;
         wait_for_signal().await?;

@@ -84,6 +84,14 @@ pub struct Metrics {
 pub type MetricsError = prometheus::Error;
 
 impl Metrics {
+    /// Adds collectors of another part (a replica's cache) to the metrics served.
+    pub fn register_all(&self, collectors: Vec<Box<dyn prometheus::core::Collector>>) -> Result<(), MetricsError> {
+        for c in collectors {
+            self.registry.register(c)?;
+        }
+        Ok(())
+    }
+
     /// Registers every metric in a fresh registry.
     pub fn new() -> Result<Self, MetricsError> {
         let registry = Registry::new();

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use aldb_format::{QueryError, SlotInfo, SnapshotReader};
+use aldb_format::{QueryError, SlotInfo};
 use aldb_verify::Commitment;
 use aldb_verify::json::{JsonError, hash_from_base58};
 use serde_json::{Value, json};
@@ -22,6 +22,7 @@ use crate::levels::{Level, Levels, Served};
 use crate::metrics::Metrics;
 pub use crate::protocol::{Method, RpcError, codes};
 use crate::records::{RecordFeed, RecordQueryError};
+use crate::source::Source;
 
 /// Bounds on what one request may ask for, so no request can take unbounded memory or time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +91,7 @@ pub trait Subscriptions {
 /// The JSON-RPC front of a [`Hyades`] reader.
 #[derive(Debug)]
 pub struct Rpc {
-    hyades: Arc<SnapshotReader>,
+    hyades: Source,
     records: Arc<RecordFeed>,
     levels: Arc<Levels>,
     metrics: Arc<Metrics>,
@@ -99,13 +100,13 @@ pub struct Rpc {
 
 impl Rpc {
     /// Serves `hyades` and no root records, counting into `metrics`.
-    pub fn new(hyades: Arc<SnapshotReader>, metrics: Arc<Metrics>, limits: Limits) -> Self {
+    pub fn new(hyades: impl Into<Source>, metrics: Arc<Metrics>, limits: Limits) -> Self {
         Self::with_records(hyades, Arc::new(RecordFeed::default()), metrics, limits)
     }
 
     /// Serves `hyades` and the root records of `records`, counting into `metrics`.
     pub fn with_records(
-        hyades: Arc<SnapshotReader>,
+        hyades: impl Into<Source>,
         records: Arc<RecordFeed>,
         metrics: Arc<Metrics>,
         limits: Limits,
@@ -115,13 +116,13 @@ impl Rpc {
 
     /// Serves `hyades` and the root records of `records` at the levels `levels` holds.
     pub fn with_levels(
-        hyades: Arc<SnapshotReader>,
+        hyades: impl Into<Source>,
         records: Arc<RecordFeed>,
         levels: Arc<Levels>,
         metrics: Arc<Metrics>,
         limits: Limits,
     ) -> Self {
-        Self { hyades, records, levels, metrics, limits }
+        Self { hyades: hyades.into(), records, levels, metrics, limits }
     }
 
     /// The commitment levels of the served slots, which the service's poller keeps current.
@@ -139,8 +140,8 @@ impl Rpc {
         &self.limits
     }
 
-    /// The reader served.
-    pub fn hyades(&self) -> &Arc<SnapshotReader> {
+    /// The snapshots served.
+    pub fn hyades(&self) -> &Source {
         &self.hyades
     }
 
@@ -334,7 +335,7 @@ impl Rpc {
                 let key = pubkey(params.first(), "pubkey")?;
                 let (slot, want) = config_slot(params.get(1))?;
                 let (info, level) = self.resolve(slot, want)?;
-                let p = self.hyades.prove(&key, Some(info.slot)).map_err(|e| self.query_error(e))?;
+                let p = self.hyades.prove(&key, info.slot).map_err(|e| self.query_error(e))?;
                 self.still_served(&info)?;
                 Ok(encode::envelope(p.slot, |o| encode::account_proof_json(o, &p, level)))
             }
@@ -366,7 +367,7 @@ impl Rpc {
                 let answer = encode::envelope(info.slot, |o| {
                     o.push('[');
                     for (i, key) in keys.iter().enumerate() {
-                        let p = match self.hyades.prove(key, Some(info.slot)) {
+                        let p = match self.hyades.prove(key, info.slot) {
                             Ok(p) => p,
                             Err(e) => {
                                 out = Err(self.query_error(e));

@@ -24,6 +24,9 @@ use std::time::Duration;
 use aldb_format::records::RecordLogReader;
 use aldb_format::status::{STATUS_FILE, StatusFollower};
 use aldb_format::{ReadError, SlotInfo, SnapshotReader};
+
+use crate::replica::{Replica, StoreConfig};
+use crate::source::Source;
 use aldb_verify::Commitment;
 use axum::Router;
 use axum::body::Body;
@@ -132,8 +135,12 @@ impl std::str::FromStr for Execution {
 /// Service settings.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The snapshot directory to serve.
+    /// The snapshot directory to serve; with [`Config::store`], the replica's cache directory
+    /// (created if missing, owned by this service alone).
     pub dir: PathBuf,
+    /// Serve a bucket prefix that `aldb-ship` fills instead of the directory (`None`: the
+    /// directory, the default).
+    pub store: Option<StoreConfig>,
     /// JSON-RPC and WebSocket listener (port 0 picks a free port).
     pub addr: SocketAddr,
     /// Metrics listener, if any.
@@ -185,6 +192,7 @@ impl Config {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
+            store: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 8899)),
             metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9899))),
             poll_interval: Duration::from_millis(50),
@@ -276,7 +284,7 @@ struct Shared {
 pub struct Service {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
-    hyades: Arc<SnapshotReader>,
+    hyades: Source,
     records: Arc<RecordFeed>,
     metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
@@ -286,16 +294,39 @@ pub struct Service {
 impl Service {
     /// Opens the directory, binds the listeners and starts serving on the current tokio runtime.
     pub async fn start(config: Config) -> Result<Self, ServeError> {
-        if !config.dir.is_dir() {
-            return Err(ServeError::NoDirectory(config.dir));
-        }
-        let dir = config.dir.clone();
-        let hyades = tokio::task::spawn_blocking(move || SnapshotReader::open(&dir))
-            .await
-            .map_err(|e| ServeError::Task(e.to_string()))?
-            .map_err(ServeError::Open)?;
-        let hyades = Arc::new(hyades);
         let metrics = Arc::new(Metrics::new().map_err(|e| ServeError::Metrics(e.to_string()))?);
+        let hyades = match &config.store {
+            None => {
+                if !config.dir.is_dir() {
+                    return Err(ServeError::NoDirectory(config.dir));
+                }
+                let dir = config.dir.clone();
+                let reader = tokio::task::spawn_blocking(move || SnapshotReader::open(&dir))
+                    .await
+                    .map_err(|e| ServeError::Task(e.to_string()))?
+                    .map_err(ServeError::Open)?;
+                Source::Directory(Arc::new(reader))
+            }
+            Some(store) => {
+                let replica = Replica::open(store, config.dir.clone(), config.record_keep as u64)
+                    .await
+                    .map_err(|e| ServeError::Store(e.to_string()))?;
+                let m = replica.source().metrics();
+                metrics
+                    .register_all(vec![
+                        Box::new(m.hits.clone()),
+                        Box::new(m.misses.clone()),
+                        Box::new(m.fetched_bytes.clone()),
+                        Box::new(m.evictions.clone()),
+                        Box::new(m.refused.clone()),
+                        Box::new(m.manifest_reads.clone()),
+                        Box::new(m.cached_bytes.clone()),
+                        Box::new(m.cached_files.clone()),
+                    ])
+                    .map_err(|e| ServeError::Metrics(e.to_string()))?;
+                Source::Bucket(Arc::new(replica))
+            }
+        };
         // The levels are known before the first answer: the journal is read, then the directory
         // again, as the poller does.
         let levels = Arc::new(Levels::default());
@@ -422,7 +453,7 @@ impl Service {
         tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx, tracker)));
         log::info!(
             "serving {} on {addr} (metrics: {}), {} slots published, root records {}",
-            config.dir.display(),
+            config.store.as_ref().map_or_else(|| config.dir.display().to_string(), |s| s.url.clone()),
             metrics_addr.map_or("off".to_string(), |a| a.to_string()),
             hyades.slots(0, u64::MAX).len(),
             records.range().map_or("none".to_string(), |(o, n)| format!("{o}..={n}")),
@@ -440,8 +471,8 @@ impl Service {
         self.metrics_addr
     }
 
-    /// The reader being served.
-    pub fn hyades(&self) -> &Arc<SnapshotReader> {
+    /// The snapshots being served.
+    pub fn hyades(&self) -> &Source {
         &self.hyades
     }
 
@@ -1170,7 +1201,10 @@ struct Refreshed {
 }
 
 /// Reads the journal, then the directory, and rebuilds the levels' view if anything changed.
-fn refresh_all(hyades: &SnapshotReader, levels: &Levels, t: &mut Tracker) -> Result<Refreshed, ReadError> {
+fn refresh_all(hyades: &Source, levels: &Levels, t: &mut Tracker) -> Result<Refreshed, ReadError> {
+    // A bucket's manifest and logs first: the journal copied from a manifest names only files
+    // that manifest names.
+    hyades.sync()?;
     // The journal first: the writer journals a slot only after publishing its file, so every
     // file the journal names is in the listing that follows.
     let present = std::fs::symlink_metadata(t.dir.join(STATUS_FILE)).is_ok();

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub)]
 
+pub mod weed;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

@@ -1,0 +1,228 @@
+//! A replica's copy of the logs the bucket holds: the record-log segments and the slot-status
+//! journal, kept in the cache directory in exactly a snapshot directory's layout
+//! (`records/records-<first slot>.log`, `slot-status.log`), so `RecordLogReader` and
+//! `StatusFollower` follow them unchanged, as they follow a writer's directory.
+//!
+//! Shipped log objects only grow (a newer upload of a segment starts with the bytes of every
+//! earlier one, and a replaced journal is shipped under a new epoch), so the copy grows by
+//! appending: the new bytes are fetched with a ranged read, and appended only once the running
+//! XXH3-128 of the whole copy, new bytes included, is the manifest's checksum. A segment is
+//! brought to its manifest size before the next one is created, so a follower only ever sees an
+//! older segment complete, and at most the newest one growing. A new journal epoch is written
+//! under a temporary name and renamed into place, which a follower reads as a replaced journal.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path as FsPath, PathBuf};
+
+use aldb_format::records::{RECORDS_DIR, segment_name};
+use aldb_format::status::STATUS_FILE;
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::cache::ObjectStoreSource;
+use crate::error::SourceError;
+use crate::manifest::{Manifest, parse_checksum};
+
+/// The temporary name a new journal epoch is written under before it is renamed into place.
+const JOURNAL_TMP: &str = ".slot-status.log.mirror.tmp";
+
+/// Whether `name` (in the cache directory) belongs to the log copy rather than the file cache.
+pub(crate) fn is_mirror_name(name: &str) -> bool {
+    name == STATUS_FILE || name == JOURNAL_TMP
+}
+
+/// What the copy holds of one log object: its length and the running hash of those bytes.
+#[derive(Clone)]
+struct Copied {
+    len: u64,
+    hash: Xxh3,
+}
+
+impl std::fmt::Debug for Copied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Copied").field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
+/// What one [`ObjectStoreSource::sync_logs`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogSync {
+    /// Bytes fetched and appended (or written for a new segment or journal epoch).
+    pub bytes: u64,
+    /// Segments created.
+    pub new_segments: usize,
+    /// Segments removed from the copy (older than the window kept, or no longer in the bucket).
+    pub dropped_segments: usize,
+    /// The journal was replaced by a new epoch.
+    pub new_journal: bool,
+}
+
+/// The copy of the bucket's logs in a cache directory. One per directory; its owner calls
+/// [`ObjectStoreSource::sync_logs`] after each manifest refresh.
+#[derive(Debug)]
+pub struct LogMirror {
+    dir: PathBuf,
+    /// Record slots kept: segments whose newest record is more than this many slots older than
+    /// the newest shipped record are not copied (a reader serves a bounded window anyway).
+    keep_slots: u64,
+    segments: BTreeMap<u64, Copied>,
+    journal: Option<(u64, Copied)>,
+}
+
+impl LogMirror {
+    /// A copy in `dir` (the cache directory) keeping about `keep_slots` slots of records. What
+    /// an earlier process left there is removed: the copy is rebuilt from the bucket, so no
+    /// byte of it was not checked against the manifest by this process.
+    pub fn new(dir: &FsPath, keep_slots: u64) -> Result<Self, SourceError> {
+        let io = |op, path: &FsPath, e| SourceError::Io { op, path: path.to_path_buf(), source: e };
+        let records = dir.join(RECORDS_DIR);
+        match std::fs::remove_dir_all(&records) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("remove", &records, e)),
+        }
+        std::fs::create_dir_all(&records).map_err(|e| io("create", &records, e))?;
+        for name in [STATUS_FILE, JOURNAL_TMP] {
+            let p = dir.join(name);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("remove", &p, e)),
+            }
+        }
+        Ok(Self { dir: dir.to_path_buf(), keep_slots, segments: BTreeMap::new(), journal: None })
+    }
+
+    /// The directory the copy is in.
+    pub fn dir(&self) -> &FsPath {
+        &self.dir
+    }
+
+    fn segment_path(&self, first_slot: u64) -> PathBuf {
+        self.dir.join(RECORDS_DIR).join(segment_name(first_slot))
+    }
+}
+
+/// Appends `bytes` to `path` and makes them durable.
+fn append(path: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+    f.write_all(bytes)?;
+    f.sync_data()
+}
+
+/// Writes `bytes` as `dest` through `tmp` and a rename, so `dest` appears whole.
+fn replace(tmp: &FsPath, dest: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(tmp, dest)
+}
+
+impl ObjectStoreSource {
+    /// Brings `mirror` up to the manifest last read: new bytes of the kept record-log segments
+    /// and of the journal, each checked against the manifest's checksum before it is written.
+    pub async fn sync_logs(&self, mirror: &mut LogMirror) -> Result<LogSync, SourceError> {
+        let Some(m) = self.manifest() else { return Ok(LogSync::default()) };
+        let mut out = LogSync::default();
+        self.sync_segments(mirror, &m, &mut out).await?;
+        self.sync_journal(mirror, &m, &mut out).await?;
+        Ok(out)
+    }
+
+    /// The object's bytes `from..to`, checked: `copied` extended by them must hash to `want`.
+    async fn fetch_extension(
+        &self,
+        name: &str,
+        copied: &Copied,
+        to: u64,
+        want: &str,
+    ) -> Result<(bytes::Bytes, Copied), SourceError> {
+        let at = self.object_path(name);
+        let got = self.store().get_range(&at, copied.len..to).await.map_err(|e| SourceError::Store {
+            op: "get",
+            object: at.to_string(),
+            source: e,
+        })?;
+        let mut next = copied.clone();
+        next.hash.update(&got);
+        next.len = to;
+        if got.len() as u64 != to - copied.len || parse_checksum(want) != Some(next.hash.digest128()) {
+            self.metrics().refused.inc();
+            log::error!("log object {name} is refused: its first {to} bytes are not the manifest's");
+            return Err(SourceError::Corrupt {
+                object: name.to_string(),
+                reason: format!("its first {to} bytes do not have the manifest's checksum"),
+            });
+        }
+        self.metrics().fetched_bytes.inc_by(got.len() as u64);
+        Ok((got, next))
+    }
+
+    async fn sync_segments(&self, mirror: &mut LogMirror, m: &Manifest, out: &mut LogSync) -> Result<(), SourceError> {
+        let newest = m.record_segments.iter().filter_map(|g| g.last_slot).max();
+        let Some(newest) = newest else { return Ok(()) };
+        let floor = newest.saturating_sub(mirror.keep_slots);
+        // From the first segment reaching the window on, every segment: the copy has no holes.
+        let start = m.record_segments.iter().position(|g| g.last_slot.is_some_and(|l| l >= floor));
+        let wanted = start.map_or(&[][..], |i| &m.record_segments[i..]);
+        let keep: Vec<u64> = wanted.iter().map(|g| g.first_slot).collect();
+        let gone: Vec<u64> = mirror.segments.keys().copied().filter(|f| !keep.contains(f)).collect();
+        for first in gone {
+            let p = mirror.segment_path(first);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SourceError::Io { op: "remove", path: p, source: e }),
+            }
+            mirror.segments.remove(&first);
+            out.dropped_segments += 1;
+        }
+        for g in wanted {
+            let held = mirror.segments.get(&g.first_slot).cloned();
+            let copied = held.clone().unwrap_or(Copied { len: 0, hash: Xxh3::new() });
+            if copied.len >= g.size {
+                continue;
+            }
+            let (bytes, next) = self.fetch_extension(&g.name, &copied, g.size, &g.checksum).await?;
+            let path = mirror.segment_path(g.first_slot);
+            let io = |op, e| SourceError::Io { op, path: path.clone(), source: e };
+            if held.is_some() {
+                append(&path, &bytes).map_err(|e| io("append", e))?;
+            } else {
+                let tmp = mirror.dir.join(RECORDS_DIR).join(format!(".{}.tmp", segment_name(g.first_slot)));
+                replace(&tmp, &path, &bytes).map_err(|e| io("write", e))?;
+                out.new_segments += 1;
+            }
+            out.bytes += bytes.len() as u64;
+            mirror.segments.insert(g.first_slot, next);
+        }
+        Ok(())
+    }
+
+    async fn sync_journal(&self, mirror: &mut LogMirror, m: &Manifest, out: &mut LogSync) -> Result<(), SourceError> {
+        let Some(j) = &m.status_journal else { return Ok(()) };
+        let path = mirror.dir.join(STATUS_FILE);
+        let io = |op, e| SourceError::Io { op, path: path.clone(), source: e };
+        match &mirror.journal {
+            Some((epoch, copied)) if *epoch == j.epoch => {
+                if copied.len >= j.size {
+                    return Ok(());
+                }
+                let (bytes, next) = self.fetch_extension(&j.name, copied, j.size, &j.checksum).await?;
+                append(&path, &bytes).map_err(|e| io("append", e))?;
+                out.bytes += bytes.len() as u64;
+                mirror.journal = Some((j.epoch, next));
+            }
+            _ => {
+                let empty = Copied { len: 0, hash: Xxh3::new() };
+                let (bytes, next) = self.fetch_extension(&j.name, &empty, j.size, &j.checksum).await?;
+                replace(&mirror.dir.join(JOURNAL_TMP), &path, &bytes).map_err(|e| io("write", e))?;
+                out.bytes += bytes.len() as u64;
+                out.new_journal = true;
+                mirror.journal = Some((j.epoch, next));
+            }
+        }
+        Ok(())
+    }
+}
