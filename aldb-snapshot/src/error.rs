@@ -32,8 +32,10 @@ pub enum SnapshotError {
         /// The file's sequence number.
         seq: u32,
     },
-    /// A snapshot file would outgrow what references can address ([`aldb_format::format::MAX_RECORD_OFFSET`]).
-    /// Nothing is published; the writer stops rather than write references that wrap.
+    /// A record would start past the last offset a reference holds
+    /// ([`aldb_format::format::MAX_RECORD_OFFSET`]); the write fails rather than write a
+    /// reference that wraps. The writer cuts files into parts well before (at
+    /// [`aldb_format::format::MAX_FILE_BYTES`]), so this is a last line, not a size limit.
     #[error("snapshot file #{seq} would exceed {max} bytes, the most references can address")]
     FileTooLarge {
         /// The file's sequence number.
