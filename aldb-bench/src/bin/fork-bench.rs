@@ -6,13 +6,21 @@
 //! hashed into updates outside the timed spans, as the geyser adapter hashes them in its callbacks:
 //! a freeze is timed from its updates to its root. Prints its configuration, one line per phase,
 //! then one JSON line.
+//!
+//! Each measured freeze of the latency phase also gets a **hash-work anchor**: the compressions
+//! the commitment needs to rehash after that bank, counted from the key paths alone (see
+//! [`HashWork`]), then the same number of one-block BLAKE2s compressions timed through the
+//! engine's own 16-lane kernel on as many threads, right after the freeze. A freeze's time over
+//! its anchor's is the figure to compare across runs and machine load: 1.0 would be a commit that
+//! does nothing but full SIMD batches of the hashes it cannot avoid.
 
 use std::time::Instant;
 
-use aldb_core::{BulkBuilder, Config, ForkEngine, ForkLimits, Pleiades, Update};
+use aldb_core::{AccountRef, BulkBuilder, Config, ForkEngine, ForkLimits, Pleiades, Update, hash_accounts};
 use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
 use anyhow::{Context, ensure};
 use clap::Parser;
+use rayon::prelude::*;
 use serde_json::{Value, json};
 
 /// Accounts generated and pushed to the bulk builder at a time.
@@ -84,6 +92,104 @@ impl Stream {
     }
 }
 
+/// The compressions a commit of a batch needs, counted from key paths and bucket sizes alone, so
+/// the count does not depend on how the engine computes the root.
+///
+/// The tree's prefixes down to `bucket_bits` bits are stored hashes, and a bucket holds its few
+/// leaves. After a batch, every bucket holding a changed path is rehashed (`m` leaf hashes and
+/// `m - 1` branches for `m` leaves), and every prefix above a rehashed one is recomputed: a
+/// branch hash when both its halves are non-empty, a copy otherwise. Kept in step with the tree
+/// by [`HashWork::count`] before every commit of the steady chain; a fork switch would break the
+/// step, so it is used only in the freeze-latency phase.
+struct HashWork {
+    bucket_bits: u8,
+    /// Leaves in each bucket.
+    sizes: Vec<u8>,
+}
+
+impl HashWork {
+    fn new(tree: &Pleiades) -> anyhow::Result<Self> {
+        let bucket_bits = tree.config().bucket_bits;
+        let mut sizes = vec![0u8; 1usize << bucket_bits];
+        for (path, _) in tree.iter() {
+            let s = &mut sizes[Self::bucket(bucket_bits, path)];
+            *s = s.checked_add(1).context("a bucket of over 255 leaves")?;
+        }
+        Ok(Self { bucket_bits, sizes })
+    }
+
+    fn bucket(bits: u8, path: &[u8; 32]) -> usize {
+        let prefix = u64::from_be_bytes([path[0], path[1], path[2], path[3], path[4], path[5], path[6], path[7]]);
+        if bits == 0 { 0 } else { (prefix >> (64 - u32::from(bits))) as usize }
+    }
+
+    /// Whether the prefix `p` of `depth` bits holds a leaf (in the sizes after the batch).
+    fn occupied(&self, depth: u8, p: usize) -> bool {
+        let shift = self.bucket_bits - depth;
+        // Uniform keys fill almost every wide prefix from its first buckets on.
+        self.sizes[p << shift..(p + 1) << shift].iter().any(|&m| m != 0)
+    }
+
+    /// Applies `updates` (later ones win) to the bucket sizes and returns the compressions their
+    /// commit needs. Call it before the commit: it reads the tree's state before the batch.
+    fn count(&mut self, tree: &Pleiades, updates: &[Update]) -> anyhow::Result<u64> {
+        let mut last: Vec<&Update> = updates.iter().collect();
+        // Stable: among equal paths the later update stays last.
+        last.sort_by_key(|u| u.path);
+        let mut dirty = Vec::new();
+        for (k, u) in last.iter().enumerate() {
+            if last.get(k + 1).is_some_and(|next| next.path == u.path) {
+                continue;
+            }
+            let old = tree.get(&u.path);
+            if old == u.value {
+                continue;
+            }
+            let b = Self::bucket(self.bucket_bits, &u.path);
+            let s = &mut self.sizes[b];
+            match (old, u.value) {
+                (None, Some(_)) => *s = s.checked_add(1).context("a bucket of over 255 leaves")?,
+                (Some(_), None) => *s = s.checked_sub(1).context("bucket sizes out of step with the tree")?,
+                _ => {}
+            }
+            dirty.push(b);
+        }
+        dirty.dedup();
+        let mut hashes: u64 = dirty.iter().map(|&b| (2 * u64::from(self.sizes[b])).saturating_sub(1)).sum();
+        for depth in (0..self.bucket_bits).rev() {
+            for p in dirty.iter_mut() {
+                *p >>= 1;
+            }
+            dirty.dedup();
+            let both = |p: usize| self.occupied(depth + 1, 2 * p) && self.occupied(depth + 1, 2 * p + 1);
+            hashes += dirty.iter().filter(|&&p| both(p)).count() as u64;
+        }
+        Ok(hashes)
+    }
+}
+
+/// Times `n` one-block compressions through the engine's kernel: the key paths of `n` closed
+/// accounts (a closed account's value is not hashed), on `pool`'s threads in chunks that keep
+/// every 16-lane batch full. Returns milliseconds.
+fn hash_anchor(pool: &rayon::ThreadPool, keys: &[[u8; 32]], n: usize) -> f64 {
+    const OWNER: [u8; 32] = [0; 32];
+    const CHUNK: usize = 1024;
+    let accounts: Vec<AccountRef<'_>> = (0..n)
+        .map(|i| AccountRef { pubkey: &keys[i % keys.len()], lamports: 0, owner: &OWNER, executable: false, data: &[] })
+        .collect();
+    let t = Instant::now();
+    pool.install(|| {
+        accounts.par_chunks(CHUNK).for_each_init(
+            || Vec::with_capacity(CHUNK),
+            |out, c| {
+                out.clear();
+                hash_accounts(c, out);
+            },
+        );
+    });
+    ms(t)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -114,6 +220,12 @@ struct Bench {
     slot: u64,
     stream: Stream,
     max_held: usize,
+    /// The hash-work count, in step with the tree while only the steady chain has run.
+    work: Option<HashWork>,
+    /// Threads of the hash-work anchor, as many as the engine's.
+    anchor_pool: rayon::ThreadPool,
+    /// Distinct keys for the anchor's compressions.
+    anchor_keys: Vec<[u8; 32]>,
 }
 
 impl Bench {
@@ -142,22 +254,42 @@ impl Bench {
         Ok(ms(t))
     }
 
-    /// Steady chain of banks of `n` updates: freeze on the head, root `lag` behind.
+    /// Steady chain of banks of `n` updates: freeze on the head, root `lag` behind; each measured
+    /// freeze is followed by its hash-work anchor.
     fn freeze_latency(&mut self, o: &Opts, n: usize) -> anyhow::Result<Value> {
         let mut freeze = Vec::new();
         let mut root = Vec::new();
+        let (mut anchor, mut ratio, mut hashes) = (Vec::new(), Vec::new(), 0u64);
         for i in 0..o.warmup + o.slots {
-            let (_, f) = self.freeze(self.engine.head(), n)?;
+            let updates = self.updates(n);
+            let count = match self.work.as_mut() {
+                Some(w) => Some(w.count(self.engine.tree(), &updates)?),
+                None => None,
+            };
+            self.slot += 1;
+            let t = Instant::now();
+            self.engine.freeze(self.slot, self.engine.head(), updates)?;
+            let f = ms(t);
+            self.max_held = self.max_held.max(self.engine.held_bytes());
             let r = self.root_lagging(o.root_lag)?;
             if i >= o.warmup {
                 freeze.push(f);
                 root.push(r);
+                if let Some(h) = count {
+                    let a = hash_anchor(&self.anchor_pool, &self.anchor_keys, h as usize);
+                    anchor.push(a);
+                    ratio.push(f / a);
+                    hashes += h;
+                }
             }
         }
         let held = self.engine.held_bytes();
         let f = sorted(freeze);
         let r = sorted(root);
+        let a = sorted(anchor);
+        let q = sorted(ratio);
         let mean = f.iter().sum::<f64>() / f.len().max(1) as f64;
+        let per_update = hashes as f64 / (a.len().max(1) * n) as f64;
         println!(
             "freeze B={n:>7}: p50 {:8.2} ms  p99 {:8.2} ms  mean {mean:8.2} ms  max {:8.2} ms  ({:.0} updates/s)  \
              root p50 {:.3} ms  held {} banks, {:.1} MB",
@@ -169,6 +301,14 @@ impl Bench {
             self.engine.bank_count(),
             held as f64 / 1e6,
         );
+        println!(
+            "  hash work: {per_update:.2} compressions per update; anchor p50 {:.2} ms; freeze / anchor p50 {:.2} \
+             (p10 {:.2}, p90 {:.2})",
+            percentile(&a, 50.0),
+            percentile(&q, 50.0),
+            percentile(&q, 10.0),
+            percentile(&q, 90.0),
+        );
         Ok(json!({
             "updates": n,
             "freezes": f.len(),
@@ -179,6 +319,11 @@ impl Bench {
             "root_p50_ms": round(percentile(&r, 50.0)),
             "banks_held": self.engine.bank_count(),
             "held_bytes": held,
+            "hashes_per_update": round(per_update),
+            "anchor_p50_ms": round(percentile(&a, 50.0)),
+            "ratio_to_anchor_p50": round(percentile(&q, 50.0)),
+            "ratio_to_anchor_p10": round(percentile(&q, 10.0)),
+            "ratio_to_anchor_p90": round(percentile(&q, 90.0)),
         }))
     }
 
@@ -234,7 +379,7 @@ fn round(x: f64) -> f64 {
 /// alternating which goes first; returns updates/s of each.
 fn throughput(b: Bench, o: &Opts) -> anyhow::Result<(Value, Bench)> {
     let n = o.throughput_updates;
-    let Bench { mut engine, mut slot, mut stream, mut max_held } = b;
+    let Bench { mut engine, mut slot, mut stream, mut max_held, work, anchor_pool, anchor_keys } = b;
     let (mut commit_secs, mut freeze_secs) = (0.0, 0.0);
     let (mut commit_slots, mut freeze_slots) = (0usize, 0usize);
     let limits = engine.limits();
@@ -285,7 +430,7 @@ fn throughput(b: Bench, o: &Opts) -> anyhow::Result<(Value, Bench)> {
         "commit_slots": commit_slots,
         "freeze_slots": freeze_slots,
     });
-    Ok((v, Bench { engine, slot, stream, max_held }))
+    Ok((v, Bench { engine, slot, stream, max_held, work, anchor_pool, anchor_keys }))
 }
 
 fn build(o: &Opts, config: Config) -> anyhow::Result<(Pleiades, f64)> {
@@ -337,12 +482,28 @@ fn main() -> anyhow::Result<()> {
     let stream =
         Stream { seed: o.seed, data_len: o.data_len, window: KeyWindow::prefilled(1u64 << o.leaves_log2), drawn: 0 };
     let limits = ForkLimits::new(usize::MAX, usize::MAX);
-    let mut b = Bench { engine: ForkEngine::new(tree, 0, limits), slot: 0, stream, max_held: 0 };
+    let t = Instant::now();
+    let work = HashWork::new(&tree)?;
+    println!("hash-work count: bucket sizes of {} buckets in {:.1} s", work.sizes.len(), t.elapsed().as_secs_f64());
+    let anchor_pool = rayon::ThreadPoolBuilder::new().num_threads(config.threads).build()?;
+    // Distinct keys, so the anchor hashes as many different messages as a commit does.
+    let anchor_keys = (0..1u64 << 16).map(|i| aldb_workload::pubkey(o.seed ^ 0xa5a5, i)).collect();
+    let mut b = Bench {
+        engine: ForkEngine::new(tree, 0, limits),
+        slot: 0,
+        stream,
+        max_held: 0,
+        work: Some(work),
+        anchor_pool,
+        anchor_keys,
+    };
 
     let mut freeze = Vec::new();
     for &n in &o.bank_sizes {
         freeze.push(b.freeze_latency(&o, n)?);
     }
+    // Fork switches move the tree off the steady chain the count follows.
+    b.work = None;
     let mut switch = Vec::new();
     for &k in &o.switch_depths {
         switch.push(b.switch(&o, k)?);
