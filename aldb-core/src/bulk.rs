@@ -19,9 +19,10 @@ use rayon::prelude::*;
 use crate::account::{AccountRef, Update};
 use crate::config::{Config, LEAVES_PER_BUCKET};
 use crate::error::CoreError;
+use crate::group::GroupScratch;
 use crate::path::{path_cmp, shard_index};
 use crate::pleiades::Pleiades;
-use crate::shard::{Shard, ShardScratch};
+use crate::shard::Shard;
 use crate::slab::Leaf;
 
 /// One account state offered to the builder.
@@ -206,7 +207,7 @@ struct BuildScratch {
     next: Vec<u32>,
     lens: Vec<u32>,
     order: Vec<u32>,
-    shard: ShardScratch,
+    shard: GroupScratch,
 }
 
 /// Sorts a shard's entries into bucket order, keeps each path's winner and hands the result,

@@ -37,9 +37,102 @@ pub(crate) struct LevelTree {
 /// Reused buffers for rehashing.
 #[derive(Default)]
 pub(crate) struct LevelScratch {
-    next: Vec<u32>,
-    jobs: Vec<u32>,
+    next: Vec<u64>,
+    jobs: Vec<u64>,
     out: Vec<Hash>,
+}
+
+/// A node of one tree of a group: the tree's index in the high 32 bits, the node's position
+/// within its level (or its heap index, in a job list) in the low 32.
+#[inline]
+pub(crate) fn group_key(tree: usize, j: usize) -> u64 {
+    ((tree as u64) << 32) | j as u64
+}
+
+#[inline]
+fn tree_of(key: u64) -> usize {
+    (key >> 32) as usize
+}
+
+#[inline]
+fn slot_of(key: u64) -> usize {
+    (key & 0xFFFF_FFFF) as usize
+}
+
+/// Where [`rehash_group`] records each tree's recomputed nodes, `(r, j, hash)` in the tree's own
+/// list, and which levels to record (as in a [`NodeSink`]).
+pub(crate) type GroupNodeSink<'a, 'b> = (&'a mut [&'b mut Vec<(u8, u32, Hash)>], u32);
+
+/// Recomputes every ancestor of the bottom slots in `dirty` across several trees of the same
+/// depth and height (neighbouring shards), level by level: each level's branches of all the
+/// trees go through the kernel together, and the prefetch of the next nodes' lines runs on
+/// across tree boundaries. `dirty` holds [`group_key`]s of bottom slots, sorted and unique.
+///
+/// A small commit leaves each shard only a few dirty buckets; hashed tree by tree, each of its
+/// levels would be a part-filled SIMD batch, and every tree would restart the prefetch.
+///
+/// When `capture` is given, tree `t`'s recomputed nodes at the levels in its mask are appended
+/// to its `t`-th list, as [`LevelTree::rehash`] records them.
+pub(crate) fn rehash_group(
+    trees: &mut [&mut LevelTree],
+    dirty: &[u64],
+    s: &mut LevelScratch,
+    capture: Option<GroupNodeSink<'_, '_>>,
+) {
+    s.next.clear();
+    s.next.extend_from_slice(dirty);
+    rehash_next(trees, s, capture);
+}
+
+/// [`rehash_group`] of the bottom slots already in `s.next`.
+fn rehash_next(trees: &mut [&mut LevelTree], s: &mut LevelScratch, mut capture: Option<GroupNodeSink<'_, '_>>) {
+    let Some(first) = trees.first() else { return };
+    let (base_depth, height) = (first.base_depth, first.height);
+    debug_assert!(trees.iter().all(|t| (t.base_depth, t.height) == (base_depth, height)));
+    let d = &*DOMAINS;
+    for r in (0..height).rev() {
+        // Parents of this level's dirty nodes: the list stays sorted, so dedup is adjacent.
+        for x in s.next.iter_mut() {
+            *x = (*x & !0xFFFF_FFFF) | (*x & 0xFFFF_FFFF) >> 1;
+        }
+        s.next.dedup();
+        let level_base = 1usize << r;
+        let cv = &d.branch_cv[usize::from(base_depth + r)];
+        s.jobs.clear();
+        for (k, &x) in s.next.iter().enumerate() {
+            // The parent's line is written below; fetch it ahead (deep levels are DRAM misses).
+            if let Some(&ahead) = s.next.get(k + PREFETCH_AHEAD) {
+                prefetch(&trees[tree_of(ahead)].pairs[(level_base + slot_of(ahead)) >> 1]);
+            }
+            let tree = &mut *trees[tree_of(x)];
+            let i = level_base + slot_of(x);
+            let [l, rr] = tree.pairs[i].0;
+            match (l == EMPTY_ROOT, rr == EMPTY_ROOT) {
+                (false, false) => s.jobs.push(group_key(tree_of(x), i)),
+                (true, _) => tree.set(i, rr),
+                (false, true) => tree.set(i, l),
+            }
+        }
+        s.out.clear();
+        s.out.resize(s.jobs.len(), EMPTY_ROOT);
+        {
+            let (all, jobs, out) = (&*trees, &s.jobs, &mut s.out);
+            hash_blocks(
+                jobs.len(),
+                |k| (cv, all[tree_of(jobs[k])].pairs[slot_of(jobs[k])].0.as_flattened()),
+                |k, h| out[k] = h,
+            );
+        }
+        for (&job, h) in s.jobs.iter().zip(&s.out) {
+            trees[tree_of(job)].set(slot_of(job), *h);
+        }
+        if let Some((lists, _)) = capture.as_mut().filter(|(_, mask)| mask >> (base_depth + r) & 1 == 1) {
+            for &x in &s.next {
+                let (t, j) = (tree_of(x), slot_of(x));
+                lists[t].push((r, j as u32, trees[t].get(level_base + j)));
+            }
+        }
+    }
 }
 
 impl LevelTree {
@@ -86,44 +179,12 @@ impl LevelTree {
     /// so each level's branches are hashed together in SIMD batches.
     /// When `capture` is given, every recomputed node at a level its options keep is appended to
     /// it as `(r, j, hash)`: level `r` below the top (0 is the top node), position `j` within it.
-    pub(crate) fn rehash(&mut self, dirty: &[u32], s: &mut LevelScratch, mut capture: Option<NodeSink<'_>>) {
-        let d = &*DOMAINS;
+    pub(crate) fn rehash(&mut self, dirty: &[u32], s: &mut LevelScratch, capture: Option<NodeSink<'_>>) {
         s.next.clear();
-        s.next.extend_from_slice(dirty);
-        for r in (0..self.height).rev() {
-            // Parents of this level's dirty nodes: the list stays sorted, so dedup is adjacent.
-            for x in s.next.iter_mut() {
-                *x >>= 1;
-            }
-            s.next.dedup();
-            let level_base = 1usize << r;
-            let cv = &d.branch_cv[usize::from(self.base_depth + r)];
-            s.jobs.clear();
-            for (k, &j) in s.next.iter().enumerate() {
-                // The parent's line is written below; fetch it ahead (deep levels are DRAM misses).
-                if let Some(&ahead) = s.next.get(k + PREFETCH_AHEAD) {
-                    prefetch(&self.pairs[(level_base + ahead as usize) >> 1]);
-                }
-                let i = level_base + j as usize;
-                let [l, rr] = self.pairs[i].0;
-                match (l == EMPTY_ROOT, rr == EMPTY_ROOT) {
-                    (false, false) => s.jobs.push(i as u32),
-                    (true, _) => self.set(i, rr),
-                    (false, true) => self.set(i, l),
-                }
-            }
-            s.out.clear();
-            s.out.resize(s.jobs.len(), EMPTY_ROOT);
-            let pairs = &self.pairs;
-            let jobs = &s.jobs;
-            let out = &mut s.out;
-            hash_blocks(jobs.len(), |k| (cv, pairs[jobs[k] as usize].0.as_flattened()), |k, h| out[k] = h);
-            for (k, &i) in s.jobs.iter().enumerate() {
-                self.set(i as usize, s.out[k]);
-            }
-            if let Some((c, _)) = capture.as_mut().filter(|(_, mask)| mask >> (self.base_depth + r) & 1 == 1) {
-                c.extend(s.next.iter().map(|&j| (r, j, self.get(level_base + j as usize))));
-            }
+        s.next.extend(dirty.iter().map(|&j| u64::from(j)));
+        match capture {
+            Some((nodes, mask)) => rehash_next(&mut [self], s, Some((&mut [nodes], mask))),
+            None => rehash_next(&mut [self], s, None),
         }
     }
 

@@ -31,6 +31,7 @@ mod changes;
 mod config;
 mod error;
 pub mod forks;
+mod group;
 mod huge;
 mod levels;
 mod multihash;

@@ -5,12 +5,13 @@ use aldb_verify::{Proof, Sibling, Terminal};
 use rayon::prelude::*;
 
 use crate::account::{AccountRef, Update, hash_accounts_into};
-use crate::changes::{CaptureSink, ChangeSet};
+use crate::changes::{CaptureSink, ChangeSet, ShardCapture};
 use crate::config::Config;
 use crate::error::CoreError;
+use crate::group::{self, GroupCapture, GroupScratch, ShardResult};
 use crate::levels::{LevelScratch, LevelTree};
-use crate::path::{path_cmp, shard_index};
-use crate::shard::{NoUndo, Shard, ShardScratch, UndoSink};
+use crate::path::shard_index;
+use crate::shard::{NoUndo, Shard, UndoSlice};
 
 mod record;
 
@@ -30,6 +31,10 @@ pub struct Pleiades {
     top_scratch: LevelScratch,
     /// The partitioned updates of the last commit, kept to reuse the allocation.
     scratch: Vec<Update>,
+    /// The undo entries of the last recorded commit, kept likewise.
+    undo_scratch: Vec<Update>,
+    /// One set of buffers per run of shards, kept so a commit does not fault in fresh ones.
+    run_scratch: Vec<GroupScratch>,
     len: usize,
 }
 
@@ -56,6 +61,8 @@ impl Pleiades {
             top: LevelTree::new(0, config.shard_bits),
             top_scratch: LevelScratch::default(),
             scratch: Vec::new(),
+            undo_scratch: Vec::new(),
+            run_scratch: Vec::new(),
             len: 0,
         })
     }
@@ -151,11 +158,10 @@ impl Pleiades {
             partition(&updates, 1usize << shard_bits, |u| shard_index(&u.path, shard_bits), workers, &mut parts)
         });
         drop(updates);
-        let slices = split_by_offsets(&mut parts, &offsets);
         let mut changes = changes;
-        let results = self.apply_parts(slices, true, changes.as_deref_mut());
+        let done = self.apply_runs(&mut parts, &offsets, None, changes.as_deref_mut());
         self.scratch = parts;
-        self.finish_commit(results, changes);
+        self.finish_commit(done.into_iter().flat_map(|d| d.results).collect(), changes);
         self.root()
     }
 
@@ -236,64 +242,111 @@ impl Pleiades {
         self.finish_commit(results, None);
     }
 
-    /// Applies each shard's updates on the workers, one worker per shard and no lock. `sort`
-    /// orders a shard's updates by path keeping the last of each path; without it they must
-    /// already be sorted and unique.
-    fn apply_parts(
+    /// Applies each shard's updates (`parts[offsets[k]..offsets[k + 1]]` for shard `k`, any
+    /// order, later ones win) on the workers, each taking a run of neighbouring shards with no
+    /// lock (see `group.rs`). With `undo` (as long as `parts`), each run writes the old state of
+    /// the paths it changed into its own stretch of it.
+    fn apply_runs(
         &mut self,
-        parts: Vec<&mut [Update]>,
-        sort: bool,
+        parts: &mut [Update],
+        offsets: &[usize],
+        undo: Option<&mut [Update]>,
         capture: Option<&mut ChangeSet>,
-    ) -> Vec<ShardResult> {
-        let shards = &mut self.shards;
-        let slots: Vec<Option<CaptureSink<'_>>> = match capture {
+    ) -> Vec<RunDone> {
+        let bounds = group::runs(offsets, self.config.threads);
+        let runs = bounds.len() - 1;
+        if self.run_scratch.len() < runs {
+            self.run_scratch.resize_with(runs, GroupScratch::default);
+        }
+        let (options, levels, mut caps) = match capture {
             Some(c) => {
                 let options = c.options();
                 let levels = options.level_mask(c.bucket_bits());
-                c.parts_mut().iter_mut().map(|part| Some(CaptureSink { part, options, levels })).collect()
+                (options, levels, Some(c.parts_mut()))
             }
-            None => (0..shards.len()).map(|_| None).collect(),
+            None => (Default::default(), 0, None),
         };
-        self.pool.install(|| {
-            shards
-                .par_iter_mut()
-                .zip(parts)
-                .zip(slots)
-                .enumerate()
-                .filter(|(_, ((_, ops), _))| !ops.is_empty())
-                .map_init(ShardScratch::default, |scratch, (i, ((shard, ops), c))| {
-                    let ops: &[Update] = if sort { sort_keep_last(ops) } else { ops };
-                    apply_to_shard(i, shard, ops, scratch, c, &mut NoUndo)
-                })
-                .flatten()
-                .collect()
-        })
+        // Cut the shards, the updates, the undo buffer and the change set's parts at the runs'
+        // bounds, so each task owns its pieces.
+        let mut tasks = Vec::with_capacity(runs);
+        let mut shards: &mut [Shard] = &mut self.shards;
+        let mut ops: &mut [Update] = parts;
+        let mut undo = undo;
+        let mut scratch = self.run_scratch.iter_mut();
+        for w in bounds.windows(2) {
+            let (lo, hi) = (w[0], w[1]);
+            let len = offsets[hi] - offsets[lo];
+            let (run_shards, rest) = std::mem::take(&mut shards).split_at_mut(hi - lo);
+            shards = rest;
+            let (run_ops, rest) = std::mem::take(&mut ops).split_at_mut(len);
+            ops = rest;
+            let run_undo = undo.take().map(|u| {
+                let (mine, rest) = u.split_at_mut(len);
+                undo = Some(rest);
+                mine
+            });
+            let run_caps = caps.take().map(|c: &mut [ShardCapture]| {
+                let (mine, rest) = c.split_at_mut(hi - lo);
+                caps = Some(rest);
+                GroupCapture { parts: mine, options, levels }
+            });
+            let Some(s) = scratch.next() else { break };
+            if len == 0 {
+                continue;
+            }
+            let starts: Vec<usize> = offsets[lo..=hi].iter().map(|o| o - offsets[lo]).collect();
+            tasks.push(Run {
+                first: lo,
+                at: offsets[lo],
+                shards: run_shards,
+                ops: run_ops,
+                starts,
+                undo: run_undo,
+                capture: run_caps,
+                scratch: s,
+            });
+        }
+        self.pool.install(|| tasks.into_par_iter().map(Run::commit).collect())
     }
 }
 
-/// What one shard's part of a commit did.
-struct ShardResult {
-    shard: usize,
-    delta: isize,
-    /// Whether the change set's part for the shard holds this commit's changes of it.
-    captured: bool,
+/// One run of neighbouring shards and what a commit gives it.
+struct Run<'a> {
+    first: usize,
+    /// Where the run's updates start in the commit's partitioned updates.
+    at: usize,
+    shards: &'a mut [Shard],
+    ops: &'a mut [Update],
+    starts: Vec<usize>,
+    undo: Option<&'a mut [Update]>,
+    capture: Option<GroupCapture<'a>>,
+    scratch: &'a mut GroupScratch,
 }
 
-fn apply_to_shard<U: UndoSink>(
-    i: usize,
-    shard: &mut Shard,
-    ops: &[Update],
-    scratch: &mut ShardScratch,
-    mut capture: Option<CaptureSink<'_>>,
-    undo: &mut U,
-) -> Option<ShardResult> {
-    let before = shard.len() as isize;
-    if let Some(c) = capture.as_mut() {
-        c.part.clear();
+/// What one run's commit did.
+struct RunDone {
+    at: usize,
+    /// The run's updates as applied, sorted and unique, are `parts[at..at + kept]`.
+    kept: usize,
+    /// The run's undo entries are `undo[at..at + undone]`.
+    undone: usize,
+    results: Vec<ShardResult>,
+}
+
+impl Run<'_> {
+    fn commit(self) -> RunDone {
+        let Run { first, at, shards, ops, starts, undo, capture, scratch } = self;
+        let mut results = Vec::new();
+        let (kept, undone) = match undo {
+            Some(buf) => {
+                let mut sink = UndoSlice { buf, len: 0 };
+                let kept = group::commit(first, shards, ops, &starts, capture, &mut sink, scratch, &mut results);
+                (kept, sink.len)
+            }
+            None => (group::commit(first, shards, ops, &starts, capture, &mut NoUndo, scratch, &mut results), 0),
+        };
+        RunDone { at, kept, undone, results }
     }
-    let captured = capture.is_some();
-    let changed = shard.commit(ops, scratch, capture, undo);
-    changed.then(|| ShardResult { shard: i, delta: shard.len() as isize - before, captured })
 }
 
 /// Stable counting sort of `items` into `n` groups, written into `out` (reused across commits so
@@ -361,29 +414,4 @@ pub(crate) fn partition<T: Copy + Send + Sync>(
         }
     });
     offsets
-}
-
-fn split_by_offsets<'a, T>(mut items: &'a mut [T], offsets: &[usize]) -> Vec<&'a mut [T]> {
-    let mut out = Vec::with_capacity(offsets.len().saturating_sub(1));
-    for w in offsets.windows(2) {
-        let (head, tail) = items.split_at_mut(w[1] - w[0]);
-        out.push(head);
-        items = tail;
-    }
-    out
-}
-
-/// Sorts by path (stable) and keeps the last update of each path.
-fn sort_keep_last(ops: &mut [Update]) -> &[Update] {
-    ops.sort_by(|a, b| path_cmp(&a.path, &b.path));
-    let n = ops.len();
-    let mut w = 0;
-    for r in 0..n {
-        if r + 1 < n && ops[r + 1].path == ops[r].path {
-            continue;
-        }
-        ops[w] = ops[r];
-        w += 1;
-    }
-    &ops[..w]
 }

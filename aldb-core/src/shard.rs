@@ -1,23 +1,21 @@
 //! One shard: every key whose path starts with the shard's prefix, owned by one worker at a time.
 //!
-//! A shard is the unit of parallelism. A commit hands each shard its slice of the slot's updates
-//! and a worker applies them with no lock: nothing else can reach the shard meanwhile. Inside,
-//! the shard's prefix range is cut into `2^height` buckets by the next path bits, and a
-//! [`LevelTree`] holds the hash of every prefix down to the buckets.
+//! A shard is the unit of ownership. A commit hands each shard its slice of the slot's updates
+//! and a worker applies them with no lock: nothing else can reach the shard meanwhile (a worker
+//! takes a run of neighbouring shards at a time, see `group.rs`). Inside, the shard's prefix range
+//! is cut into `2^height` buckets by the next path bits, and a [`LevelTree`] holds the hash of
+//! every prefix down to the buckets.
 
 use aldb_verify::spec::Hash;
 
 use crate::account::Update;
-use crate::bucket::{self, BucketScratch, hash_buckets};
+use crate::bucket;
 use crate::changes::{CaptureOptions, CaptureSink, ShardCapture};
-use crate::levels::{LevelScratch, LevelTree};
+use crate::group::{GroupScratch, rehash};
+use crate::levels::{LevelTree, group_key};
 use crate::path::{path_cmp, prefix64};
 use crate::prefetch::prefetch;
 use crate::slab::{BucketRef, Leaf, LeafSlab};
-
-/// How far ahead of the op being applied its bucket header and leaves are prefetched.
-const PREFETCH_HEADER: usize = 16;
-const PREFETCH_LEAVES: usize = 8;
 
 pub(crate) struct Shard {
     base_depth: u8,
@@ -25,16 +23,6 @@ pub(crate) struct Shard {
     buckets: Vec<BucketRef>,
     slab: LeafSlab,
     len: usize,
-}
-
-/// Per-worker buffers, reused from one shard to the next.
-#[derive(Default)]
-pub(crate) struct ShardScratch {
-    merged: Vec<Leaf>,
-    dirty: Vec<u32>,
-    hashes: Vec<Hash>,
-    bucket: BucketScratch,
-    level: LevelScratch,
 }
 
 impl Shard {
@@ -72,7 +60,7 @@ impl Shard {
     /// Fills the empty shard from a bulk build and hashes all of it: `base` holds the buckets'
     /// leaves one bucket after the other, each sorted by path with unique paths, and `lens[b]` is
     /// bucket `b`'s length. The leaves stay where they are: `base` becomes the slab's base.
-    pub(crate) fn adopt(&mut self, base: Vec<Leaf>, lens: &[u32], s: &mut ShardScratch) {
+    pub(crate) fn adopt(&mut self, base: Vec<Leaf>, lens: &[u32], s: &mut GroupScratch) {
         debug_assert!(self.len == 0 && lens.len() == self.buckets.len());
         debug_assert_eq!(lens.iter().map(|&l| l as usize).sum::<usize>(), base.len());
         self.slab.adopt(base);
@@ -81,13 +69,13 @@ impl Shard {
         for (b, &len) in lens.iter().enumerate() {
             if len != 0 {
                 self.buckets[b] = self.slab.base_ref(start, len);
-                s.dirty.push(b as u32);
+                s.dirty.push(group_key(0, b));
                 start += len as usize;
             }
         }
         self.len = start;
         if !s.dirty.is_empty() {
-            self.rehash(s, None);
+            rehash(std::slice::from_mut(self), s, None);
         }
     }
 
@@ -95,73 +83,59 @@ impl Shard {
         self.levels.root()
     }
 
-    /// Applies updates sorted by path with unique paths, then rehashes what changed.
-    /// Returns whether the shard's root may have changed. With `capture`, records what changed.
-    /// `undo` gets the old state of every path whose value changed, in path order, as the merge
-    /// meets it (no extra walk); with [`NoUndo`] it compiles away.
-    pub(crate) fn commit<U: UndoSink>(
+    /// Hints the CPU to fetch the bucket header `path` falls in.
+    #[inline]
+    pub(crate) fn prefetch_header(&self, path: &Hash) {
+        prefetch(&self.buckets[self.bucket_of(path)]);
+    }
+
+    /// Hints the CPU to fetch the first leaf of the bucket `path` falls in; its header should
+    /// have been fetched a little earlier, as reading it here waits for it.
+    #[inline]
+    pub(crate) fn prefetch_leaves(&self, path: &Hash) {
+        let b = self.buckets[self.bucket_of(path)];
+        if b.len != 0 {
+            prefetch(self.slab.first_ptr(b));
+        }
+    }
+
+    /// Merges sorted unique `ops`, all in bucket `b`, into the bucket (through `merged`, a
+    /// reused buffer), sending the old state of every path whose value changed to `undo`.
+    /// Returns whether the bucket changed; its hash and the prefixes above it are then stale.
+    #[inline]
+    pub(crate) fn merge_bucket<U: UndoSink>(
         &mut self,
+        b: usize,
         ops: &[Update],
-        s: &mut ShardScratch,
-        capture: Option<CaptureSink<'_>>,
+        merged: &mut Vec<Leaf>,
         undo: &mut U,
     ) -> bool {
-        s.dirty.clear();
-        let n = ops.len();
-        let mut i = 0;
-        while i < n {
-            if let Some(ahead) = ops.get(i + PREFETCH_HEADER) {
-                prefetch(&self.buckets[self.bucket_of(&ahead.path)]);
-            }
-            if let Some(ahead) = ops.get(i + PREFETCH_LEAVES) {
-                let b = self.buckets[self.bucket_of(&ahead.path)];
-                if b.len != 0 {
-                    prefetch(self.slab.first_ptr(b));
-                }
-            }
-            let b = self.bucket_of(&ops[i].path);
-            let mut end = i + 1;
-            while end < n && self.bucket_of(&ops[end].path) == b {
-                end += 1;
-            }
-            let old = self.buckets[b];
-            let before = old.len as usize;
-            if merge(self.slab.get(old), &ops[i..end], &mut s.merged, undo) {
-                self.buckets[b] = self.slab.store(old, &s.merged);
-                self.len = self.len + s.merged.len() - before;
-                s.dirty.push(b as u32);
-            }
-            i = end;
-        }
-        if s.dirty.is_empty() {
+        let old = self.buckets[b];
+        if !merge(self.slab.get(old), ops, merged, undo) {
             return false;
         }
-        self.rehash(s, capture);
+        self.buckets[b] = self.slab.store(old, merged);
+        self.len = self.len + merged.len() - old.len as usize;
         true
     }
 
-    fn rehash(&mut self, s: &mut ShardScratch, capture: Option<CaptureSink<'_>>) {
-        let refs: Vec<&[Leaf]> = s.dirty.iter().map(|&b| self.slab.get(self.buckets[b as usize])).collect();
-        hash_buckets(&refs, &mut s.hashes, &mut s.bucket);
-        drop(refs);
-        for (k, (&b, h)) in s.dirty.iter().zip(&s.hashes).enumerate() {
-            if let Some(&ahead) = s.dirty.get(k + PREFETCH_LEAVES) {
-                prefetch(self.levels.bottom_ptr(ahead as usize));
-            }
-            self.levels.set_bottom(b as usize, *h);
-        }
-        match capture {
-            Some(CaptureSink { part, options, levels }) => {
-                for (&b, h) in s.dirty.iter().zip(&s.hashes) {
-                    self.capture_bucket(b, *h, part, options);
-                }
-                self.levels.rehash(&s.dirty, &mut s.level, Some((&mut part.nodes, levels)));
-            }
-            None => self.levels.rehash(&s.dirty, &mut s.level, None),
-        }
+    /// The sorted leaves of bucket `b`.
+    pub(crate) fn bucket_leaves(&self, b: usize) -> &[Leaf] {
+        self.slab.get(self.buckets[b])
     }
 
-    fn capture_bucket(&self, b: u32, hash: Hash, c: &mut ShardCapture, options: CaptureOptions) {
+    /// The prefix hashes above the buckets.
+    pub(crate) fn levels(&self) -> &LevelTree {
+        &self.levels
+    }
+
+    /// The prefix hashes above the buckets, to rehash them.
+    pub(crate) fn levels_mut(&mut self) -> &mut LevelTree {
+        &mut self.levels
+    }
+
+    /// Records bucket `b` and its new `hash` as changed in `c`.
+    pub(crate) fn capture_bucket(&self, b: u32, hash: Hash, c: &mut ShardCapture, options: CaptureOptions) {
         let leaves = self.slab.get(self.buckets[b as usize]);
         c.buckets.push((b, hash, c.paths.len() as u32, leaves.len() as u32));
         c.paths.extend(leaves.iter().map(|l| l.path));

@@ -6,12 +6,10 @@
 //! de-duplicated, so re-applying them later skips nothing a commit needs.
 
 use aldb_verify::spec::Hash;
-use rayon::prelude::*;
 
-use super::{Pleiades, ShardResult, apply_to_shard, partition, shard_index, sort_keep_last, split_by_offsets};
+use super::{Pleiades, partition, shard_index};
 use crate::account::Update;
-use crate::changes::{CaptureSink, ChangeSet};
-use crate::shard::{ShardScratch, UndoSlice};
+use crate::changes::ChangeSet;
 
 /// What a recorded commit leaves behind.
 #[derive(Debug)]
@@ -23,16 +21,6 @@ pub(crate) struct Recorded {
     /// The old state of every path whose value changed, sorted by path (`None`: was absent).
     /// Committing it restores the tree as it was before.
     pub(crate) undo: Vec<Update>,
-}
-
-/// One non-empty shard's part of a recorded commit.
-struct Part {
-    shard: usize,
-    /// Updates left after sorting and keeping the last of each path.
-    kept: usize,
-    /// Undo entries written.
-    undone: usize,
-    result: Option<ShardResult>,
 }
 
 impl Pleiades {
@@ -53,61 +41,25 @@ impl Pleiades {
         });
         let mut applied = updates;
         applied.clear();
-        // Each shard changes at most one path per update it was given, so its slice of the same
-        // size always has room; entries are compacted after.
-        let mut undo = vec![Update { path: [0; 32], value: None }; parts.len()];
-        let done = self.apply_recording(
-            split_by_offsets(&mut parts, &offsets),
-            split_by_offsets(&mut undo, &offsets),
-            changes.as_deref_mut(),
-        );
-        let mut undone = 0;
-        let mut results = Vec::with_capacity(done.len());
-        for p in done {
-            let start = offsets[p.shard];
-            applied.extend_from_slice(&parts[start..start + p.kept]);
-            undo.copy_within(start..start + p.undone, undone);
-            undone += p.undone;
-            results.extend(p.result);
+        // Each run changes at most one path per update it was given, so its stretch of the same
+        // size always has room. The buffer is kept from commit to commit (its pages stay mapped)
+        // and only the entries written are copied out.
+        let n = parts.len();
+        let mut undo_buf = std::mem::take(&mut self.undo_scratch);
+        if undo_buf.len() < n {
+            undo_buf.resize(n, Update { path: [0; 32], value: None });
         }
-        undo.truncate(undone);
-        undo.shrink_to_fit();
+        let done = self.apply_runs(&mut parts, &offsets, Some(&mut undo_buf[..n]), changes.as_deref_mut());
+        let mut undo = Vec::with_capacity(done.iter().map(|d| d.undone).sum());
+        let mut results = Vec::with_capacity(done.iter().map(|d| d.results.len()).sum());
+        for d in done {
+            applied.extend_from_slice(&parts[d.at..d.at + d.kept]);
+            undo.extend_from_slice(&undo_buf[d.at..d.at + d.undone]);
+            results.extend(d.results);
+        }
         self.scratch = parts;
+        self.undo_scratch = undo_buf;
         self.finish_commit(results, changes);
         Recorded { root: self.root(), applied, undo }
-    }
-
-    /// The shard workers' part of [`Pleiades::commit_recorded`]: sort, apply and record undo.
-    fn apply_recording(
-        &mut self,
-        parts: Vec<&mut [Update]>,
-        undo: Vec<&mut [Update]>,
-        capture: Option<&mut ChangeSet>,
-    ) -> Vec<Part> {
-        let shards = &mut self.shards;
-        let sinks: Vec<Option<CaptureSink<'_>>> = match capture {
-            Some(c) => {
-                let options = c.options();
-                let levels = options.level_mask(c.bucket_bits());
-                c.parts_mut().iter_mut().map(|part| Some(CaptureSink { part, options, levels })).collect()
-            }
-            None => (0..shards.len()).map(|_| None).collect(),
-        };
-        self.pool.install(|| {
-            shards
-                .par_iter_mut()
-                .zip(parts)
-                .zip(undo)
-                .zip(sinks)
-                .enumerate()
-                .filter(|(_, (((_, ops), _), _))| !ops.is_empty())
-                .map_init(ShardScratch::default, |scratch, (i, (((shard, ops), buf), c))| {
-                    let ops: &[Update] = sort_keep_last(ops);
-                    let mut sink = UndoSlice { buf, len: 0 };
-                    let result = apply_to_shard(i, shard, ops, scratch, c, &mut sink);
-                    Part { shard: i, kept: ops.len(), undone: sink.len, result }
-                })
-                .collect()
-        })
     }
 }
