@@ -6,6 +6,13 @@
 //! `getAccountProof` for a random key (present or absent) at a random kept slot, for a fixed
 //! time. Prints proofs/s and latency percentiles per execution mode, then one JSON line per mode.
 //!
+//! With `--s3-endpoint` it also ships the directory to a bucket (`aldb-ship`'s shipper) and
+//! measures replicas (`hyades --store`) in the same run: 1, 2 and 4 replicas on the bucket, the
+//! clients spread over them, each first with an empty cache (cold: the measurement starts with
+//! the first request) and then again with the cache filled (warm), beside the directory's
+//! Hyades; and the bytes stored per updated account per slot, in the directory and the bucket.
+//! Credentials come from the `AWS_*` variables.
+//!
 //! The clients speak minimal HTTP/1.1 over raw sockets, so the load generator's own cost (it
 //! shares the machine's cores with the server) stays small next to the server's.
 
@@ -74,6 +81,18 @@ struct Opts {
     /// Build the snapshot directory here (kept) instead of in a temporary directory.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// An S3-compatible endpoint: ship the directory there and measure replicas beside it.
+    #[arg(long)]
+    s3_endpoint: Option<String>,
+    /// The bucket (it must exist); each run ships under a prefix of its own.
+    #[arg(long, default_value = "aldb-bench")]
+    s3_bucket: String,
+    /// Replica counts measured, comma-separated.
+    #[arg(long, default_value = "1,2,4")]
+    replicas: String,
+    /// Bytes each replica's cache may hold (the default holds every file: warm means cached).
+    #[arg(long, default_value_t = 8 << 30)]
+    cache_bytes: u64,
 }
 
 /// The accounts written, and the slots served.
@@ -265,13 +284,24 @@ struct RunResult {
 
 /// Runs the clients against `addr` for warmup + duration; returns what the measured part saw.
 fn drive(addr: std::net::SocketAddr, keys: Arc<Keys>, slots: Arc<Vec<u64>>, o: &Opts) -> Result<RunResult> {
+    drive_many(&[addr], keys, slots, o, o.warmup)
+}
+
+/// Runs the clients, client `c` against `addrs[c % n]`, for `warmup` + duration.
+fn drive_many(
+    addrs: &[std::net::SocketAddr],
+    keys: Arc<Keys>,
+    slots: Arc<Vec<u64>>,
+    o: &Opts,
+    warmup: f64,
+) -> Result<RunResult> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(o.client_threads.max(1))
         .thread_name("bench-client")
         .enable_all()
         .build()?;
     let start = Instant::now() + Duration::from_millis(100);
-    let measure_from = start + Duration::from_secs_f64(o.warmup);
+    let measure_from = start + Duration::from_secs_f64(warmup);
     let measure_to = measure_from + Duration::from_secs_f64(o.duration);
     let errors = Arc::new(AtomicU64::new(0));
     let results = rt.block_on(async {
@@ -280,6 +310,7 @@ fn drive(addr: std::net::SocketAddr, keys: Arc<Keys>, slots: Arc<Vec<u64>>, o: &
             let (keys, slots, errors) = (keys.clone(), slots.clone(), errors.clone());
             let seed = o.seed.wrapping_add(1000 + c as u64);
             let absent_pct = o.absent_pct;
+            let addr = addrs[c % addrs.len()];
             tasks.push(tokio::spawn(async move {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 let mut lat = Vec::with_capacity(1 << 16);
@@ -297,7 +328,8 @@ fn drive(addr: std::net::SocketAddr, keys: Arc<Keys>, slots: Arc<Vec<u64>>, o: &
                     if done >= measure_to {
                         break;
                     }
-                    if t >= measure_from {
+                    // A cold run measures from the first request, fetches included.
+                    if t >= measure_from || warmup == 0.0 {
                         if ok {
                             lat.push(u64::try_from((done - t).as_nanos()).unwrap_or(u64::MAX));
                         } else {
@@ -325,6 +357,152 @@ fn drive(addr: std::net::SocketAddr, keys: Arc<Keys>, slots: Arc<Vec<u64>>, o: &
         secs: o.duration,
         latencies_ns,
     })
+}
+
+/// The directory's proofs/s in `auto` mode (else the first mode measured), for the replicas'
+/// ratio.
+fn per_mode_local(runs: &[Value]) -> f64 {
+    runs.iter()
+        .find(|r| r["execution"] == "auto")
+        .or_else(|| runs.first())
+        .and_then(|r| r["proofs_per_s"].as_f64())
+        .unwrap_or(0.0)
+}
+
+/// Replicas on a bucket beside the directory.
+mod replicas {
+    use super::*;
+    use aldb_objstore::{BucketOptions, ShipConfig, Shipper};
+    use hyades::StoreConfig;
+
+    /// Bytes of snapshot files of slots after the first (the full one) in `names_sizes`, per
+    /// updated account per slot.
+    fn per_update(files: &[(String, u64)], o: &Opts) -> f64 {
+        let later: u64 = files
+            .iter()
+            .filter(|(n, _)| aldb_format::format::parse_file_name(n).is_some_and(|(_, slot)| slot > 0))
+            .map(|(_, s)| s)
+            .sum();
+        later as f64 / (o.slots.saturating_sub(1).max(1) as f64 * o.updates as f64)
+    }
+
+    pub(super) fn measure(
+        endpoint: &str,
+        dir: &Path,
+        o: &Opts,
+        keys: &Arc<Keys>,
+        local_rate: f64,
+    ) -> Result<(Vec<Value>, Value)> {
+        let counts: Vec<usize> = o.replicas.split(',').map(|n| n.trim().parse::<usize>()).collect::<Result<_, _>>()?;
+        let url = format!("s3://{}/run-{}-{}", o.s3_bucket, o.seed, std::process::id());
+        let bucket = BucketOptions { endpoint: Some(endpoint.to_string()), allow_http: true, ..Default::default() };
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let (store, prefix) = aldb_objstore::open_bucket(&url, &bucket)?;
+        let mut shipper = Shipper::new(store, prefix, ShipConfig::new(dir))?;
+        let t = Instant::now();
+        let shipped = rt.block_on(shipper.ship_once())?;
+        println!(
+            "shipped {} objects, {:.1} MiB, to {url} in {:.1} s",
+            shipped.uploaded,
+            shipped.bytes as f64 / (1 << 20) as f64,
+            t.elapsed().as_secs_f64()
+        );
+        let manifest = shipper.manifest().context("no manifest after shipping")?;
+        let in_bucket: Vec<(String, u64)> = manifest.snapshots.iter().map(|s| (s.name.clone(), s.size)).collect();
+        let local: Vec<(String, u64)> = std::fs::read_dir(dir)?
+            .filter_map(|e| {
+                let e = e.ok()?;
+                Some((e.file_name().to_str()?.to_string(), e.metadata().ok()?.len()))
+            })
+            .collect();
+        let stored = json!({
+            "local": (per_update(&local, o) * 10.0).round() / 10.0,
+            "bucket": (per_update(&in_bucket, o) * 10.0).round() / 10.0,
+        });
+        println!("bytes stored per updated account per slot: {stored}");
+        drop(rt);
+
+        let mut out = Vec::new();
+        for &n in &counts {
+            let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let mut lats: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+            let mut errors = [0u64; 2];
+            for round in 0..o.rounds.max(1) {
+                let mut srt = tokio::runtime::Builder::new_multi_thread();
+                srt.enable_all();
+                if let Some(t) = o.server_threads {
+                    srt.worker_threads(t.max(1));
+                }
+                let srt = srt.build()?;
+                let caches: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir()).collect::<Result<_, _>>()?;
+                let mut services = Vec::new();
+                for c in &caches {
+                    let store = StoreConfig { url: url.clone(), bucket: bucket.clone(), cache_bytes: o.cache_bytes };
+                    let config = Config {
+                        addr: "127.0.0.1:0".parse()?,
+                        metrics_addr: None,
+                        store: Some(store),
+                        poll_interval: Duration::from_millis(500),
+                        ..Config::new(c.path())
+                    };
+                    services.push(srt.block_on(Service::start(config))?);
+                }
+                let addrs: Vec<_> = services.iter().map(|s| s.local_addr()).collect();
+                let slots: Arc<Vec<u64>> =
+                    Arc::new(services[0].hyades().slots(0, u64::MAX).iter().map(|s| s.slot).collect());
+                ensure!(!slots.is_empty(), "the replicas serve nothing");
+                for (i, warmup) in [(0, 0.0), (1, o.warmup)] {
+                    let r = drive_many(&addrs, keys.clone(), slots.clone(), o, warmup)?;
+                    let rate = r.proofs as f64 / r.secs;
+                    println!(
+                        "round {round} {n} replica(s) {}: {rate:.0} proofs/s, p50 {:.0} µs, p99 {:.0} µs, {} errors",
+                        ["cold", "warm"][i],
+                        percentile_us(&r.latencies_ns, 0.50),
+                        percentile_us(&r.latencies_ns, 0.99),
+                        r.errors
+                    );
+                    rates[i].push(rate);
+                    lats[i].extend(r.latencies_ns);
+                    errors[i] += r.errors;
+                }
+                if round == 0 && n == counts[0] {
+                    srt.block_on(check_sample(addrs[0], keys, &slots, &services[0], o))?;
+                }
+                for s in services {
+                    srt.block_on(s.shutdown());
+                }
+            }
+            for i in 0..2 {
+                rates[i].sort_by(f64::total_cmp);
+                lats[i].sort_unstable();
+                let median = rates[i][rates[i].len() / 2];
+                let cache = ["cold", "warm"][i];
+                out.push(json!({
+                    "replicas": n,
+                    "cache": cache,
+                    "proofs_per_s": median.round(),
+                    "rounds_proofs_per_s": rates[i].iter().map(|r| r.round()).collect::<Vec<_>>(),
+                    "p50_us": percentile_us(&lats[i], 0.50).round(),
+                    "p99_us": percentile_us(&lats[i], 0.99).round(),
+                    "errors": errors[i],
+                    "vs_local": if local_rate > 0.0 { (median / local_rate * 100.0).round() / 100.0 } else { 0.0 },
+                }));
+            }
+        }
+        for r in &out {
+            println!(
+                "  {} replica(s) {:<4} {:>7} proofs/s ({}x the directory), p50 {} µs, p99 {} µs, {} errors",
+                r["replicas"],
+                r["cache"].as_str().unwrap_or(""),
+                r["proofs_per_s"],
+                r["vs_local"],
+                r["p50_us"],
+                r["p99_us"],
+                r["errors"]
+            );
+        }
+        Ok((out, stored))
+    }
 }
 
 /// The 1-minute load average, to show how busy a shared machine was (Linux only).
@@ -450,6 +628,10 @@ fn main() -> Result<()> {
             "max_us": max.round(),
         }));
     }
+    let (replica_runs, stored) = match &o.s3_endpoint {
+        Some(endpoint) => replicas::measure(endpoint, &dir, &o, &keys, per_mode_local(&runs))?,
+        None => (Vec::new(), Value::Null),
+    };
     let summary = json!({
         "bench": "hyades",
         "accounts": o.accounts,
@@ -465,6 +647,8 @@ fn main() -> Result<()> {
         "rounds": o.rounds.max(1),
         "load_avg_1m": load_average(),
         "runs": runs,
+        "replicas": replica_runs,
+        "bytes_per_updated_account_per_slot": stored,
     });
     println!("{summary}");
     Ok(())
