@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use aldb_format::format::{FLAG_AFTER_GAP, FOOTER_LEN, HEADER_LEN, Header, parse_file_name};
+use aldb_format::format::{FLAG_AFTER_GAP, FOOTER_LEN, FileKind, HEADER_LEN, Header, parse_published_name};
 use aldb_format::store::MappedFile;
 use aldb_format::{AccountProof, SnapshotReader};
 use futures_util::StreamExt;
@@ -173,8 +173,9 @@ impl ObjectStoreSource {
             if crate::mirror::is_mirror_name(&name) {
                 continue;
             }
-            let keep = parse_file_name(&name)
-                .and_then(|(seq, _)| m.snapshot(u64::from(seq)))
+            // Parts are kept like slot files: a cached slot needs them as much as its own file.
+            let keep = parse_published_name(&name)
+                .and_then(|(seq, _, _)| m.snapshot(u64::from(seq)))
                 .filter(|o| o.name == name)
                 .and_then(|o| cached_matches(&path, o).then_some(o.size));
             match keep {
@@ -511,10 +512,15 @@ impl ObjectStoreSource {
                 format!("its header names sequence {} slot {}, the manifest {} and {}", h.seq, h.slot, o.seq, o.slot),
             ));
         }
+        // The reader takes a file's kind from its name, so the header must agree with it.
+        if Some(FileKind::of(h)) != o.kind() {
+            return Err(self.refuse(o, format!("its header is a {:?} file's, not what its name says", FileKind::of(h))));
+        }
         if u64::from(h.oldest_seq) != o.oldest_seq {
             return Err(self.refuse(o, format!("oldest_seq {} is not the manifest's {}", h.oldest_seq, o.oldest_seq)));
         }
-        // The manifest lists the slot's root before any file is fetched: the file must agree.
+        // The manifest lists the slot's root before any file is fetched: the file must agree (a
+        // part's root is zero in both).
         if parse_root(&o.root) != Some(h.root) || h.parent != o.parent {
             return Err(self.refuse(o, "its header's root or parent is not the manifest's"));
         }

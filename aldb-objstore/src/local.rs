@@ -1,5 +1,5 @@
-//! What the shipper reads from a snapshot directory: published snapshot files (never a `.tmp`,
-//! never a `*.damaged`), each verified as a reader would before it is shipped, and the
+//! What the shipper reads from a snapshot directory: published snapshot files, slot files and
+//! part files alike (never a `.tmp`, never a `*.damaged`), each verified as a reader would before it is shipped, and the
 //! record-log segments up to the end of their last complete entry.
 
 use std::fs::File;
@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use aldb_format::ReadError;
-use aldb_format::format::{FOOTER_LEN, Header, parse_file_name};
+use aldb_format::format::{FOOTER_LEN, FileKind, Header, parse_published_name};
 use aldb_format::records::{RECORDS_DIR, list_segments, parse_segment};
 use aldb_format::store::MappedFile;
 
@@ -19,10 +19,13 @@ pub(crate) struct LocalSnapshot {
     pub(crate) name: String,
     pub(crate) seq: u64,
     pub(crate) slot: u64,
+    /// A slot file or a part of one: its header must say the same.
+    pub(crate) kind: FileKind,
     pub(crate) path: PathBuf,
 }
 
-/// The published snapshot files of `dir`, by ascending sequence number.
+/// The published snapshot files of `dir`, parts among them, by ascending sequence number: a
+/// slot needs every file from its `oldest_seq` to its own, so parts ship in the same sequence.
 pub(crate) fn list_snapshots(dir: &Path) -> Result<Vec<LocalSnapshot>, ShipError> {
     let io = |e| ShipError::Io { op: "list", path: dir.to_path_buf(), source: e };
     let mut out = Vec::new();
@@ -31,8 +34,8 @@ pub(crate) fn list_snapshots(dir: &Path) -> Result<Vec<LocalSnapshot>, ShipError
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         // Only the writer's exact names: `.tmp` files and set-aside `.damaged` ones never parse.
-        let Some((seq, slot)) = parse_file_name(name) else { continue };
-        out.push(LocalSnapshot { name: name.to_string(), seq: u64::from(seq), slot, path: entry.path() });
+        let Some((seq, slot, kind)) = parse_published_name(name) else { continue };
+        out.push(LocalSnapshot { name: name.to_string(), seq: u64::from(seq), slot, kind, path: entry.path() });
     }
     out.sort_by_key(|s| s.seq);
     Ok(out)
@@ -52,8 +55,8 @@ pub(crate) struct VerifiedSnapshot {
 }
 
 /// Checks `s` as `SnapshotReader` checks a file it indexes (size, magics, version, reserved
-/// bytes, checksum, and a header naming the file's own sequence number and slot), so the shipper
-/// never archives a file no reader would serve.
+/// bytes, checksum, and a header naming the file's own sequence number, slot and kind), so the
+/// shipper never archives a file no reader would serve.
 pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, ReadError> {
     let f = MappedFile::open(&s.path, true)?;
     let h = f.header;
@@ -64,6 +67,13 @@ pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, Rea
                 "its header names sequence {} slot {}, its file name sequence {} slot {}",
                 h.seq, h.slot, s.seq, s.slot
             ),
+        ));
+    }
+    // A part published under a slot file's name would be served as a slot with a zero root.
+    if FileKind::of(&h) != s.kind {
+        return Err(ReadError::corrupt(
+            &s.path,
+            format!("its header is a {:?} file's, its name a {:?} file's", FileKind::of(&h), s.kind),
         ));
     }
     let size = std::fs::metadata(&s.path).map_err(|e| ReadError::io("stat", &s.path, e))?.len();

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use aldb_format::format::parse_file_name;
+use aldb_format::format::{FileKind, parse_published_name};
 use aldb_format::records::segment_first_slot;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,8 @@ pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
 /// Where the slot-status journal's epochs live under the prefix.
 pub const JOURNAL_PREFIX: &str = "status";
 
-/// A published snapshot file, uploaded whole.
+/// A published snapshot file, uploaded whole: a slot file (`.snap`) or a part of one (`.part`),
+/// told apart by its name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotObject {
@@ -41,7 +42,7 @@ pub struct SnapshotObject {
     /// footer's 16 little-endian bytes read as one u128.
     pub checksum: String,
     /// The header's state root, 64 lowercase hex digits: what a replica lists for the slot before
-    /// it fetches the file, and what the fetched file's header must say.
+    /// it fetches the file, and what the fetched file's header must say. All zeros for a part.
     pub root: String,
     /// The header's parent slot.
     pub parent: Option<u64>,
@@ -49,6 +50,14 @@ pub struct SnapshotObject {
     /// after `after` and before this file's were never written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gap: Option<WriterGap>,
+}
+
+impl SnapshotObject {
+    /// Whether the name says a slot file or a part; `None` for a name that is neither (which
+    /// [`Manifest::decode`] refuses).
+    pub fn kind(&self) -> Option<FileKind> {
+        parse_published_name(&self.name).map(|(_, _, kind)| kind)
+    }
 }
 
 /// A failure of the snapshot writer that a file's header records.
@@ -195,8 +204,10 @@ impl Manifest {
         }
         let mut prev = None;
         for s in &m.snapshots {
-            let named = parse_file_name(&s.name).map(|(seq, slot)| (u64::from(seq), slot));
-            if named != Some((s.seq, s.slot)) {
+            let Some((seq, slot, kind)) = parse_published_name(&s.name) else {
+                return Err(format!("snapshot entry {:?} is not a snapshot file's name", s.name));
+            };
+            if (u64::from(seq), slot) != (s.seq, s.slot) {
                 return Err(format!("snapshot entry {:?} does not name sequence {} slot {}", s.name, s.seq, s.slot));
             }
             if prev.is_some_and(|p| p >= s.seq) {
@@ -211,8 +222,16 @@ impl Manifest {
             if parse_checksum(&s.checksum).is_none() {
                 return Err(format!("snapshot entry {:?}: bad checksum {:?}", s.name, s.checksum));
             }
-            if parse_root(&s.root).is_none() {
-                return Err(format!("snapshot entry {:?}: bad root {:?}", s.name, s.root));
+            match (parse_root(&s.root), kind) {
+                (None, _) => return Err(format!("snapshot entry {:?}: bad root {:?}", s.name, s.root)),
+                // Only the slot file carries the root; a part's header holds zeros.
+                (Some(r), FileKind::Part) if r != [0; 32] => {
+                    return Err(format!("part entry {:?}: root {:?} is not zero", s.name, s.root));
+                }
+                _ => {}
+            }
+            if kind == FileKind::Part && s.gap.is_some() {
+                return Err(format!("part entry {:?} carries a writer gap", s.name));
             }
             prev = Some(s.seq);
         }
@@ -253,11 +272,12 @@ impl Manifest {
     }
 
     /// Every slot a reader can serve from the objects named, oldest first: the slot's newest
-    /// file, when every file from its `oldest_seq` up to its own is named too.
+    /// file, when every file from its `oldest_seq` up to its own is named too. Parts count as
+    /// files of a chain but never serve a slot themselves.
     pub fn servable(&self) -> BTreeMap<u64, BucketSlot> {
         let mut slots: BTreeMap<u64, BucketSlot> = BTreeMap::new();
         let seqs: Vec<u64> = self.snapshots.iter().map(|s| s.seq).collect();
-        for s in &self.snapshots {
+        for s in self.snapshots.iter().filter(|s| s.kind() == Some(FileKind::Slot)) {
             let lo = seqs.partition_point(|&q| q < s.oldest_seq);
             let hi = seqs.partition_point(|&q| q <= s.seq);
             if (hi - lo) as u64 != s.seq - s.oldest_seq + 1 {
@@ -271,7 +291,7 @@ impl Manifest {
         slots
     }
 
-    /// The snapshot entries a slot served by `b` needs, oldest first.
+    /// The snapshot entries a slot served by `b` needs, oldest first, parts among them.
     pub fn chain(&self, b: &BucketSlot) -> Vec<&SnapshotObject> {
         let lo = self.snapshots.partition_point(|s| s.seq < b.oldest_seq);
         let hi = self.snapshots.partition_point(|s| s.seq <= b.seq);
@@ -331,6 +351,47 @@ mod tests {
         let mut unknown: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         unknown["extra"] = serde_json::json!(1);
         assert!(Manifest::decode(&serde_json::to_vec(&unknown).unwrap()).is_err());
+    }
+
+    fn part(seq: u64, slot: u64, oldest_seq: u64) -> SnapshotObject {
+        SnapshotObject {
+            name: aldb_format::format::part_file_name(seq as u32, slot),
+            root: root_hex(&[0; 32]),
+            ..snap(seq, slot, oldest_seq)
+        }
+    }
+
+    #[test]
+    fn parts_complete_chains_but_are_never_slots() {
+        // Slot 10 is full over parts 1..=2 and its file 3; slot 11 a delta (4); parts 5 and 6 of
+        // slot 12 were published, its file never was.
+        let m = Manifest {
+            snapshots: vec![
+                part(1, 10, 1),
+                part(2, 10, 1),
+                snap(3, 10, 1),
+                snap(4, 11, 1),
+                part(5, 12, 1),
+                part(6, 12, 1),
+            ],
+            ..Manifest::default()
+        };
+        assert_eq!(Manifest::decode(&m.encode()), Ok(m.clone()));
+        let s = m.servable();
+        assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 11]);
+        assert_eq!(m.chain(&s[&11]).iter().map(|o| o.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        // A missing part breaks every chain through it.
+        let holed = Manifest { snapshots: m.snapshots.iter().filter(|o| o.seq != 2).cloned().collect(), ..m.clone() };
+        assert!(holed.servable().is_empty());
+        let edited = |f: &dyn Fn(&mut Manifest)| {
+            let mut x = m.clone();
+            f(&mut x);
+            Manifest::decode(&x.encode())
+        };
+        assert!(edited(&|x| x.snapshots[0].root = root_hex(&[1; 32])).is_err(), "a part with a root");
+        assert!(edited(&|x| x.snapshots[0].gap = Some(WriterGap { after: None })).is_err(), "a part with a gap");
+        assert!(edited(&|x| x.snapshots[0].name = "0000000001-00000000000000000010.prt".into()).is_err());
+        assert!(edited(&|x| x.snapshots[1].slot = 11).is_err(), "the name says slot 10");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::manifest::{
     journal_object_name, root_hex, segment_object_name,
 };
 use crate::metrics::ShipMetrics;
-use aldb_format::format::FLAG_AFTER_GAP;
+use aldb_format::format::{FLAG_AFTER_GAP, FileKind};
 
 /// What the shipper does, and how hard it tries.
 #[derive(Clone, Debug)]
@@ -138,7 +138,7 @@ impl Shipper {
     }
 
     fn object(&self, name: &str) -> Path {
-        // Names are the writer's (`[0-9-]+.snap`, `records/records-[0-9]+.log`): valid parts.
+        // Names are the writer's (`[0-9-]+.snap`, `[0-9-]+.part`, `records/records-[0-9]+.log`): valid parts.
         name.split('/').fold(self.prefix.clone(), |p, part| p.child(part))
     }
 
@@ -307,7 +307,8 @@ impl Shipper {
         let journal = local::read_journal(&self.cfg.dir)?;
         let local = local::list_snapshots(&self.cfg.dir)?;
         let m = self.manifest.clone().unwrap_or_default();
-        let newest_local = local.iter().map(|s| s.slot).max();
+        // A part names the slot it belongs to before that slot's file exists: lag counts slot files.
+        let newest_local = local.iter().filter(|s| s.kind == FileKind::Slot).map(|s| s.slot).max();
         let pending: Vec<LocalSnapshot> = local.into_iter().filter(|s| m.snapshot(s.seq).is_none()).collect();
         self.count_missed(&m, &pending);
         let mut lag_bytes: u64 =
@@ -382,7 +383,10 @@ impl Shipper {
     }
 
     fn update_lag(&self, newest_local: Option<u64>, lag_bytes: u64) {
-        let shipped = self.manifest.as_ref().and_then(|m| m.snapshots.iter().map(|s| s.slot).max());
+        let shipped = self
+            .manifest
+            .as_ref()
+            .and_then(|m| m.snapshots.iter().filter(|s| s.kind() == Some(FileKind::Slot)).map(|s| s.slot).max());
         let lag = newest_local.map_or(0, |n| n.saturating_sub(shipped.unwrap_or(0)));
         self.metrics.lag_slots.set(i64::try_from(lag).unwrap_or(i64::MAX));
         self.metrics.lag_bytes.set(i64::try_from(lag_bytes).unwrap_or(i64::MAX));
@@ -575,8 +579,8 @@ impl Shipper {
             .into_iter()
             .filter_map(|o| o.location.filename().map(str::to_string))
             .filter(|n| {
-                aldb_format::format::parse_file_name(n)
-                    .is_some_and(|(seq, _)| u64::from(seq) < min_seq && m.snapshot(u64::from(seq)).is_none())
+                aldb_format::format::parse_published_name(n)
+                    .is_some_and(|(seq, _, _)| u64::from(seq) < min_seq && m.snapshot(u64::from(seq)).is_none())
             })
             .collect())
     }

@@ -99,14 +99,14 @@ pub fn write_history(dir: &FsPath, seed: u64, accounts: usize, slots: u64, keep_
     Written { roots, pubkeys: keys }
 }
 
-/// Every file of a snapshot directory the bucket should mirror: published snapshot names and
-/// `records/` segments, with their bytes.
+/// Every file of a snapshot directory the bucket should mirror: published snapshot names (slot
+/// files and parts) and `records/` segments, with their bytes.
 pub fn local_files(dir: &FsPath) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let e = e.unwrap();
         let name = e.file_name().to_string_lossy().into_owned();
-        if aldb_format::format::parse_file_name(&name).is_some() {
+        if aldb_format::format::parse_published_name(&name).is_some() {
             out.insert(name, std::fs::read(e.path()).unwrap());
         }
     }
