@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use aldb_format::SnapshotReader;
-use aldb_format::format::{self, END_MAGIC, FOOTER_LEN, HEADER_LEN, Header, MAGIC, file_name};
+use aldb_format::format::{
+    self, END_MAGIC, FOOTER_LEN, FileKind, HEADER_LEN, Header, MAGIC, file_name, published_name,
+};
 use aldb_format::records::{LoggedRecord, RECORDS_DIR, RecordLogReader, parse_segment};
 use aldb_verify::record::RECORD_LEN;
 
@@ -73,7 +75,8 @@ pub fn split_files(data: &[u8], max: usize) -> Vec<&[u8]> {
 /// Makes one snapshot file pass the reader's whole-file checks: the version, the body length,
 /// the end magic and the footer checksum are set to what the rest of the bytes need, so only
 /// the header fields and the records remain as the fuzzer left them. Returns the file's
-/// published name (from its header) and bytes, or `None` if it is shorter than a header.
+/// published name (from its header: a `.part` name for a part, so the reader takes it as one)
+/// and bytes, or `None` if it is shorter than a header.
 pub fn repair_snapshot(file: &[u8]) -> Option<(String, Vec<u8>)> {
     if file.len() < HEADER_LEN {
         return None;
@@ -91,7 +94,7 @@ pub fn repair_snapshot(file: &[u8]) -> Option<(String, Vec<u8>)> {
     b[end..end + 16].copy_from_slice(&sum.to_le_bytes());
     b[end + 24..].copy_from_slice(&END_MAGIC);
     let header = Header::decode(&b).ok()?;
-    Some((format::file_name(header.seq, header.slot), b))
+    Some((published_name(header.seq, header.slot, FileKind::of(&header)), b))
 }
 
 const FIRST: &str = "records-00000000000000000000.log";
