@@ -134,8 +134,10 @@ start_hyades "$work/snap1" "$work/hyades1.log"
 # 100 slots), then run the scenario again with new keys: a restart starts from that snapshot and
 # replays the ledger after it, so these transactions' slots are committed by both runs.
 echo "== waiting for the validator's first ledger snapshot"
-for _ in $(seq 240); do ls "$work/ledger" | grep -q '^snapshot-' && break; sleep 1; done
-ls "$work/ledger" | grep -q '^snapshot-' || { echo "FAIL: no ledger snapshot after 240 s"; exit 1; }
+# The first snapshot is taken at the first root past slot 100: about a minute on a quiet machine,
+# several on a loaded one (slots of 2 s), so the wait is long and only a stalled validator fails it.
+for _ in $(seq 900); do ls "$work/ledger" | grep -q '^snapshot-' && break; sleep 1; done
+ls "$work/ledger" | grep -q '^snapshot-' || { echo "FAIL: no ledger snapshot after 900 s"; exit 1; }
 "$scenario" run --rpc "$rpc_url" --hyades "$hyades_url" --seed 2 | tee "$work/scenario2.log"
 tx_slots=$(sed -n 's/^tx slots: //p' "$work/scenario2.log")
 sleep 3
