@@ -197,8 +197,10 @@ EOF
 [[ "${ALDB_PATCHED_SKIP_BUILD:-0}" == 1 ]] && exit 0
 
 log "building (target dir $CARGO_TARGET_DIR)"
+# `--lib` as well: with only `--bin` filters cargo builds no library target, so the probe's cdylib
+# would be skipped.
 (cd "$src" && cargo build --release --locked -p agave-validator --bin solana-test-validator \
-  --bin agave-validator -p aldb-block-metadata-probe) >&2
+  --bin agave-validator -p aldb-block-metadata-probe --lib) >&2
 for b in solana-test-validator agave-validator libaldb_block_metadata_probe.so; do
   cp "$CARGO_TARGET_DIR/release/$b" "$bin/$b.part"
   mv "$bin/$b.part" "$bin/$b"
