@@ -10,8 +10,8 @@ use aldb_objstore::{BucketOptions, open_bucket};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
-const ACCESS_KEY: &str = "aldbtest";
-const SECRET_KEY: &str = "aldbtestsecret";
+pub const ACCESS_KEY: &str = "aldbtest";
+pub const SECRET_KEY: &str = "aldbtestsecret";
 
 /// A running `weed server` with its S3 gateway.
 pub struct Weed {
@@ -90,9 +90,8 @@ impl Weed {
         let at = Path::from("probe");
         let start = Instant::now();
         loop {
-            let ok = rt.block_on(async {
-                store.put(&at, bytes::Bytes::from_static(b"x").into()).await.is_ok() && store.get(&at).await.is_ok()
-            });
+            let ok = rt
+                .block_on(async { store.put(&at, b"x".to_vec().into()).await.is_ok() && store.get(&at).await.is_ok() });
             if ok {
                 return;
             }
@@ -105,14 +104,18 @@ impl Weed {
     /// A client for `s3://BUCKET` on this server: path-style requests, plain HTTP on loopback,
     /// static credentials, a short retry budget so failures show quickly.
     pub fn bucket(&self, bucket: &str) -> (Arc<dyn ObjectStore>, Path) {
-        let opts = BucketOptions {
+        open_bucket(&format!("s3://{bucket}"), &self.options()).unwrap()
+    }
+
+    /// How a replica reaches this server.
+    pub fn options(&self) -> BucketOptions {
+        BucketOptions {
             endpoint: Some(self.endpoint.clone()),
             region: Some("us-east-1".into()),
             access_key_id: Some(ACCESS_KEY.into()),
             secret_access_key: Some(SECRET_KEY.into()),
             allow_http: true,
-        };
-        open_bucket(&format!("s3://{bucket}"), &opts).unwrap()
+        }
     }
 }
 

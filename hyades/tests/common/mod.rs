@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub)]
 
+// The SeaweedFS harness is aldb-objstore's, used as is, so both crates start the store alike.
+#[path = "../../../aldb-objstore/tests/common/weed.rs"]
 pub mod weed;
 
 use std::collections::BTreeMap;
