@@ -11,6 +11,8 @@
 //!   error, not a crash.
 //! - [`records`]: the root-record log's segment format and [`records::RecordLogReader`], which
 //!   follows the log as the writer appends to it.
+//! - [`votes`]: the vote-evidence log (a slot's `h`, root and bank hash, and the vote
+//!   transactions of the blocks after it) and [`votes::VoteLogReader`], which Hyades follows.
 //! - [`sorted`]: the compressed subtree over a bucket's sorted leaves, the last steps of a proof.
 //!
 //! The writers live in `aldb-snapshot`; nothing here depends on the engine.
@@ -23,6 +25,7 @@ pub mod records;
 pub mod sorted;
 pub mod status;
 pub mod store;
+pub mod votes;
 
 pub use error::{QueryError, ReadError};
 pub use format::FORMAT_VERSION;

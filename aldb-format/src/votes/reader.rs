@@ -1,0 +1,185 @@
+//! The follower of a vote-evidence log written by another process (Hyades holds one).
+//!
+//! It keeps an index in memory, never the votes themselves (at mainnet rates a slot's votes are
+//! some 450 KB): each slot's newest bank entry, and where each block's vote entries lie. A query
+//! reads the few entries it needs back from the segments.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use aldb_verify::votes::{MAX_EVIDENCE_VOTES, VoteTransaction};
+
+use super::entry::{BankEntry, Parsed, VoteLogEntry, parse_entry, scan};
+use super::{MAX_WINDOW, VOTES_DIR, VOTES_HEADER_LEN, VoteLogError, header_ok, io, list_segments};
+
+/// The evidence a light client needs for slot `S` (`docs/SPEC.md` §10.5), before the account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotVotes {
+    /// The bank of `S`: its hash, and `h`, root and hard-fork count when it committed to a root.
+    pub bank: BankEntry,
+    /// Vote transactions whose last voted slot is `S`, from the blocks `S+1..=S+window` in slot
+    /// order (each distinct transaction once, at most 4096), as on the wire. Their hashes and
+    /// signatures are not checked here: the client checks them.
+    pub votes: Vec<Vec<u8>>,
+    /// The newest slot whose votes the log held when the query was answered: blocks up to
+    /// `S+window` above it may still bring votes on `S`.
+    pub searched_to: u64,
+}
+
+/// A follower's position in one segment.
+#[derive(Debug)]
+struct Position {
+    path: PathBuf,
+    /// The header was read and is a version-1 header.
+    header_ok: bool,
+    /// Where the next read starts: just past the last valid entry read.
+    end: usize,
+}
+
+/// Follows the vote-evidence log under a snapshot directory.
+#[derive(Debug)]
+pub struct VoteLogReader {
+    dir: PathBuf,
+    /// Position per segment, by first slot.
+    positions: BTreeMap<u64, Position>,
+    /// The newest bank entry of each slot, and the segment it lies in.
+    banks: BTreeMap<u64, (BankEntry, u64)>,
+    /// Where each block's vote entries lie: `(segment, byte range)`.
+    votes: BTreeMap<u64, Vec<(u64, Range<usize>)>>,
+    damaged: u64,
+}
+
+impl VoteLogReader {
+    /// A reader of the log under `snapshot_dir`; call [`refresh`](Self::refresh) to load it.
+    pub fn new(snapshot_dir: &Path) -> Self {
+        Self {
+            dir: snapshot_dir.join(VOTES_DIR),
+            positions: BTreeMap::new(),
+            banks: BTreeMap::new(),
+            votes: BTreeMap::new(),
+            damaged: 0,
+        }
+    }
+
+    /// Reads what was appended since the last call and forgets segments the writer deleted.
+    /// Returns the number of new entries read. A missing log reads as empty.
+    pub fn refresh(&mut self) -> Result<usize, VoteLogError> {
+        let listed = list_segments(&self.dir)?;
+        let present: BTreeSet<u64> = listed.iter().map(|(f, _)| *f).collect();
+        let gone: Vec<u64> = self.positions.keys().filter(|f| !present.contains(f)).copied().collect();
+        for first in gone {
+            self.positions.remove(&first);
+            self.banks.retain(|_, (_, seg)| *seg != first);
+            self.votes.retain(|_, locs| {
+                locs.retain(|(seg, _)| *seg != first);
+                !locs.is_empty()
+            });
+        }
+        let newest = listed.last().map(|(f, _)| *f);
+        let mut read = 0;
+        for (first, path) in listed {
+            read += self.read_segment(first, path, Some(first) == newest)?;
+        }
+        Ok(read)
+    }
+
+    fn read_segment(&mut self, first: u64, path: PathBuf, growing: bool) -> Result<usize, VoteLogError> {
+        let pos = self.positions.entry(first).or_insert(Position { path, header_ok: false, end: 0 });
+        let mut f = match File::open(&pos.path) {
+            Ok(f) => f,
+            // Deleted since it was listed: the next refresh forgets it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io("open", &pos.path)(e)),
+        };
+        if pos.end == 0 {
+            let mut h = [0u8; VOTES_HEADER_LEN];
+            let got = f.read(&mut h).map_err(io("read", &pos.path))?;
+            // Entries carry their own checksums, so a damaged header loses none of them.
+            pos.header_ok = got == VOTES_HEADER_LEN && header_ok(&h);
+            if !pos.header_ok {
+                log::warn!("{}: damaged segment header; reading its entries anyway", pos.path.display());
+            }
+            pos.end = VOTES_HEADER_LEN;
+        }
+        let mut buf = Vec::new();
+        f.seek(SeekFrom::Start(pos.end as u64)).map_err(io("seek", &pos.path))?;
+        f.read_to_end(&mut buf).map_err(io("read", &pos.path))?;
+        let s = scan(&buf, pos.end, growing);
+        // A closed segment is read to its end once: what follows its last entry is damage.
+        pos.end = if growing { s.end } else { pos.end + buf.len() };
+        self.damaged += s.damaged + u64::from(!growing && s.end < pos.end);
+        let n = s.entries.len();
+        for (range, e) in s.entries {
+            match e {
+                VoteLogEntry::Bank(b) => {
+                    self.banks.insert(b.slot, (b, first));
+                }
+                VoteLogEntry::Votes(v) => self.votes.entry(v.slot).or_default().push((first, range)),
+            }
+        }
+        Ok(n)
+    }
+
+    /// The newest bank entry of `slot`.
+    pub fn bank(&self, slot: u64) -> Option<&BankEntry> {
+        self.banks.get(&slot).map(|(b, _)| b)
+    }
+
+    /// The newest slot with a bank entry.
+    pub fn newest_slot(&self) -> Option<u64> {
+        self.banks.keys().next_back().copied()
+    }
+
+    /// The oldest slot with a bank entry.
+    pub fn oldest_slot(&self) -> Option<u64> {
+        self.banks.keys().next().copied()
+    }
+
+    /// Damaged entries or spans skipped so far.
+    pub fn damaged_entries(&self) -> u64 {
+        self.damaged
+    }
+
+    /// The evidence for `slot`: its bank, and the vote transactions whose last voted slot is
+    /// `slot` from the blocks `slot+1..=slot+window` (`window` at most [`MAX_WINDOW`]). `None`
+    /// when the log holds no bank entry for `slot` (never logged, or pruned).
+    pub fn slot_votes(&self, slot: u64, window: u64) -> Result<Option<SlotVotes>, VoteLogError> {
+        let Some((bank, _)) = self.banks.get(&slot) else { return Ok(None) };
+        let last = slot.saturating_add(window.min(MAX_WINDOW));
+        let mut seen = BTreeSet::new();
+        let mut votes = Vec::new();
+        let mut files: BTreeMap<u64, File> = BTreeMap::new();
+        'blocks: for (_, locs) in self.votes.range(slot.saturating_add(1)..=last) {
+            for (seg, range) in locs {
+                let Some(pos) = self.positions.get(seg) else { continue };
+                let f = match files.entry(*seg) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => match File::open(&pos.path) {
+                        Ok(f) => v.insert(f),
+                        // Pruned since the last refresh: those blocks are gone.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(io("open", &pos.path)(e)),
+                    },
+                };
+                let mut buf = vec![0u8; range.len()];
+                f.read_exact_at(&mut buf, range.start as u64).map_err(io("read", &pos.path))?;
+                let Parsed::Entry(VoteLogEntry::Votes(v), _) = parse_entry(&buf) else { continue };
+                for tx in v.transactions {
+                    let on_slot = VoteTransaction::parse(&tx).is_ok_and(|t| t.tower.slot() == slot);
+                    if on_slot && seen.insert(tx.clone()) {
+                        votes.push(tx);
+                        if votes.len() == MAX_EVIDENCE_VOTES {
+                            break 'blocks;
+                        }
+                    }
+                }
+            }
+        }
+        let searched_to = self.votes.keys().next_back().copied().unwrap_or(slot).min(last).max(slot);
+        Ok(Some(SlotVotes { bank: *bank, votes, searched_to }))
+    }
+}

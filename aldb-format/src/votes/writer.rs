@@ -1,0 +1,190 @@
+//! The writer of the vote-evidence log: one per snapshot directory, on the plugin's evidence
+//! thread.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::entry::{VoteLogEntry, encode_entry, scan};
+use super::{VOTES_DIR, VOTES_HEADER_LEN, VoteLogError, header_ok, io, list_segments, segment_header, segment_name};
+
+/// When the writer starts a new segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoteLogOptions {
+    /// A segment is closed once it holds this many bytes.
+    pub segment_bytes: u64,
+    /// A segment is closed once an entry comes this many slots past its first slot.
+    pub segment_slots: u64,
+}
+
+impl Default for VoteLogOptions {
+    /// 64 MiB or 256 slots: pruning deletes whole segments, so at most about 256 slots more than
+    /// asked are kept, and a mainnet slot's votes (about 1,500 of ~300 bytes) fill a segment in
+    /// some 150 slots.
+    fn default() -> Self {
+        Self { segment_bytes: 64 << 20, segment_slots: 256 }
+    }
+}
+
+/// A closed or open segment the writer knows.
+#[derive(Debug)]
+struct Segment {
+    first: u64,
+    path: PathBuf,
+    /// The newest slot any of its entries names (`first` when it has none).
+    max_slot: u64,
+}
+
+/// Appends to the vote-evidence log under a snapshot directory.
+#[derive(Debug)]
+pub struct VoteLog {
+    dir: PathBuf,
+    options: VoteLogOptions,
+    /// Every segment, oldest first; the last is the one appended to.
+    segments: Vec<Segment>,
+    /// The newest segment, open for appending, and its length.
+    file: Option<(File, u64)>,
+}
+
+fn sync_dir(dir: &Path) -> Result<(), VoteLogError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io("sync", dir))
+}
+
+impl VoteLog {
+    /// Opens the log under `snapshot_dir` with the default segment bounds.
+    pub fn open(snapshot_dir: &Path) -> Result<Self, VoteLogError> {
+        Self::open_with(snapshot_dir, VoteLogOptions::default())
+    }
+
+    /// Opens the log under `snapshot_dir`, creating its directory if missing. Bytes after the
+    /// newest segment's last valid entry (a torn append) are cut; a newest segment whose header
+    /// is damaged is left for readers (its entries carry their own checksums) and the next append
+    /// starts a new one.
+    pub fn open_with(snapshot_dir: &Path, options: VoteLogOptions) -> Result<Self, VoteLogError> {
+        let dir = snapshot_dir.join(VOTES_DIR);
+        std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        let mut segments = Vec::new();
+        let listed = list_segments(&dir)?;
+        let newest = listed.len().checked_sub(1);
+        let mut file = None;
+        for (i, (first, path)) in listed.into_iter().enumerate() {
+            let bytes = std::fs::read(&path).map_err(io("read", &path))?;
+            let body = bytes.get(VOTES_HEADER_LEN..).unwrap_or_default();
+            let s = scan(body, VOTES_HEADER_LEN, false);
+            let max_slot = s.entries.iter().map(|(_, e)| e.slot()).max().unwrap_or(first).max(first);
+            if Some(i) == newest && header_ok(&bytes) {
+                let f = OpenOptions::new().read(true).append(true).open(&path).map_err(io("open", &path))?;
+                if bytes.len() > s.end {
+                    log::warn!("{}: cutting {} bytes after the last valid entry", path.display(), bytes.len() - s.end);
+                    f.set_len(s.end as u64).map_err(io("truncate", &path))?;
+                    f.sync_data().map_err(io("sync", &path))?;
+                }
+                file = Some((f, s.end as u64));
+            }
+            segments.push(Segment { first, path, max_slot });
+        }
+        Ok(Self { dir, options, segments, file })
+    }
+
+    /// The directory of the segments.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The newest slot any entry names.
+    pub fn newest_slot(&self) -> Option<u64> {
+        self.segments.iter().map(|s| s.max_slot).max()
+    }
+
+    /// Starts a segment named by `first`: its header is written under a temporary name and
+    /// renamed into place, so a reader never sees a segment without its header.
+    fn start_segment(&mut self, first: u64) -> Result<(), VoteLogError> {
+        let path = self.dir.join(segment_name(first));
+        let tmp = self.dir.join(format!(".{}.tmp", segment_name(first)));
+        let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
+        f.write_all(&segment_header()).map_err(io("write", &tmp))?;
+        f.sync_all().map_err(io("sync", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
+        sync_dir(&self.dir)?;
+        let f = OpenOptions::new().read(true).append(true).open(&path).map_err(io("open", &path))?;
+        self.file = Some((f, VOTES_HEADER_LEN as u64));
+        self.segments.push(Segment { first, path, max_slot: first });
+        Ok(())
+    }
+
+    /// Whether an entry of `slot` goes into a new segment.
+    fn must_roll(&self, slot: u64) -> bool {
+        let (Some((_, len)), Some(seg)) = (&self.file, self.segments.last()) else { return true };
+        // A slot below the segment's first (a late block) stays in it: names only grow.
+        *len >= self.options.segment_bytes
+            || (slot >= seg.first.saturating_add(self.options.segment_slots) && *len > VOTES_HEADER_LEN as u64)
+    }
+
+    /// Appends `entries` in order and makes them durable (one `fdatasync`) before returning. An
+    /// entry that cannot be encoded fails the call before anything is written.
+    pub fn append(&mut self, entries: &[VoteLogEntry]) -> Result<(), VoteLogError> {
+        let encoded: Vec<Vec<u8>> = entries.iter().map(encode_entry).collect::<Result<_, _>>()?;
+        let mut buf = Vec::new();
+        for (e, bytes) in entries.iter().zip(encoded) {
+            if self.must_roll(e.slot()) {
+                self.flush(&mut buf)?;
+                let first = match self.segments.last() {
+                    // Names must grow even when slots go back (never reuse a name).
+                    Some(s) => e.slot().max(s.first.saturating_add(1)),
+                    None => e.slot(),
+                };
+                self.start_segment(first)?;
+            }
+            if let Some((_, len)) = &mut self.file {
+                *len += bytes.len() as u64;
+            }
+            if let Some(seg) = self.segments.last_mut() {
+                seg.max_slot = seg.max_slot.max(e.slot());
+            }
+            buf.extend_from_slice(&bytes);
+        }
+        self.flush(&mut buf)
+    }
+
+    /// Writes `buf` to the open segment and syncs it.
+    fn flush(&mut self, buf: &mut Vec<u8>) -> Result<(), VoteLogError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let (Some((f, _)), Some(seg)) = (&mut self.file, self.segments.last()) else {
+            return Err(VoteLogError::Input("no open segment".into()));
+        };
+        f.write_all(buf).map_err(io("append", &seg.path))?;
+        f.sync_data().map_err(io("sync", &seg.path))?;
+        buf.clear();
+        Ok(())
+    }
+
+    /// Deletes every segment but the newest whose entries are all of slots below `keep_from`.
+    /// Returns how many were deleted.
+    pub fn prune(&mut self, keep_from: u64) -> Result<usize, VoteLogError> {
+        let newest = self.segments.len().saturating_sub(1);
+        let mut deleted = 0;
+        let mut kept = Vec::with_capacity(self.segments.len());
+        for (i, seg) in std::mem::take(&mut self.segments).into_iter().enumerate() {
+            if i < newest && seg.max_slot < keep_from {
+                match std::fs::remove_file(&seg.path) {
+                    Ok(()) => deleted += 1,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => deleted += 1,
+                    Err(e) => {
+                        // Keep it listed, so a later prune tries again.
+                        log::warn!("cannot delete {}: {e}", seg.path.display());
+                        kept.push(seg);
+                    }
+                }
+            } else {
+                kept.push(seg);
+            }
+        }
+        self.segments = kept;
+        if deleted > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(deleted)
+    }
+}
