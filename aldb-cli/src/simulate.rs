@@ -194,6 +194,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
             state_root: root,
             block: None,
             parent_bank_hash: None,
+            bank_hash: None,
         };
         producer.produce(input).with_context(|| format!("cannot log the root record of slot {slot}"))?;
         // Segments hold 65,536 records; drop whole ones that are all older than what is kept.

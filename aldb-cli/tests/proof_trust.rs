@@ -48,6 +48,7 @@ fn record(slot: u64, root: [u8; 32], genesis: [u8; 32], parent: Option<&LoggedRe
         commitment: Commitment::Finalized,
         state_root: root,
         block: None,
+        bank_hash: None,
     };
     let record_hash = record.hash();
     LoggedRecord {

@@ -216,6 +216,7 @@ impl Records {
             state_root: c.root,
             block: c.block,
             parent_bank_hash: c.parent_bank_hash,
+            bank_hash: None,
         };
         self.produce(input, counters);
         if self.rooted_in.is_some() {
@@ -251,6 +252,7 @@ impl Records {
             state_root: ch.root,
             block: ch.block,
             parent_bank_hash: ch.parent_bank_hash,
+            bank_hash: None,
         };
         self.produce(input, counters);
         counters.records_enabled.store(self.enabled(), Ordering::Relaxed);

@@ -67,6 +67,7 @@ fn main() {
                 state_root: root,
                 block: None,
                 parent_bank_hash: None,
+                bank_hash: None,
             };
             p.produce(input).unwrap();
             stamps.push(Instant::now());

@@ -611,6 +611,7 @@ mod tests {
             commitment: Commitment::Finalized,
             state_root: [root; 32],
             block: None,
+            bank_hash: None,
         }
     }
 

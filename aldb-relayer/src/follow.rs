@@ -412,6 +412,7 @@ mod tests {
             commitment: Commitment::Finalized,
             state_root: [1; 32],
             block: None,
+            bank_hash: None,
         }
     }
 

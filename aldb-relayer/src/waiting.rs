@@ -97,7 +97,15 @@ mod tests {
     use super::*;
 
     fn rec(slot: u64, commitment: Commitment) -> RootRecord {
-        RootRecord { genesis_hash: [1; 32], slot, parent: None, commitment, state_root: [2; 32], block: None }
+        RootRecord {
+            genesis_hash: [1; 32],
+            slot,
+            parent: None,
+            commitment,
+            state_root: [2; 32],
+            block: None,
+            bank_hash: None,
+        }
     }
 
     #[test]

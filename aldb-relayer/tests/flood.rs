@@ -90,6 +90,7 @@ fn junk(slot: u64, rng: &mut Rng) -> RootRecord {
         commitment: Commitment::Finalized,
         state_root: rng.hash(),
         block: None,
+        bank_hash: None,
     }
 }
 

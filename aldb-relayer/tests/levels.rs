@@ -42,7 +42,15 @@ fn config(urls: &[String], dir: &Path, commitment: Option<&str>) -> Config {
 }
 
 fn input(slot: u64, parent: Option<u64>, commitment: Commitment) -> RecordInput {
-    RecordInput { slot, parent, commitment, state_root: honest_root(slot), block: None, parent_bank_hash: None }
+    RecordInput {
+        slot,
+        parent,
+        commitment,
+        state_root: honest_root(slot),
+        block: None,
+        parent_bank_hash: None,
+        bank_hash: None,
+    }
 }
 
 #[test]

@@ -55,6 +55,7 @@ fn clean_log() -> (Vec<LoggedRecord>, Vec<Segment>) {
             commitment: Commitment::Confirmed,
             state_root: rng.random(),
             block: None,
+            bank_hash: None,
         };
         let attestations = (0..rng.random_range(0..=3usize))
             .map(|_| {
@@ -285,6 +286,7 @@ fn a_damaged_record_log_loses_only_the_damaged_records() {
             state_root: [9; 32],
             block: None,
             parent_bank_hash: None,
+            bank_hash: None,
         };
         if let Some(n) = newest {
             assert_eq!(p.produce(input(n, n.checked_sub(1))).unwrap(), None, "{ctx}: an intact slot signed again");

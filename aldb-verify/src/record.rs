@@ -1,15 +1,23 @@
 //! Root records and attestations (`docs/SPEC.md` §9).
 //!
 //! A record binds a state root to its slot, its parent's record (a hash chain), the block and
-//! the parent bank, and the cluster. Its encoding is fixed-size and canonical: [`RootRecord::decode`]
-//! accepts exactly the bytes [`RootRecord::encode`] produces, so a record hash names one record.
+//! the parent bank (and, with `SLOT_BANK_HASH`, its own bank), and the cluster. Its encoding is
+//! canonical: [`RootRecord::decode`] accepts exactly the bytes [`RootRecord::encode`] produces, so
+//! a record hash names one record.
 //! An [`Attestation`] is an ed25519 signature over the record hash; a [`Quorum`] says how many
 //! configured identities must have signed before a relayer accepts the root.
 
+use alloc::vec::Vec;
+
 use crate::spec::{Hash, params};
 
-/// Length of an encoded record.
+/// Length of an encoded record without `SLOT_BANK_HASH`: every record but those carrying the
+/// slot's own bank hash.
 pub const RECORD_LEN: usize = 187;
+/// Length of an encoded record with `SLOT_BANK_HASH`: the 187 bytes and the slot's bank hash.
+pub const RECORD_LEN_WITH_BANK_HASH: usize = RECORD_LEN + 32;
+/// The longest encoded record.
+pub const MAX_RECORD_LEN: usize = RECORD_LEN_WITH_BANK_HASH;
 /// The `version` byte of a v1 record.
 pub const RECORD_VERSION: u8 = 1;
 /// Domain separator of a record hash: `record_hash = H_rec(record)`.
@@ -27,7 +35,9 @@ pub const FLAG_CHAINED: u8 = 0x02;
 pub const FLAG_BLOCK: u8 = 0x04;
 /// `flags` bit: `parent_bank_hash` is set.
 pub const FLAG_BANK_HASH: u8 = 0x08;
-const KNOWN_FLAGS: u8 = FLAG_PARENT | FLAG_CHAINED | FLAG_BLOCK | FLAG_BANK_HASH;
+/// `flags` bit: the slot's own bank hash follows the 187 bytes (`bank_hash`, a 219-byte record).
+pub const FLAG_SLOT_BANK_HASH: u8 = 0x10;
+const KNOWN_FLAGS: u8 = FLAG_PARENT | FLAG_CHAINED | FLAG_BLOCK | FLAG_BANK_HASH | FLAG_SLOT_BANK_HASH;
 
 /// The commitment level at which a slot was committed and its record signed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,13 +120,17 @@ pub struct RootRecord {
     pub state_root: Hash,
     /// The block, when its metadata reached the producer in time.
     pub block: Option<BlockInfo>,
+    /// The bank hash of bank `slot` itself, when the producer had it (`SLOT_BANK_HASH`). On a
+    /// chain carrying the aldb consensus patch it is `sha256(h || state_root)` (`docs/SPEC.md`
+    /// §10.1), the hash validators vote on.
+    pub bank_hash: Option<Hash>,
 }
 
 /// Why bytes are not a v1 record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecordError {
-    /// Not exactly [`RECORD_LEN`] bytes.
+    /// Neither [`RECORD_LEN`] bytes nor, with `SLOT_BANK_HASH`, [`RECORD_LEN_WITH_BANK_HASH`].
     Length {
         /// The length received.
         len: usize,
@@ -158,7 +172,10 @@ pub enum RecordError {
 impl core::fmt::Display for RecordError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            RecordError::Length { len } => write!(f, "a record is {RECORD_LEN} bytes, got {len}"),
+            RecordError::Length { len } => write!(
+                f,
+                "a record is {RECORD_LEN} bytes, or {RECORD_LEN_WITH_BANK_HASH} with SLOT_BANK_HASH, got {len}"
+            ),
             RecordError::Version { version } => write!(f, "unsupported record version {version}"),
             RecordError::Commitment { byte } => {
                 write!(f, "commitment byte {byte} is neither 1 (confirmed) nor 2 (finalized)")
@@ -208,6 +225,9 @@ impl RootRecord {
         if self.block.is_some() {
             f |= FLAG_BLOCK;
         }
+        if self.bank_hash.is_some() {
+            f |= FLAG_SLOT_BANK_HASH;
+        }
         f
     }
 
@@ -221,10 +241,16 @@ impl RootRecord {
         self.parent.and_then(|p| p.record_hash)
     }
 
-    /// The canonical 187 bytes. A record built with `parent.slot >= slot` encodes, but its
-    /// bytes do not decode; producers never build one.
-    pub fn encode(&self) -> [u8; RECORD_LEN] {
-        let mut b = [0u8; RECORD_LEN];
+    /// The encoded length: [`RECORD_LEN`], or [`RECORD_LEN_WITH_BANK_HASH`] with the slot's
+    /// bank hash.
+    pub fn encoded_len(&self) -> usize {
+        if self.bank_hash.is_some() { RECORD_LEN_WITH_BANK_HASH } else { RECORD_LEN }
+    }
+
+    /// The canonical bytes: 187, or 219 with the slot's bank hash. A record built with
+    /// `parent.slot >= slot` encodes, but its bytes do not decode; producers never build one.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = alloc::vec![0u8; self.encoded_len()];
         b[0] = RECORD_VERSION;
         b[1..33].copy_from_slice(&self.genesis_hash);
         b[33..41].copy_from_slice(&self.slot.to_le_bytes());
@@ -244,12 +270,17 @@ impl RootRecord {
             b[115..147].copy_from_slice(&block.blockhash);
             b[147..155].copy_from_slice(&block.block_height.to_le_bytes());
         }
+        if let Some(h) = &self.bank_hash {
+            b[RECORD_LEN..RECORD_LEN_WITH_BANK_HASH].copy_from_slice(h);
+        }
         b
     }
 
     /// Decodes a record, rejecting every encoding [`encode`](Self::encode) would not produce.
     pub fn decode(b: &[u8]) -> Result<Self, RecordError> {
-        if b.len() != RECORD_LEN {
+        // The length is checked twice: first against both sizes, so that the fixed fields can be
+        // read, then against the size the flags call for.
+        if b.len() != RECORD_LEN && b.len() != RECORD_LEN_WITH_BANK_HASH {
             return Err(RecordError::Length { len: b.len() });
         }
         if b[0] != RECORD_VERSION {
@@ -261,6 +292,10 @@ impl RootRecord {
             return Err(RecordError::UnknownFlags { flags });
         }
         let has = |f: u8| flags & f != 0;
+        let want_len = if has(FLAG_SLOT_BANK_HASH) { RECORD_LEN_WITH_BANK_HASH } else { RECORD_LEN };
+        if b.len() != want_len {
+            return Err(RecordError::Length { len: b.len() });
+        }
         if !has(FLAG_PARENT) && (has(FLAG_CHAINED) || has(FLAG_BANK_HASH)) {
             return Err(RecordError::FlagWithoutParent { flags });
         }
@@ -299,7 +334,16 @@ impl RootRecord {
             zero(147..155, "block_height")?;
             None
         };
-        Ok(RootRecord { genesis_hash: read_hash(b, 1), slot, parent, commitment, state_root: read_hash(b, 51), block })
+        let bank_hash = has(FLAG_SLOT_BANK_HASH).then(|| read_hash(b, RECORD_LEN));
+        Ok(RootRecord {
+            genesis_hash: read_hash(b, 1),
+            slot,
+            parent,
+            commitment,
+            state_root: read_hash(b, 51),
+            block,
+            bank_hash,
+        })
     }
 
     /// `record_hash = H_rec(record)`.
@@ -315,8 +359,9 @@ impl RootRecord {
     }
 }
 
-/// The record hash of encoded record bytes.
-pub fn record_hash(bytes: &[u8; RECORD_LEN]) -> Hash {
+/// The record hash of encoded record bytes (187, or 219 with `SLOT_BANK_HASH`; any bytes hash,
+/// only decodable ones name a record).
+pub fn record_hash(bytes: &[u8]) -> Hash {
     *params(&PERSONAL_RECORD).hash(bytes).as_array()
 }
 
@@ -495,12 +540,13 @@ mod tests {
             commitment: Commitment::Confirmed,
             state_root: [3; 32],
             block: Some(BlockInfo { blockhash: [4; 32], block_height: 90 }),
+            bank_hash: Some([5; 32]),
         }
     }
 
     #[test]
     fn round_trips_every_flag_combination() {
-        for flags in 0..16u8 {
+        for flags in 0..32u8 {
             let mut r = full();
             if flags & FLAG_PARENT == 0 {
                 r.parent = None;
@@ -515,7 +561,15 @@ mod tests {
             if flags & FLAG_BLOCK == 0 {
                 r.block = None;
             }
+            if flags & FLAG_SLOT_BANK_HASH == 0 {
+                r.bank_hash = None;
+            }
             let b = r.encode();
+            let needs_parent = FLAG_CHAINED | FLAG_BANK_HASH;
+            let expected = if flags & FLAG_PARENT == 0 { flags & !needs_parent } else { flags };
+            assert_eq!(r.flags(), expected);
+            assert_eq!(b.len(), if flags & FLAG_SLOT_BANK_HASH == 0 { 187 } else { 219 });
+            assert_eq!(record_hash(&b), r.hash());
             assert_eq!(RootRecord::decode(&b), Ok(r));
         }
     }
@@ -525,14 +579,23 @@ mod tests {
         let mut r = full();
         r.parent = None;
         r.block = None;
+        r.bank_hash = None;
         let b = r.encode();
         // Any non-zero byte in the unset fields is rejected.
         for at in (41..49).chain(83..187) {
-            let mut c = b;
+            let mut c = b.clone();
             c[at] = 1;
             assert!(RootRecord::decode(&c).is_err(), "byte {at}");
         }
-        let mut c = b;
+        // The slot's bank hash is there exactly when its flag says so.
+        let mut c = b.clone();
+        c[50] = FLAG_SLOT_BANK_HASH;
+        assert_eq!(RootRecord::decode(&c), Err(RecordError::Length { len: 187 }));
+        c.extend_from_slice(&[0; 32]);
+        assert_eq!(RootRecord::decode(&c).map(|r| r.bank_hash), Ok(Some([0; 32])));
+        c[50] = 0;
+        assert_eq!(RootRecord::decode(&c), Err(RecordError::Length { len: 219 }));
+        let mut c = b.clone();
         c[50] = FLAG_CHAINED | FLAG_PARENT;
         c[41] = 200; // parent 200 > slot 100
         assert!(matches!(RootRecord::decode(&c), Err(RecordError::ParentNotBelow { .. })));

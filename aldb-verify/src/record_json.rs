@@ -12,7 +12,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use crate::json::hash_to_base58;
-use crate::record::{Attestation, RECORD_LEN, RecordError, RootRecord};
+use crate::record::{Attestation, MAX_RECORD_LEN, RecordError, RootRecord};
 use crate::spec::Hash;
 
 /// A record with the attestations served beside it.
@@ -63,10 +63,14 @@ fn opt_hash(h: Option<Hash>) -> Value {
     h.map_or(Value::Null, |h| Value::String(hash_to_base58(&h)))
 }
 
+/// The name of the slot's own bank hash, present only when the record has `SLOT_BANK_HASH`: the
+/// JSON of every other record is what it was before that flag existed.
+const BANK_HASH: &str = "bankHash";
+
 /// The readable fields of a record and its hash (everything of §9.5 but `attestations`).
 pub fn record_to_json_value(record: &RootRecord) -> Value {
     let bytes = record.encode();
-    json!({
+    let mut v = json!({
         "version": 1,
         "genesisHash": hash_to_base58(&record.genesis_hash),
         "slot": record.slot,
@@ -78,8 +82,12 @@ pub fn record_to_json_value(record: &RootRecord) -> Value {
         "blockHeight": record.block.map(|b| b.block_height),
         "parentBankHash": opt_hash(record.parent.and_then(|p| p.bank_hash)),
         "recordHash": hash_to_base58(&crate::record::record_hash(&bytes)),
-        "bytes": base64::engine::general_purpose::STANDARD.encode(bytes),
-    })
+        "bytes": base64::engine::general_purpose::STANDARD.encode(&bytes),
+    });
+    if let (Some(h), Value::Object(m)) = (record.bank_hash, &mut v) {
+        m.insert(BANK_HASH.to_string(), Value::String(hash_to_base58(&h)));
+    }
+    v
 }
 
 /// The JSON form of an attestation.
@@ -107,7 +115,7 @@ pub fn attested_record_to_json_value(record: &RootRecord, attestations: &[Attest
 pub fn attested_record_from_json_value(value: &Value) -> Result<AttestedRecord, RecordJsonError> {
     let obj: &Map<String, Value> = value.as_object().ok_or(RecordJsonError::NotAnObject)?;
     let text = obj.get("bytes").and_then(Value::as_str).ok_or(RecordJsonError::Field("bytes"))?;
-    if text.len() > RECORD_LEN * 2 {
+    if text.len() > MAX_RECORD_LEN * 2 {
         return Err(RecordJsonError::Record(RecordError::Length { len: text.len() }));
     }
     let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|_| RecordJsonError::Base64)?;
@@ -118,6 +126,10 @@ pub fn attested_record_from_json_value(value: &Value) -> Result<AttestedRecord, 
             if obj.get(name) != Some(want) {
                 return Err(RecordJsonError::Mismatch(name.clone()));
             }
+        }
+        // A bank hash shown for a record that carries none would be a claim nobody signed.
+        if !exp.contains_key(BANK_HASH) && obj.get(BANK_HASH).is_some_and(|v| !v.is_null()) {
+            return Err(RecordJsonError::Mismatch(BANK_HASH.to_string()));
         }
     }
     let list = obj.get("attestations").and_then(Value::as_array).ok_or(RecordJsonError::Field("attestations"))?;
@@ -149,6 +161,7 @@ mod tests {
             commitment: Commitment::Finalized,
             state_root: [2; 32],
             block: Some(BlockInfo { blockhash: [3; 32], block_height: 4 }),
+            bank_hash: None,
         };
         let att = Attestation { identity: [5; 32], signature: [6; 64] };
         let v = attested_record_to_json_value(&r, &[att]);
@@ -158,6 +171,21 @@ mod tests {
         let mut lie = v.clone();
         lie["stateRoot"] = Value::String(hash_to_base58(&[8; 32]));
         assert_eq!(attested_record_from_json_value(&lie), Err(RecordJsonError::Mismatch("stateRoot".into())));
+        // No bank hash in the bytes: none in the JSON, and one shown anyway is a lie.
+        assert_eq!(v.get("bankHash"), None);
+        let mut lie = v.clone();
+        lie["bankHash"] = Value::String(hash_to_base58(&[8; 32]));
+        assert_eq!(attested_record_from_json_value(&lie), Err(RecordJsonError::Mismatch("bankHash".into())));
+        lie["bankHash"] = Value::Null;
+        assert!(attested_record_from_json_value(&lie).is_ok());
+        // With the slot's bank hash: shown, and checked against the bytes.
+        let with = RootRecord { bank_hash: Some([7; 32]), ..r };
+        let wv = attested_record_from_json_value(&attested_record_to_json_value(&with, &[att])).expect("round trip");
+        assert_eq!(wv.record, with);
+        let mut lie = attested_record_to_json_value(&with, &[]);
+        assert_eq!(lie["bankHash"], Value::String(hash_to_base58(&[7; 32])));
+        lie["bankHash"] = Value::Null;
+        assert_eq!(attested_record_from_json_value(&lie), Err(RecordJsonError::Mismatch("bankHash".into())));
         let mut bad = v;
         bad["attestations"][0]["signature"] = Value::String(hash_to_base58(&[1; 32]));
         assert_eq!(attested_record_from_json_value(&bad), Err(RecordJsonError::Attestation(0)));

@@ -52,6 +52,7 @@ fn rpc() -> &'static Rpc {
                 commitment: Commitment::Finalized,
                 state_root: *root,
                 block: None,
+                bank_hash: None,
             };
             let record_hash = record.hash();
             let attestations = vec![Attestation { identity: [9; 32], signature: [8; 64] }];

@@ -550,6 +550,7 @@ mod tests {
             commitment,
             state_root: [slot as u8; 32],
             block: None,
+            bank_hash: None,
         };
         LoggedRecord { record_hash: record.hash(), record, attestations: Vec::new() }
     }

@@ -61,6 +61,7 @@ fn fixture() -> Fixture {
             state_root: [(slot % 251) as u8; 32],
             block: None,
             parent_bank_hash: None,
+            bank_hash: None,
         };
         p.produce(input).unwrap();
     }

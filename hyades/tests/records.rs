@@ -31,6 +31,7 @@ fn input(slot: u64, parent: Option<u64>) -> RecordInput {
         state_root: [(slot % 251) as u8; 32],
         block: None,
         parent_bank_hash: None,
+        bank_hash: None,
     }
 }
 
@@ -269,6 +270,7 @@ fn fat_record(slot: u64) -> LoggedRecord {
         commitment: Commitment::Confirmed,
         state_root: [3; 32],
         block: None,
+        bank_hash: None,
     };
     let attestations = (0..255u8).map(|i| Attestation { identity: [i; 32], signature: [i; 64] }).collect();
     LoggedRecord { record_hash: record.hash(), record, attestations }

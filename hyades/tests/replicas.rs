@@ -60,6 +60,7 @@ impl Writer {
                 state_root: self.model.root(slot),
                 block: None,
                 parent_bank_hash: None,
+                bank_hash: None,
             };
             self.records.produce(input).unwrap();
         }

@@ -113,6 +113,7 @@ fn main() -> anyhow::Result<()> {
         commitment: Commitment::Finalized,
         state_root: root,
         block: Some(BlockInfo { blockhash: [4; 32], block_height: 900 }),
+        bank_hash: None,
     };
     let att = signer.attest(&record.hash());
     let sigs = 20_000usize;

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use aldb_verify::Hash;
-use aldb_verify::record::{Attestation, RECORD_LEN, RootRecord};
+use aldb_verify::record::{Attestation, MAX_RECORD_LEN, RECORD_LEN, RECORD_LEN_WITH_BANK_HASH, RootRecord};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::ReadError;
@@ -31,7 +31,7 @@ pub const MAGIC: &[u8; 8] = b"aldbrlg1";
 pub const HEADER_LEN: usize = 16;
 const ATTESTATION_LEN: usize = 32 + 64;
 /// An entry's payload: the record, an attestation count, the attestations.
-const MAX_PAYLOAD: usize = RECORD_LEN + 1 + 255 * ATTESTATION_LEN;
+const MAX_PAYLOAD: usize = MAX_RECORD_LEN + 1 + 255 * ATTESTATION_LEN;
 /// The longest entry: length, payload, checksum.
 pub(crate) const MAX_ENTRY: usize = 4 + MAX_PAYLOAD + 8;
 
@@ -84,11 +84,12 @@ pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, ReadError> {
 /// attestations), checksum.
 pub fn encode_entry(rec: &LoggedRecord) -> Vec<u8> {
     let n = rec.attestations.len().min(255);
-    let payload_len = RECORD_LEN + 1 + n * ATTESTATION_LEN;
+    let record = rec.record.encode();
+    let payload_len = record.len() + 1 + n * ATTESTATION_LEN;
     let mut out = Vec::with_capacity(4 + payload_len + 8);
     // payload_len <= MAX_PAYLOAD, far below u32::MAX.
     out.extend_from_slice(&(payload_len as u32).to_le_bytes());
-    out.extend_from_slice(&rec.record.encode());
+    out.extend_from_slice(&record);
     out.push(n as u8);
     for a in &rec.attestations[..n] {
         out.extend_from_slice(&a.identity);
@@ -112,18 +113,26 @@ enum Parsed {
 
 /// Parses the entry at the start of `buf`. The cheap checks come first, because a reader that
 /// resynchronises after damage calls this at every offset: a length of the form `188 + 96·n`
-/// whose payload's count byte is `n` (random bytes pass both about once in 2^32 offsets), then
-/// the checksum (a false match about once in 2^64), then the record itself.
+/// (or `220 + 96·n`, a record with the slot's bank hash) whose payload's count byte is `n`
+/// (random bytes pass both about once in 2^32 offsets), then the checksum (a false match about
+/// once in 2^64), then the record itself, which must be as long as its flags say.
 fn parse_entry(buf: &[u8]) -> Parsed {
     let Some(len_bytes) = buf.get(..4) else { return Parsed::Incomplete };
     let mut w = [0u8; 4];
     w.copy_from_slice(len_bytes);
     let len = u32::from_le_bytes(w) as usize;
-    if !(RECORD_LEN + 1..=MAX_PAYLOAD).contains(&len) || !(len - RECORD_LEN - 1).is_multiple_of(ATTESTATION_LEN) {
+    if !(RECORD_LEN + 1..=MAX_PAYLOAD).contains(&len) {
         return Parsed::Bad;
     }
-    let n = (len - RECORD_LEN - 1) / ATTESTATION_LEN;
-    match buf.get(4 + RECORD_LEN) {
+    // 187 and 219 differ by 32, not a multiple of 96: the length alone says which record it is.
+    let Some(record_len) = [RECORD_LEN, RECORD_LEN_WITH_BANK_HASH]
+        .into_iter()
+        .find(|&r| len > r && (len - r - 1).is_multiple_of(ATTESTATION_LEN))
+    else {
+        return Parsed::Bad;
+    };
+    let n = (len - record_len - 1) / ATTESTATION_LEN;
+    match buf.get(4 + record_len) {
         Some(&count) if usize::from(count) != n => return Parsed::Bad,
         Some(_) => {}
         None => return Parsed::Incomplete,
@@ -136,8 +145,8 @@ fn parse_entry(buf: &[u8]) -> Parsed {
     if u64::from_le_bytes(s) != xxh3_64(payload) {
         return Parsed::Bad;
     }
-    let Ok(record) = RootRecord::decode(&payload[..RECORD_LEN]) else { return Parsed::Bad };
-    let attestations = payload[RECORD_LEN + 1..]
+    let Ok(record) = RootRecord::decode(&payload[..record_len]) else { return Parsed::Bad };
+    let attestations = payload[record_len + 1..]
         .chunks_exact(ATTESTATION_LEN)
         .map(|c| {
             let mut identity = [0u8; 32];

@@ -70,6 +70,7 @@ pub fn commit_slots(
                 state_root: root,
                 block: None,
                 parent_bank_hash: None,
+                bank_hash: None,
             })
             .unwrap();
     }

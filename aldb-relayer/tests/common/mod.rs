@@ -121,6 +121,7 @@ pub fn input(slot: u64, parent: Option<u64>, root: Hash) -> RecordInput {
         state_root: root,
         block: None,
         parent_bank_hash: None,
+        bank_hash: None,
     }
 }
 

@@ -34,6 +34,11 @@ pub struct RecordInput {
     pub block: Option<BlockInfo>,
     /// The parent's bank hash from this slot's SlotHashes write, if seen.
     pub parent_bank_hash: Option<Hash>,
+    /// The slot's own bank hash, if the committer has it: from the block metadata of a validator
+    /// that reports it, or from the bank itself in process. The record then carries it
+    /// (`SLOT_BANK_HASH`, `docs/SPEC.md` §9.1), tying the attested root to the hash validators
+    /// vote on. `None` makes the same 187-byte record as before the flag existed.
+    pub bank_hash: Option<Hash>,
 }
 
 /// One level's chain: the newest record hashes and the newest slot logged.
@@ -132,6 +137,7 @@ impl RecordProducer {
             commitment: input.commitment,
             state_root: input.state_root,
             block: input.block,
+            bank_hash: input.bank_hash,
         };
         let record_hash = record.hash();
         let attestations: Vec<Attestation> = self.signer.iter().map(|s| s.attest(&record_hash)).collect();
@@ -160,6 +166,7 @@ mod tests {
             state_root: [slot as u8; 32],
             block: Some(BlockInfo { blockhash: [9; 32], block_height: slot }),
             parent_bank_hash: Some([8; 32]),
+            bank_hash: None,
         }
     }
 
@@ -190,6 +197,31 @@ mod tests {
         let all = reader.refresh().expect("refresh");
         assert_eq!(all.iter().map(|r| r.record.slot).collect::<Vec<_>>(), vec![0, 1, 3, 4, 9]);
         assert!(matches!(RecordProducer::open(dir.path(), [6; 32], None), Err(RecordsError::OtherCluster { .. })));
+    }
+
+    #[test]
+    fn the_slot_bank_hash_is_signed_logged_and_read_back_beside_records_without_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = RecordProducer::open(dir.path(), [5; 32], Some(Signer::from_seed(&[1; 32]))).expect("open");
+        let r0 = p.produce(input(0, None)).expect("produce").expect("new slot");
+        let with = |slot, parent, h| RecordInput { bank_hash: Some(h), ..input(slot, parent) };
+        let r1 = p.produce(with(1, Some(0), [0xb1; 32])).expect("produce").expect("new slot");
+        let r2 = p.produce(input(2, Some(1))).expect("produce").expect("new slot");
+        let r3 = p.produce(with(3, Some(2), [0xb3; 32])).expect("produce").expect("new slot");
+        assert_eq!(r0.record.encode().len(), 187, "no bank hash: the record of before the flag");
+        assert_eq!(r1.record.encode().len(), 219);
+        assert_eq!(r1.record.bank_hash, Some([0xb1; 32]));
+        assert!(r2.record.extends(&r1.record, &r1.record_hash), "a record without it chains to one with it");
+        assert!(r3.record.extends(&r2.record, &r2.record_hash));
+        assert_eq!(r3.attestations[0].verify(&r3.record_hash), Ok(()));
+        drop(p);
+
+        // Both lengths read back from the log, and the chain resumes after the longer record.
+        let all = RecordLogReader::new(dir.path()).refresh().expect("refresh");
+        assert_eq!(all, vec![r0, r1, r2, r3.clone()]);
+        let mut p = RecordProducer::open(dir.path(), [5; 32], Some(Signer::from_seed(&[1; 32]))).expect("reopen");
+        let r4 = p.produce(input(4, Some(3))).expect("produce").expect("new slot");
+        assert!(r4.record.extends(&r3.record, &r3.record_hash));
     }
 
     fn at(slot: u64, parent: Option<u64>, level: Commitment) -> RecordInput {

@@ -180,6 +180,7 @@ mod tests {
             commitment: Commitment::Confirmed,
             state_root: [slot as u8; 32],
             block: None,
+            bank_hash: None,
         };
         LoggedRecord {
             record_hash: record.hash(),
