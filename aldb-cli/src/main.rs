@@ -76,9 +76,10 @@ enum Command {
     /// must carry valid signatures of at least K of FILE's identities, and its root must be the
     /// proof's), or --trust-server (the service's own root; a warning says so on stderr).
     ///
-    /// Or --trust votes --validators FILE --evidence FILE: the account is accepted because vote
-    /// accounts of FILE holding more than 2/3 of its stake voted for the slot with a bank hash
-    /// that commits to the root (a chain running the aldb consensus patch, docs/SPEC.md §10).
+    /// Or --trust votes --validators FILE (with --url, or --evidence FILE): the account is
+    /// accepted because vote accounts of FILE holding more than 2/3 of its stake voted for the
+    /// slot with a bank hash that commits to the root (a chain running the aldb consensus patch,
+    /// docs/SPEC.md §10); the service's getSlotVotes gives the votes.
     Proof {
         /// The service's JSON-RPC URL, such as http://127.0.0.1:8899/.
         #[arg(long, required_unless_present = "evidence")]
@@ -110,8 +111,8 @@ enum Command {
         /// is caught only if it contradicts itself).
         #[arg(long)]
         trust_server: bool,
-        /// What vouches for the root: `votes` (the validators' votes, with --validators and
-        /// --evidence).
+        /// What vouches for the root: `votes` (the validators' votes, with --validators, from
+        /// --url or --evidence).
         #[arg(long, value_parser = ["votes"], requires = "validators", conflicts_with_all = ["root", "identities", "trust_server"])]
         trust: Option<String>,
         /// With --trust votes: the validator set, a JSON array of
@@ -120,7 +121,7 @@ enum Command {
         #[arg(long, requires = "trust")]
         validators: Option<PathBuf>,
         /// With --trust votes: the slot's vote evidence for PUBKEY (docs/SPEC.md §10.5) from a
-        /// file. Hyades will serve it (getSlotVotes) once the patched validator exposes votes.
+        /// file instead of the service.
         #[arg(long, requires = "trust", conflicts_with = "url")]
         evidence: Option<PathBuf>,
     },
@@ -200,14 +201,14 @@ fn main() -> Result<()> {
             let key = decode_key("pubkey", &pubkey)?;
             if trust.is_some() {
                 let set = votes::read_validator_set(&validators.context("--trust votes needs --validators FILE")?)?;
-                let Some(evidence) = evidence else {
-                    anyhow::bail!(
-                        "--trust votes reads the slot's votes with --evidence FILE; fetching them from the service ({}) \
-                         is not served yet",
+                let verified = match (evidence, url) {
+                    (Some(evidence), _) => votes::verify_file(&evidence, &key, slot, &set)?,
+                    (None, Some(url)) => votes::fetch_and_verify(&url, &key, slot, &set)?,
+                    (None, None) => anyhow::bail!(
+                        "--trust votes takes the slot's votes from --url (the service's {}) or --evidence FILE",
                         votes::SLOT_VOTES_METHOD
-                    );
+                    ),
                 };
-                let verified = votes::verify_file(&evidence, &key, slot, &set)?;
                 println!("{}", votes::report(&verified));
                 return Ok(());
             }

@@ -46,8 +46,14 @@ pub(crate) struct Verified {
     pub(crate) basis: Basis,
 }
 
+/// The HTTP client of every call: errors are read from the body, and [`TIMEOUT`] bounds the
+/// whole exchange.
+pub(crate) fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(TIMEOUT)).build().into()
+}
+
 /// Calls one JSON-RPC method; returns its `result` or the service's error as an error.
-fn call(agent: &ureq::Agent, url: &str, method: &str, params: Value) -> Result<Value> {
+pub(crate) fn call(agent: &ureq::Agent, url: &str, method: &str, params: Value) -> Result<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let mut resp = agent
         .post(url)
@@ -112,8 +118,7 @@ fn decode_account(a: &Value) -> Result<Fetched> {
 /// Fetches `pubkey` at `slot` (the newest if `None`) and verifies the proof against the slot's
 /// root as `trust` establishes it.
 pub(crate) fn fetch_and_verify(url: &str, pubkey: &[u8; 32], slot: Option<u64>, trust: &Trust) -> Result<Verified> {
-    let agent: ureq::Agent =
-        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(TIMEOUT)).build().into();
+    let agent = agent();
     let key = hash_to_base58(pubkey);
     let params = match slot {
         Some(s) => json!([key, {"slot": s}]),

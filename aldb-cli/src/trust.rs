@@ -27,7 +27,7 @@ pub(crate) const CHOOSE: &str = "choose what the proof is checked against:\n  \
      --root R                             a state root you already trust for the slot\n  \
      --identities FILE --threshold K      the slot's root record, signed by at least K of the identities in FILE\n  \
      --trust-server                       the service's own root (it could be lying; says so on stderr)\n  \
-     --trust votes --validators FILE --evidence FILE   the validators' votes for the slot (a chain with the aldb consensus patch)";
+     --trust votes --validators FILE      the validators' votes for the slot (getSlotVotes, or --evidence FILE; a chain with the aldb consensus patch)";
 
 /// Where the trusted root of a slot comes from.
 pub(crate) enum Trust {

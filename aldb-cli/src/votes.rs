@@ -1,19 +1,25 @@
 //! `aldb proof --trust votes`: accept an account because validators holding more than 2/3 of a
 //! configured set's stake voted for a bank hash that commits to the root it is proven against
 //! (`docs/SPEC.md` §10). Neither an aldb signer nor the server is trusted; only the validator set.
+//!
+//! The evidence comes from a file, or from a Hyades service: `getSlotVotes` for the slot's `h`,
+//! root and votes, joined with `getAccountProof` at the same slot (§10.5). The service's answers
+//! are checked exactly as a file would be, so a lying service can only make `aldb` refuse.
 
 use std::io::Read;
 use std::path::Path;
 
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::votes::{
-    Validator, ValidatorSet, VerifiedAccount, VoteEvidence, validator_set_from_json_value, verify_account_by_votes,
+    Validator, ValidatorSet, VerifiedAccount, VoteChainError, VoteEvidence, VoteVerifier, bank_hash,
+    validator_set_from_json_value, verify_account_by_votes,
 };
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::accounts::{cut, decode_key};
+use crate::remote;
 
 /// The longest validator set file read: 100 000 validators of two keys and a stake per line.
 const MAX_SET_FILE_BYTES: u64 = 16 << 20;
@@ -22,8 +28,11 @@ const MAX_SET_FILE_BYTES: u64 = 16 << 20;
 /// the largest size (10 MiB, 13.4 MiB in base64) with its proof.
 const MAX_EVIDENCE_BYTES: u64 = 24 << 20;
 
-/// The Hyades method that will serve a slot's votes (`docs/SPEC.md` §10.5).
+/// The Hyades method that serves a slot's votes (`docs/SPEC.md` §10.5).
 pub(crate) const SLOT_VOTES_METHOD: &str = "getSlotVotes";
+
+/// The fields of §10.5 that `getSlotVotes` answers; the rest come from `getAccountProof`.
+const SLOT_VOTES_FIELDS: [&str; 6] = ["version", "slot", "h", "root", "hardForks", "votes"];
 
 fn read_bounded(path: &Path, max: u64, what: &str) -> Result<String> {
     let mut text = String::new();
@@ -92,7 +101,96 @@ pub(crate) fn verify_file(
     {
         bail!("asked for slot {s}, the evidence is for slot {}", ev.slot);
     }
-    verify_account_by_votes(&ev, set).map_err(|e| anyhow::anyhow!("slot {}: {e}", ev.slot))
+    verify(&ev, set)
+}
+
+/// Fetches the evidence for `pubkey` from the Hyades service at `url` — the votes of `slot` (the
+/// newest slot with votes when `None`) and the account's proof at that slot — and verifies it
+/// against `set`.
+pub(crate) fn fetch_and_verify(
+    url: &str,
+    pubkey: &[u8; 32],
+    slot: Option<u64>,
+    set: &ValidatorSet,
+) -> Result<VerifiedAccount> {
+    let agent = remote::agent();
+    let params = match slot {
+        Some(s) => json!([s]),
+        None => json!([]),
+    };
+    let result = remote::call(&agent, url, SLOT_VOTES_METHOD, params)?;
+    let votes = result.get("value").with_context(|| format!("{SLOT_VOTES_METHOD}: no `value`"))?;
+    let voted_slot = votes
+        .get("slot")
+        .and_then(Value::as_u64)
+        .with_context(|| format!("{SLOT_VOTES_METHOD}: `slot` is missing or not an unsigned integer"))?;
+    if let Some(s) = slot
+        && s != voted_slot
+    {
+        bail!("asked for the votes of slot {s}, the service answered for slot {voted_slot}");
+    }
+    let key = hash_to_base58(pubkey);
+    let result = remote::call(&agent, url, "getAccountProof", json!([key, {"slot": voted_slot}]))?;
+    let proof = result.get("value").context("getAccountProof: no `value`")?;
+    let proof_slot = proof.get("slot").and_then(Value::as_u64);
+    if proof_slot != Some(voted_slot) {
+        bail!(
+            "asked for the proof at slot {voted_slot}, the service answered for slot {}",
+            cut(&proof.get("slot").map(Value::to_string).unwrap_or_default(), 24)
+        );
+    }
+    // The proof's own `root` is left out: the proof is checked against the root the votes carry.
+    let mut doc = Map::new();
+    for name in SLOT_VOTES_FIELDS {
+        if let Some(v) = votes.get(name) {
+            doc.insert(name.to_string(), v.clone());
+        }
+    }
+    doc.insert("pubkey".to_string(), Value::from(key));
+    for name in ["account", "proof"] {
+        if let Some(v) = proof.get(name) {
+            doc.insert(name.to_string(), v.clone());
+        }
+    }
+    let ev = VoteEvidence::from_json_value(&Value::Object(doc)).map_err(|e| {
+        anyhow::anyhow!(
+            "{SLOT_VOTES_METHOD} and getAccountProof do not make vote evidence: {}",
+            cut(&e.to_string(), 300)
+        )
+    })?;
+    verify(&ev, set)
+}
+
+/// Verifies evidence against `set`; a refusal for too little stake says what became of each vote.
+fn verify(ev: &VoteEvidence, set: &ValidatorSet) -> Result<VerifiedAccount> {
+    verify_account_by_votes(ev, set).map_err(|e| match e {
+        VoteChainError::InsufficientStake { .. } => {
+            anyhow::anyhow!("slot {}: {e} ({})", ev.slot, outcomes(ev, set))
+        }
+        e => anyhow::anyhow!("slot {}: {e}", ev.slot),
+    })
+}
+
+/// What became of the offered votes, by outcome: `3 votes offered: 1 counted, 2 wrong_hash`.
+fn outcomes(ev: &VoteEvidence, set: &ValidatorSet) -> String {
+    let expected = bank_hash(&ev.h, &ev.root, ev.hard_forks);
+    let tally = VoteVerifier::new(set).tally(ev.slot, &expected, &ev.votes);
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for o in &tally.outcomes {
+        let name = match o {
+            Ok(_) => "counted",
+            Err(e) => e.name(),
+        };
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    let list: Vec<String> = counts.iter().map(|(n, c)| format!("{c} {n}")).collect();
+    match list.is_empty() {
+        true => "no votes offered".to_string(),
+        false => format!("{} votes offered: {}", tally.outcomes.len(), list.join(", ")),
+    }
 }
 
 /// The lines `aldb proof --trust votes` prints for a verified account.
