@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use aldb_verify::json::hash_from_base58;
-use aldb_verify::record::{Attestation, Quorum, RootRecord, attestation_message};
-use aldb_verify::record_json::attested_record_from_json_value;
+use aldb_verify::record::{Attestation, Quorum, RecordError, RootRecord, attestation_message};
+use aldb_verify::record_json::{attested_record_from_json_value, record_to_json_value};
 use serde_json::Value;
 
 fn vectors() -> Value {
@@ -41,9 +41,16 @@ fn records(v: &Value) -> HashMap<String, (RootRecord, [u8; 32])> {
         assert_eq!(u64::from(record.flags()), f["flags"].as_u64().expect("flags"), "{name}");
         assert_eq!(record.commitment.name(), str_of(f, "commitment"), "{name}");
         assert_eq!(record.state_root, hash_from_base58(str_of(f, "state_root")).expect("root"), "{name}");
-        // The JSON form, as Hyades serves it.
+        // The slot's own bank hash: a field of the vector exactly when the record has it.
+        let bank_hash = f.get("bank_hash").map(|h| hash_from_base58(h.as_str().expect("bank_hash")).expect("hash"));
+        assert_eq!(record.bank_hash, bank_hash, "{name}: bank_hash");
+        assert_eq!(bytes.len(), if bank_hash.is_some() { 219 } else { 187 }, "{name}");
+        // The JSON form, as Hyades serves it: parsed, and produced field for field.
         let parsed = attested_record_from_json_value(&r["json"]).unwrap_or_else(|e| panic!("{name} json: {e}"));
         assert_eq!(parsed.record, record, "{name}: JSON form");
+        let mut served = r["json"].clone();
+        served.as_object_mut().expect("object").remove("attestations");
+        assert_eq!(record_to_json_value(&record), served, "{name}: JSON form produced");
         out.insert(name.to_string(), (record, hash));
     }
     out
@@ -70,7 +77,19 @@ fn records_decode_hash_and_chain() {
 fn invalid_records_are_rejected() {
     let v = vectors();
     for r in v["invalid_records"].as_array().expect("invalid") {
-        assert!(RootRecord::decode(&hex(str_of(r, "bytes"))).is_err(), "{} must be rejected", str_of(r, "name"));
+        let name = str_of(r, "name");
+        let got = match RootRecord::decode(&hex(str_of(r, "bytes"))) {
+            Ok(_) => panic!("{name} must be rejected"),
+            Err(RecordError::Length { .. }) => "length",
+            Err(RecordError::Version { .. }) => "version",
+            Err(RecordError::Commitment { .. }) => "commitment",
+            Err(RecordError::UnknownFlags { .. }) => "unknown_flag",
+            Err(RecordError::FlagWithoutParent { .. }) => "flag_without_parent",
+            Err(RecordError::ParentNotBelow { .. }) => "parent_slot_not_below_slot",
+            Err(RecordError::NonZeroUnsetField { .. }) => "unset_field_not_zero",
+            Err(e) => panic!("{name}: unexpected {e}"),
+        };
+        assert_eq!(got, str_of(r, "error"), "{name}");
     }
 }
 

@@ -242,15 +242,18 @@ RFC_TESTS = [
 # Root records (§9.1, §9.2).
 
 RECORD_LEN = 187
-PARENT, CHAINED, BLOCK, BANK_HASH = 0x01, 0x02, 0x04, 0x08
-FLAG_NAMES = [(PARENT, "PARENT"), (CHAINED, "CHAINED"), (BLOCK, "BLOCK"), (BANK_HASH, "BANK_HASH")]
+RECORD_LEN_SLOT_BANK_HASH = 219
+PARENT, CHAINED, BLOCK, BANK_HASH, SLOT_BANK_HASH = 0x01, 0x02, 0x04, 0x08, 0x10
+KNOWN_FLAGS = PARENT | CHAINED | BLOCK | BANK_HASH | SLOT_BANK_HASH
+FLAG_NAMES = [(PARENT, "PARENT"), (CHAINED, "CHAINED"), (BLOCK, "BLOCK"), (BANK_HASH, "BANK_HASH"), (SLOT_BANK_HASH, "SLOT_BANK_HASH")]
 COMMITMENTS = {1: "confirmed", 2: "finalized"}
 ATTEST_PREFIX = b"aldb-attest-v1"
 assert ATTEST_PREFIX.hex() == "616c64622d6174746573742d7631"
 
 
 def encode_record(r):
-    """r: dict of the eleven fields. No checks: invalid records are built with it too."""
+    """r: dict of the eleven fields and `bank_hash`, appended when the flags have SLOT_BANK_HASH.
+    No checks: invalid records are built with it too."""
     out = (
         bytes([r["version"]])
         + r["genesis_hash"]
@@ -264,6 +267,8 @@ def encode_record(r):
         + r["parent_bank_hash"]
     )
     assert len(out) == RECORD_LEN
+    if r["flags"] & SLOT_BANK_HASH:
+        out += r["bank_hash"]
     return out
 
 
@@ -281,21 +286,26 @@ def parse_fields(b):
         "blockhash": b[115:147],
         "block_height": u64(147),
         "parent_bank_hash": b[155:187],
+        # Zero when absent, like an unset field in a dict; the flags say whether it is there.
+        "bank_hash": b[187:219] if len(b) == RECORD_LEN_SLOT_BANK_HASH else ZERO,
     }
 
 
 def record_errors(b):
     """The decoder rules of §9.1 that `b` breaks, each evaluated on its own."""
-    if len(b) != RECORD_LEN:
+    if len(b) not in (RECORD_LEN, RECORD_LEN_SLOT_BANK_HASH):
         return ["length"]
     f = parse_fields(b)
     broken = []
+    # The length the flags call for: the one length rule, so a record breaks it at most once.
+    if len(b) != (RECORD_LEN_SLOT_BANK_HASH if f["flags"] & SLOT_BANK_HASH else RECORD_LEN):
+        broken.append("length")
     if f["version"] != 1:
         broken.append("version")
     if f["commitment"] not in COMMITMENTS:
         broken.append("commitment")
     flags = f["flags"]
-    if flags & ~(PARENT | CHAINED | BLOCK | BANK_HASH):
+    if flags & ~KNOWN_FLAGS:
         broken.append("unknown_flag")
     if flags & (CHAINED | BANK_HASH) and not flags & PARENT:
         broken.append("flag_without_parent")
@@ -346,7 +356,7 @@ def quorum(identities, threshold, rec_bytes, attestations):
 
 
 def fields_json(f):
-    return {
+    out = {
         "version": f["version"],
         "genesis_hash": b58encode(f["genesis_hash"]),
         "slot": f["slot"],
@@ -360,14 +370,18 @@ def fields_json(f):
         "block_height": f["block_height"],
         "parent_bank_hash": b58encode(f["parent_bank_hash"]),
     }
+    # Not a field of the 187 bytes: there only when the record has it.
+    if f["flags"] & SLOT_BANK_HASH:
+        out["bank_hash"] = b58encode(f["bank_hash"])
+    return out
 
 
 def record_json_form(f, attestations):
-    """The JSON form of §9.5 (null for an unset flag's field)."""
+    """The JSON form of §9.5 (null for an unset flag's field; no `bankHash` without SLOT_BANK_HASH)."""
     b = encode_record(f)
     fl = f["flags"]
     opt = lambda flag, v: v if fl & flag else None
-    return {
+    out = {
         "version": 1,
         "genesisHash": b58encode(f["genesis_hash"]),
         "slot": f["slot"],
@@ -378,10 +392,13 @@ def record_json_form(f, attestations):
         "blockhash": opt(BLOCK, b58encode(f["blockhash"])),
         "blockHeight": opt(BLOCK, f["block_height"]),
         "parentBankHash": opt(BANK_HASH, b58encode(f["parent_bank_hash"])),
-        "recordHash": b58encode(record_hash(b)),
-        "bytes": base64.b64encode(b).decode("ascii"),
-        "attestations": [{"identity": b58encode(i), "signature": b58encode(s)} for i, s in attestations],
     }
+    if fl & SLOT_BANK_HASH:
+        out["bankHash"] = b58encode(f["bank_hash"])
+    out["recordHash"] = b58encode(record_hash(b))
+    out["bytes"] = base64.b64encode(b).decode("ascii")
+    out["attestations"] = [{"identity": b58encode(i), "signature": b58encode(s)} for i, s in attestations]
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,6 +423,7 @@ def build_records(rng):
             "blockhash": ZERO,
             "block_height": 0,
             "parent_bank_hash": ZERO,
+            "bank_hash": ZERO,
         }
         f.update(kw)
         b = encode_record(f)
@@ -515,6 +533,72 @@ def build_records(rng):
         parent_bank_hash=bytes([0xFF]) * 32,
         commitment=1,
     )
+
+    # SLOT_BANK_HASH records come last, so every record above keeps the bytes it had before the
+    # flag existed (the generator draws from one seeded stream, in order). Their bank hashes are
+    # made the way a chain carrying the aldb consensus patch makes them, sha256(h || state_root)
+    # (§10.1), with h drawn at random.
+    def mixed(root):
+        h = rng.randbytes(32)
+        return h, hashlib.sha256(h + root).digest()
+
+    root = rng.randbytes(32)
+    h, bank = mixed(root)
+    sb = rec(
+        "slot_bank_hash",
+        f"All five flags, chained to `chain_4`: a 219-byte record whose bank_hash is sha256(h || state_root) with h = {h.hex()}.",
+        commitment=2,
+        state_root=root,
+        bank_hash=bank,
+        **full(c4, c4["slot"] + 1, flags=PARENT | CHAINED | BLOCK | BANK_HASH | SLOT_BANK_HASH),
+    )
+    rec(
+        "after_slot_bank_hash",
+        "All flags but SLOT_BANK_HASH (187 bytes), chained to `slot_bank_hash`: a record without the slot's bank hash links to one with it.",
+        commitment=2,
+        **full(sb, sb["slot"] + 1),
+    )
+    rec(
+        "slot_bank_hash_other",
+        "`slot_bank_hash` with another bank_hash only: another record, with another record hash.",
+        **{**sb, "bank_hash": mixed(sb["state_root"])[1]},
+    )
+    root = rng.randbytes(32)
+    rec(
+        "slot_bank_hash_only",
+        "SLOT_BANK_HASH alone: slot 0 with its bank hash, every other optional field zero.",
+        slot=0,
+        commitment=1,
+        flags=SLOT_BANK_HASH,
+        state_root=root,
+        bank_hash=mixed(root)[1],
+    )
+    root = rng.randbytes(32)
+    rec(
+        "parent_slot_bank_hash",
+        "PARENT and SLOT_BANK_HASH, without CHAINED, BLOCK or BANK_HASH: the start of a new chain segment that carries the slot's bank hash.",
+        slot=c4["slot"] + 9,
+        parent_slot=c4["slot"] + 8,
+        flags=PARENT | SLOT_BANK_HASH,
+        state_root=root,
+        bank_hash=mixed(root)[1],
+        commitment=2,
+    )
+    rec(
+        "slot_bank_hash_all_ones",
+        "All five flags with every hash field 0xff..ff and slot, parent slot and block height at 2^64 - 1, 2^64 - 2, 2^64 - 1.",
+        genesis_hash=bytes([0xFF]) * 32,
+        slot=U64_MAX,
+        parent_slot=U64_MAX - 1,
+        flags=PARENT | CHAINED | BLOCK | BANK_HASH | SLOT_BANK_HASH,
+        state_root=bytes([0xFF]) * 32,
+        parent_record_hash=bytes([0xFF]) * 32,
+        blockhash=bytes([0xFF]) * 32,
+        block_height=U64_MAX,
+        parent_bank_hash=bytes([0xFF]) * 32,
+        bank_hash=bytes([0xFF]) * 32,
+        commitment=2,
+    )
     return recs
 
 
@@ -534,6 +618,11 @@ def build_chain_cases(recs):
         ("other_cluster", "chain_4", False, "chained to the parent's record but with another genesis hash"),
         ("chain_1", "genesis", False, "parent_slot is not the accepted record's slot"),
         ("startup", "genesis", False, "not PARENT"),
+        ("slot_bank_hash", "chain_4", True, "a record with the slot's bank hash chained to its parent's record"),
+        ("after_slot_bank_hash", "slot_bank_hash", True, "chained to a parent record that carries the slot's bank hash: the link is the hash of all 219 bytes"),
+        ("after_slot_bank_hash", "slot_bank_hash_other", False, "the parent differs from the linked record in its bank_hash only, which the record hash covers"),
+        ("slot_bank_hash_other", "chain_4", True, "chained to its parent's record, like `slot_bank_hash`: two records for one slot, which the one-record-per-slot rule rejects"),
+        ("parent_slot_bank_hash", "chain_4", False, "not CHAINED"),
     ]
     out = []
     for child, parent, expect, why in cases:
@@ -570,7 +659,7 @@ def build_invalid_records(recs):
     add("version_2", "Version byte 2.", variant("chain_2", version=2), "version")
     add("commitment_0", "Commitment 0 (processed is never committed).", variant("chain_2", commitment=0), "commitment")
     add("commitment_3", "Commitment 3.", variant("genesis", commitment=3), "commitment")
-    add("flag_0x10", "Unknown flag bit 0x10 beside all four known ones.", variant("chain_2", flags=0x1F), "unknown_flag")
+    add("flag_0x20", "Unknown flag bit 0x20 beside the four flags of a 187-byte record.", variant("chain_2", flags=0x2F), "unknown_flag")
     add("flag_0x80", "Unknown flag bit 0x80 alone.", variant("genesis", flags=0x80), "unknown_flag")
     add(
         "chained_without_parent",
@@ -602,6 +691,35 @@ def build_invalid_records(recs):
     add("block_height_without_block", "No BLOCK, but block_height's last byte is 1.", poke(encode_record(by["parent_bank_hash"]), 154), "unset_field_not_zero")
     add("parent_bank_hash_without_bank_hash", "No BANK_HASH, but parent_bank_hash's last byte is 1.", poke(encode_record(by["startup"]), 186), "unset_field_not_zero")
     add("parent_bank_hash_first_byte", "No BANK_HASH, but parent_bank_hash's first byte is 1.", poke(none, 155), "unset_field_not_zero")
+
+    # SLOT_BANK_HASH: the record is 219 bytes exactly when the flag is set.
+    sb = encode_record(by["slot_bank_hash"])
+    assert len(sb) == RECORD_LEN_SLOT_BANK_HASH
+    add("slot_bank_hash_cut", "SLOT_BANK_HASH set but the bank hash cut off: the first 187 bytes of `slot_bank_hash`.", sb[:RECORD_LEN], "length")
+    add("slot_bank_hash_short", "`slot_bank_hash` with its last byte cut off (218 bytes).", sb[:-1], "length")
+    add("slot_bank_hash_long", "`slot_bank_hash` with a zero byte appended (220 bytes).", sb + b"\0", "length")
+    add(
+        "bank_hash_without_slot_bank_hash",
+        "A valid 187-byte record (`chain_2`) with 32 bytes appended but no SLOT_BANK_HASH (219 bytes).",
+        full + by["slot_bank_hash"]["bank_hash"],
+        "length",
+    )
+    add(
+        "slot_bank_hash_flag_cleared",
+        "`slot_bank_hash` with SLOT_BANK_HASH cleared and nothing else changed (219 bytes).",
+        sb[:50] + bytes([sb[50] & ~SLOT_BANK_HASH]) + sb[51:],
+        "length",
+    )
+    add("slot_bank_hash_flag_0x40", "Unknown flag bit 0x40 beside all five known ones, in a 219-byte record.", sb[:50] + bytes([sb[50] | 0x40]) + sb[51:], "unknown_flag")
+    add("slot_bank_hash_version_2", "`slot_bank_hash` with version byte 2.", bytes([2]) + sb[1:], "version")
+    only = encode_record(by["slot_bank_hash_only"])
+    add(
+        "slot_bank_hash_chained_without_parent",
+        "`slot_bank_hash_only` (219 bytes) with CHAINED and a nonzero parent_record_hash but not PARENT.",
+        variant("slot_bank_hash_only", flags=SLOT_BANK_HASH | CHAINED, parent_record_hash=by["chain_2"]["parent_record_hash"]),
+        "flag_without_parent",
+    )
+    add("slot_bank_hash_parent_bank_hash_not_zero", "`slot_bank_hash_only` (219 bytes) without BANK_HASH, but parent_bank_hash's last byte is 1.", poke(only, 186), "unset_field_not_zero")
     return out
 
 
@@ -632,6 +750,12 @@ ATTESTERS = {
     "other_cluster": [1],
     "max_slot": [0, 1, 2, 3],
     "all_ones_hashes": [2],
+    "slot_bank_hash": [0, 1, 2],
+    "after_slot_bank_hash": [0, 1],
+    "slot_bank_hash_other": [3],
+    "slot_bank_hash_only": [1],
+    "parent_slot_bank_hash": [2, 3],
+    "slot_bank_hash_all_ones": [0],
 }
 
 
