@@ -43,11 +43,13 @@ export {
 export type { Proof, Sibling, Terminal, Claim, ProofJson } from "./proof.js";
 export {
   RECORD_LEN,
+  RECORD_LEN_WITH_BANK_HASH,
   RECORD_VERSION,
   FLAG_PARENT,
   FLAG_CHAINED,
   FLAG_BLOCK,
   FLAG_BANK_HASH,
+  FLAG_SLOT_BANK_HASH,
   ATTEST_PREFIX,
   decodeRecord,
   encodeRecord,

@@ -7,13 +7,21 @@ import { ascii, base58DecodeExact, base58Encode, base64Decode, base64Encode, byt
 import { AldbError, AttestationErrorCode } from "./errors.js";
 import { JsonValue, parseJson } from "./json.js";
 
+/** Length of a record without `SLOT_BANK_HASH`. */
 export const RECORD_LEN = 187;
+/** Length of a record with `SLOT_BANK_HASH`: the 187 bytes, then the slot's own bank hash. */
+export const RECORD_LEN_WITH_BANK_HASH = RECORD_LEN + 32;
 export const RECORD_VERSION = 1;
 export const FLAG_PARENT = 0x01;
 export const FLAG_CHAINED = 0x02;
 export const FLAG_BLOCK = 0x04;
 export const FLAG_BANK_HASH = 0x08;
-const KNOWN_FLAGS = FLAG_PARENT | FLAG_CHAINED | FLAG_BLOCK | FLAG_BANK_HASH;
+export const FLAG_SLOT_BANK_HASH = 0x10;
+const KNOWN_FLAGS = FLAG_PARENT | FLAG_CHAINED | FLAG_BLOCK | FLAG_BANK_HASH | FLAG_SLOT_BANK_HASH;
+
+function lengthError(len: number): AldbError {
+  return new AldbError("length", `a record is ${RECORD_LEN} bytes, or ${RECORD_LEN_WITH_BANK_HASH} with SLOT_BANK_HASH, not ${len}`);
+}
 
 /** "aldb-attest-v1", the 14-byte prefix of every attestation message. */
 export const ATTEST_PREFIX = ascii("aldb-attest-v1");
@@ -22,8 +30,9 @@ const H_REC = blake2sHasher({ personal: ascii("aldbrcrd") });
 export type Commitment = "confirmed" | "finalized";
 
 /**
- * A decoded record. An optional field is null exactly when its flag is unset, so the flags are
- * implied by the fields ({@link recordFlags}); u64 values are bigints.
+ * A decoded record. An optional field is null exactly when its flag is unset (`bankHash`, newer
+ * than the others, is absent instead, or null), so the flags are implied by the fields
+ * ({@link recordFlags}); u64 values are bigints.
  */
 export interface RootRecord {
   genesisHash: Hash;
@@ -39,6 +48,12 @@ export interface RootRecord {
   blockHeight: bigint | null;
   /** Set with `BANK_HASH`. */
   parentBankHash: Hash | null;
+  /**
+   * The slot's own bank hash, set with `SLOT_BANK_HASH` (a 219-byte record). On a chain carrying
+   * the aldb consensus patch it is sha256(h || stateRoot) (§10.1), the hash validators vote on.
+   * Omitted or null: a 187-byte record.
+   */
+  bankHash?: Hash | null;
 }
 
 export function recordFlags(r: RootRecord): number {
@@ -46,7 +61,8 @@ export function recordFlags(r: RootRecord): number {
     (r.parentSlot !== null ? FLAG_PARENT : 0) |
     (r.parentRecordHash !== null ? FLAG_CHAINED : 0) |
     (r.blockhash !== null ? FLAG_BLOCK : 0) |
-    (r.parentBankHash !== null ? FLAG_BANK_HASH : 0)
+    (r.parentBankHash !== null ? FLAG_BANK_HASH : 0) |
+    (r.bankHash !== undefined && r.bankHash !== null ? FLAG_SLOT_BANK_HASH : 0)
   );
 }
 
@@ -55,14 +71,19 @@ function isZero(b: Uint8Array): boolean {
   return true;
 }
 
-/** Decodes the 187-byte encoding, rejecting everything §9.1 says a decoder MUST reject. */
+/**
+ * Decodes the encoding (187 bytes, or 219 with `SLOT_BANK_HASH`), rejecting everything §9.1 says a
+ * decoder MUST reject. `bankHash` is in the result only when the record has it.
+ */
 export function decodeRecord(bytes: Uint8Array): RootRecord {
-  if (bytes.length !== RECORD_LEN) throw new AldbError("length", `a record is ${RECORD_LEN} bytes, not ${bytes.length}`);
+  if (bytes.length !== RECORD_LEN && bytes.length !== RECORD_LEN_WITH_BANK_HASH) throw lengthError(bytes.length);
   if (bytes[0] !== RECORD_VERSION) throw new AldbError("version", `record version ${bytes[0]}`);
   const c = bytes[49];
   if (c !== 1 && c !== 2) throw new AldbError("commitment", `commitment ${c}`);
   const flags = bytes[50];
   if (flags & ~KNOWN_FLAGS) throw new AldbError("unknown_flag", `flags 0x${flags.toString(16)} has unknown bits`);
+  const withBankHash = (flags & FLAG_SLOT_BANK_HASH) !== 0;
+  if (bytes.length !== (withBankHash ? RECORD_LEN_WITH_BANK_HASH : RECORD_LEN)) throw lengthError(bytes.length);
   const parent = (flags & FLAG_PARENT) !== 0;
   if (!parent && flags & (FLAG_CHAINED | FLAG_BANK_HASH)) {
     throw new AldbError("flag_without_parent", "CHAINED or BANK_HASH without PARENT");
@@ -79,7 +100,7 @@ export function decodeRecord(bytes: Uint8Array): RootRecord {
   unset(FLAG_BLOCK, "blockhash", isZero(bytes.subarray(115, 147)));
   unset(FLAG_BLOCK, "block_height", isZero(bytes.subarray(147, 155)));
   unset(FLAG_BANK_HASH, "parent_bank_hash", isZero(bytes.subarray(155, 187)));
-  return {
+  const record: RootRecord = {
     genesisHash: field(1),
     slot,
     parentSlot: parent ? parentSlot : null,
@@ -90,11 +111,14 @@ export function decodeRecord(bytes: Uint8Array): RootRecord {
     blockHeight: flags & FLAG_BLOCK ? readU64le(bytes, 147) : null,
     parentBankHash: flags & FLAG_BANK_HASH ? field(155) : null,
   };
+  if (withBankHash) record.bankHash = field(RECORD_LEN);
+  return record;
 }
 
-/** The 187-byte encoding; throws `invalid_argument` for a record no decoder would accept. */
+/** The encoding (187 or 219 bytes); throws `invalid_argument` for a record no decoder would accept. */
 export function encodeRecord(r: RootRecord): Uint8Array {
-  const out = new Uint8Array(RECORD_LEN);
+  const bankHash = r.bankHash ?? null;
+  const out = new Uint8Array(bankHash === null ? RECORD_LEN : RECORD_LEN_WITH_BANK_HASH);
   const put32 = (off: number, h: Hash | null, what: string) => {
     if (h === null) return;
     if (!(h instanceof Uint8Array) || h.length !== 32) throw new AldbError("invalid_argument", `${what} must be 32 bytes`);
@@ -117,6 +141,7 @@ export function encodeRecord(r: RootRecord): Uint8Array {
   put32(115, r.blockhash, "blockhash");
   if (r.blockHeight !== null) out.set(u64le(toU64(r.blockHeight, "blockHeight")), 147);
   put32(155, r.parentBankHash, "parentBankHash");
+  put32(RECORD_LEN, bankHash, "bankHash");
   try {
     decodeRecord(out);
   } catch (e) {
@@ -125,9 +150,9 @@ export function encodeRecord(r: RootRecord): Uint8Array {
   return out;
 }
 
-/** `record_hash = H_rec(record)` (§9.2) of the 187-byte encoding. */
+/** `record_hash = H_rec(record)` (§9.2) of the encoding, 187 or 219 bytes. */
 export function recordHash(bytes: Uint8Array): Hash {
-  if (bytes.length !== RECORD_LEN) throw new AldbError("length", `a record is ${RECORD_LEN} bytes, not ${bytes.length}`);
+  if (bytes.length !== RECORD_LEN && bytes.length !== RECORD_LEN_WITH_BANK_HASH) throw lengthError(bytes.length);
   return H_REC(bytes);
 }
 
@@ -224,11 +249,12 @@ function u64Json(x: bigint): number | bigint {
 
 /**
  * The §9.5 object. u64 fields are numbers when exact, bigints otherwise (write it with
- * `stringifyJson`, which keeps them exact).
+ * `stringifyJson`, which keeps them exact). `bankHash` is there only with `SLOT_BANK_HASH`.
  */
 export function recordToJson(bytes: Uint8Array, attestations: Attestation[] = []): { [k: string]: JsonValue } {
   const r = decodeRecord(bytes);
   const b58 = (h: Hash | null) => (h === null ? null : base58Encode(h));
+  const bankHash: { [k: string]: JsonValue } = r.bankHash ? { bankHash: base58Encode(r.bankHash) } : {};
   return {
     version: RECORD_VERSION,
     genesisHash: base58Encode(r.genesisHash),
@@ -240,6 +266,7 @@ export function recordToJson(bytes: Uint8Array, attestations: Attestation[] = []
     blockhash: b58(r.blockhash),
     blockHeight: r.blockHeight === null ? null : u64Json(r.blockHeight),
     parentBankHash: b58(r.parentBankHash),
+    ...bankHash,
     recordHash: base58Encode(recordHash(bytes)),
     bytes: base64Encode(bytes),
     attestations: attestations.map((a) => ({ identity: base58Encode(a.identity), signature: base58Encode(a.signature) })),

@@ -29,6 +29,10 @@ test("records-v1.json: records decode to their fields, re-encode, and hash", () 
       blockHeight: nullable(aldb.FLAG_BLOCK, f.flags, big(f.block_height)),
       parentBankHash: nullable(aldb.FLAG_BANK_HASH, f.flags, b58(f.parent_bank_hash)),
     };
+    // The slot's own bank hash: in the vector's fields, and the decoded record, only when set.
+    assert.equal("bank_hash" in f, (f.flags & aldb.FLAG_SLOT_BANK_HASH) !== 0, `${r.name}: bank_hash present`);
+    if ("bank_hash" in f) expected.bankHash = b58(f.bank_hash);
+    assert.equal(bytes.length, "bank_hash" in f ? aldb.RECORD_LEN_WITH_BANK_HASH : aldb.RECORD_LEN, `${r.name}: length`);
     assert.deepEqual(rec, expected, `${r.name}: fields`);
     assert.equal(aldb.recordFlags(rec), f.flags, `${r.name}: flags`);
     assert.equal(f.version, 1);
@@ -47,6 +51,27 @@ test("records-v1.json: records decode to their fields, re-encode, and hash", () 
     for (const a of back.attestations) assert.ok(aldb.verifyAttestation(back.recordHash, a), `${r.name}: JSON attestation`);
   }
   assert.ok(v.records.some((r) => r.fields.slot === 2n ** 64n - 1n), "a slot at u64 max, exact");
+  assert.ok(v.records.some((r) => r.fields.flags & aldb.FLAG_SLOT_BANK_HASH), "records with the slot's bank hash");
+  assert.ok(v.records.some((r) => "bankHash" in r.json) && v.records.some((r) => !("bankHash" in r.json)));
+});
+
+test("records-v1.json: the slot's bank hash is part of the record and its hash", () => {
+  const rec = aldb.decodeRecord(recordBytes("slot_bank_hash"));
+  const other = aldb.decodeRecord(recordBytes("slot_bank_hash_other"));
+  assert.deepEqual({ ...rec, bankHash: null }, { ...other, bankHash: null }, "the two differ in the bank hash only");
+  assert.notEqual(hex(aldb.recordHash(aldb.encodeRecord(rec))), hex(aldb.recordHash(aldb.encodeRecord(other))));
+  // Dropping it gives the 187-byte record of the same fields, whichever way it is dropped.
+  const without = aldb.encodeRecord({ ...rec, bankHash: null });
+  assert.equal(without.length, aldb.RECORD_LEN);
+  const { bankHash: _dropped, ...rest } = rec;
+  assert.deepEqual(aldb.encodeRecord(rest), without);
+  assert.deepEqual(aldb.decodeRecord(without), rest);
+  assert.throws(() => aldb.encodeRecord({ ...rec, bankHash: new Uint8Array(31) }), { code: "invalid_argument" });
+  // Its JSON form shows it; the reader takes it from the bytes.
+  const json = aldb.recordToJson(recordBytes("slot_bank_hash"));
+  assert.equal(json.bankHash, aldb.base58Encode(rec.bankHash));
+  assert.deepEqual(aldb.recordFromJson(json).record.bankHash, rec.bankHash);
+  assert.throws(() => aldb.recordHash(recordBytes("slot_bank_hash").subarray(0, 218)), { code: "length" });
 });
 
 test("records-v1.json: the JSON form's recordHash must match its bytes", () => {
