@@ -24,7 +24,7 @@ struct Cli {
     #[arg(long, default_value_t = 60)]
     stats_secs: u64,
     /// Also print each accepted root on stdout as one JSON object per line (slot, root,
-    /// recordHash, commitment, signers), once its output line is durable.
+    /// recordHash, commitment, signers, bankHash), once its output line is durable.
     #[arg(long)]
     json_lines: bool,
 }

@@ -313,9 +313,10 @@ fn accept_loop(
             shared.anchored.store(true, Ordering::SeqCst);
             let signers: Vec<String> = a.signers.iter().map(short).collect();
             log::info!(
-                "accepted slot {} root {} record {} signed by {} (need {}) [{}]{}{}",
+                "accepted slot {} root {}{} record {} signed by {} (need {}) [{}]{}{}",
                 a.record.slot,
                 hash_to_base58(&a.record.state_root),
+                a.record.bank_hash.map(|h| format!(" bank hash {}", hash_to_base58(&h))).unwrap_or_default(),
                 short(&a.record_hash),
                 a.signers.len(),
                 acceptor.rules().quorum.threshold(),

@@ -4,8 +4,8 @@
 //!
 //! The HTTP view holds the newest [`RETAIN`] accepted roots in memory. On start it is filled
 //! from the output file's last lines, which carry only a slot and a root: entries accepted by an
-//! earlier run show `null` for the record hash, commitment and signers until the chain accepts
-//! that slot again.
+//! earlier run show `null` for the record hash, commitment, signers and bank hash until the chain
+//! accepts that slot again.
 
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom};
@@ -43,6 +43,9 @@ pub struct AcceptedRoot {
     pub commitment: Option<Commitment>,
     /// The identities whose attestations counted, sorted; `None` likewise.
     pub signers: Option<Vec<[u8; 32]>>,
+    /// The slot's own bank hash, when the accepted record carries it (`SLOT_BANK_HASH`); `None`
+    /// otherwise and for a root read back from the output file.
+    pub bank_hash: Option<Hash>,
 }
 
 impl AcceptedRoot {
@@ -54,10 +57,12 @@ impl AcceptedRoot {
             record_hash: Some(a.record_hash),
             commitment: Some(a.record.commitment),
             signers: Some(a.signers.clone()),
+            bank_hash: a.record.bank_hash,
         }
     }
 
-    /// `{"slot", "root", "recordHash", "commitment", "signers"}`, hashes and identities in base58.
+    /// `{"slot", "root", "recordHash", "commitment", "signers", "bankHash"}`, hashes and
+    /// identities in base58.
     pub fn to_json(&self) -> Value {
         json!({
             "slot": self.slot,
@@ -65,6 +70,7 @@ impl AcceptedRoot {
             "recordHash": self.record_hash.map(|h| hash_to_base58(&h)),
             "commitment": self.commitment.map(|c| c.name()),
             "signers": self.signers.as_ref().map(|s| s.iter().map(hash_to_base58).collect::<Vec<_>>()),
+            "bankHash": self.bank_hash.map(|h| hash_to_base58(&h)),
         })
     }
 }
@@ -125,9 +131,14 @@ impl RootLog {
         let mut skipped = start > 0;
         for line in lines {
             match parse_line(line.trim_end()) {
-                Some((slot, root)) => {
-                    log.push(AcceptedRoot { slot, root, record_hash: None, commitment: None, signers: None })
-                }
+                Some((slot, root)) => log.push(AcceptedRoot {
+                    slot,
+                    root,
+                    record_hash: None,
+                    commitment: None,
+                    signers: None,
+                    bank_hash: None,
+                }),
                 None => skipped = true,
             }
         }
@@ -253,6 +264,7 @@ mod tests {
             record_hash: Some([1; 32]),
             commitment: Some(Commitment::Finalized),
             signers: Some(vec![[2; 32]]),
+            bank_hash: None,
         }
     }
 
@@ -276,6 +288,27 @@ mod tests {
         assert_eq!(e["root"], hash_to_base58(&[6; 32]));
         assert_eq!(e["commitment"], "finalized");
         assert_eq!(e["signers"], json!([hash_to_base58(&[2; 32])]));
+        assert_eq!(e["bankHash"], Value::Null);
+    }
+
+    #[test]
+    fn shows_the_slot_bank_hash_of_an_accepted_record() {
+        use aldb_verify::record::RootRecord;
+        let record = RootRecord {
+            genesis_hash: [1; 32],
+            slot: 7,
+            parent: None,
+            commitment: Commitment::Finalized,
+            state_root: [2; 32],
+            block: None,
+            bank_hash: Some([3; 32]),
+        };
+        let a = Accepted { record, record_hash: record.hash(), signers: vec![[4; 32]], anchor: true };
+        let e = accepted_json(&a);
+        assert_eq!(e["bankHash"], hash_to_base58(&[3; 32]));
+        assert_eq!(e["recordHash"], hash_to_base58(&record.hash()));
+        let without = Accepted { record: RootRecord { bank_hash: None, ..record }, ..a };
+        assert_eq!(accepted_json(&without)["bankHash"], Value::Null);
     }
 
     #[test]

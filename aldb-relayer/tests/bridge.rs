@@ -15,8 +15,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::feed::FeedServer;
-use common::{Cluster, Kind, Producer, assert_complete, b58, config_text, signer, wait_for_output};
-use serde_json::Value;
+use common::{Cluster, Kind, Producer, assert_complete, b58, config_text, signer, slot_bank_hash, wait_for_output};
+use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -134,6 +134,8 @@ fn json_lines_and_the_roots_endpoint_carry_every_accepted_root() {
         let slot = e["slot"].as_u64().unwrap();
         assert_eq!(e["recordHash"], b58(&cluster.record_hashes[&slot]), "{e}");
         assert_eq!(e["commitment"], "finalized");
+        let bank_hash = slot_bank_hash(slot, cluster.roots[&slot]).map(|h| b58(&h));
+        assert_eq!(e["bankHash"], json!(bank_hash), "{e}");
         let signers: Vec<&str> = e["signers"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
         assert!(signers.len() >= 2 && signers.iter().all(|s| ids.iter().any(|i| i == s)), "{e}");
         assert!(signers.is_sorted_by_key(|s| aldb_verify::hash_from_base58(s).unwrap()), "{e}");
