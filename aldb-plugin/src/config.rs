@@ -137,6 +137,14 @@ struct RawConfig {
     genesis_hash: Option<String>,
     #[serde(default)]
     genesis_path: Option<PathBuf>,
+    // Only a build against the patched interface knows these keys; the stock build refuses them
+    // as unknown, as it must: it cannot decode the metadata version they ask for.
+    #[cfg(feature = "patched-interface")]
+    #[serde(default)]
+    block_metadata_version: Option<u64>,
+    #[cfg(feature = "patched-interface")]
+    #[serde(default)]
+    vote_evidence: Option<bool>,
 }
 
 /// The effective plugin configuration: the file's settings with defaults filled in, checked.
@@ -195,6 +203,15 @@ pub struct Config {
     /// The ledger's `genesis.bin` the genesis hash was computed from (SHA-256 of its bytes),
     /// if the file named one.
     pub genesis_path: Option<PathBuf>,
+    /// The block metadata version the validator sends the plugin: 4 (agave's), or 5 with the bank
+    /// hash and the aldb commitment (`validator-patches/` 0002/0003; the validator reads the
+    /// key itself). Only in a build against the patched interface. Default 4.
+    #[cfg(feature = "patched-interface")]
+    pub block_metadata_version: u64,
+    /// Keep the vote-evidence log (`votes/` in `snapshot_dir`): every bank's hash, `h` and root,
+    /// and every block's vote transactions. Needs `block_metadata_version: 5`. Default false.
+    #[cfg(feature = "patched-interface")]
+    pub vote_evidence: bool,
 }
 
 fn base58_opt<S: serde::Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {
@@ -484,6 +501,18 @@ impl Config {
             ),
             (None, None) => None,
         };
+        #[cfg(feature = "patched-interface")]
+        let (block_metadata_version, vote_evidence) = {
+            let v = raw.block_metadata_version.unwrap_or(4);
+            if !(4..=5).contains(&v) {
+                return Err(invalid("block_metadata_version", format!("must be 4 or 5, got {v}")));
+            }
+            let evidence = raw.vote_evidence.unwrap_or(false);
+            if evidence && v != 5 {
+                return Err(invalid("vote_evidence", "needs `block_metadata_version: 5` (the bank hash and `h`)"));
+            }
+            (v, evidence)
+        };
         if keypair.is_some() && genesis_hash.is_none() {
             return Err(invalid(
                 "keypair",
@@ -509,6 +538,10 @@ impl Config {
             keypair,
             genesis_hash,
             genesis_path,
+            #[cfg(feature = "patched-interface")]
+            block_metadata_version,
+            #[cfg(feature = "patched-interface")]
+            vote_evidence,
         })
     }
 
@@ -639,5 +672,35 @@ mod tests {
         std::fs::write(base.join("bad.json"), "[1, 2, 3]").unwrap();
         assert!(err(&format!("keypair: 'bad.json', genesis_hash: '{h}'")).contains("64"));
         assert!(err("keypairs: 'id.json'").contains("keypairs"));
+    }
+
+    #[cfg(not(feature = "patched-interface"))]
+    #[test]
+    fn the_stock_build_refuses_the_patched_interfaces_keys() {
+        for key in ["block_metadata_version: 5", "vote_evidence: true"] {
+            let e = Config::parse(&format!("{{libpath: 'x.so', snapshot_dir: 's', {key}}}"), Path::new(""));
+            let name = key.split(':').next().unwrap_or_default();
+            assert!(matches!(&e, Err(ConfigError::Parse { message, .. }) if message.contains(name)), "{e:?}");
+        }
+    }
+
+    #[cfg(feature = "patched-interface")]
+    #[test]
+    fn block_metadata_version_and_vote_evidence_are_checked() {
+        let parse =
+            |extra: &str| Config::parse(&format!("{{libpath: 'x.so', snapshot_dir: 's', {extra}}}"), Path::new(""));
+        let c = parse("").unwrap();
+        assert_eq!((c.block_metadata_version, c.vote_evidence), (4, false));
+        let c = parse("block_metadata_version: 5, vote_evidence: true").unwrap();
+        assert_eq!((c.block_metadata_version, c.vote_evidence), (5, true));
+        assert!(c.to_json().contains("\"vote_evidence\": true"));
+        let field = |extra: &str| match parse(extra) {
+            Err(ConfigError::Invalid { field, .. }) => field,
+            other => panic!("{extra}: {other:?}"),
+        };
+        assert_eq!(field("block_metadata_version: 6"), "block_metadata_version");
+        assert_eq!(field("block_metadata_version: 3"), "block_metadata_version");
+        assert_eq!(field("vote_evidence: true"), "vote_evidence");
+        assert_eq!(field("block_metadata_version: 4, vote_evidence: true"), "vote_evidence");
     }
 }

@@ -12,6 +12,11 @@
 //!   which publishes one file per slot beside the validator;
 //! - Prometheus metrics are served on `metrics_addr` if set.
 //!
+//! Built with the cargo feature `patched-interface` against the patched geyser interface
+//! (`scripts/build-patched-plugin.sh`), it also reads block metadata `V0_0_5` (the bank hash and
+//! the aldb root the validator mixed into it), checks the validator's root against its own, and
+//! keeps the vote-evidence log (`vote_evidence`). The stock build is unchanged.
+//!
 //! `docs/PLUGIN.md` is the operator's guide: building, the config file, what to watch.
 //!
 //! The ABI between the validator and the plugin is a Rust trait object, so the plugin must be
@@ -21,8 +26,15 @@
 
 use agave_geyser_plugin_interface::geyser_plugin_interface::GeyserPlugin;
 
+// Built in every build so their tests run in CI; only the patched build feeds them.
+#[cfg_attr(not(feature = "patched-interface"), allow(dead_code))]
+mod bank_roots;
 pub mod config;
+#[cfg_attr(not(feature = "patched-interface"), allow(dead_code))]
+mod evidence;
 mod metrics;
+#[cfg(feature = "patched-interface")]
+mod patched;
 mod plugin;
 mod records;
 mod worker;

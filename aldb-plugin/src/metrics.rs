@@ -219,10 +219,12 @@ pub(crate) enum Callback {
     UpdateSlotStatus,
     EndOfStartup,
     BlockMetadata,
+    Transaction,
 }
 
 impl Callback {
-    const ALL: [Self; 4] = [Self::UpdateAccount, Self::UpdateSlotStatus, Self::EndOfStartup, Self::BlockMetadata];
+    const ALL: [Self; 5] =
+        [Self::UpdateAccount, Self::UpdateSlotStatus, Self::EndOfStartup, Self::BlockMetadata, Self::Transaction];
 
     fn as_str(self) -> &'static str {
         match self {
@@ -230,6 +232,7 @@ impl Callback {
             Self::UpdateSlotStatus => "update_slot_status",
             Self::EndOfStartup => "notify_end_of_startup",
             Self::BlockMetadata => "notify_block_metadata",
+            Self::Transaction => "notify_transaction",
         }
     }
 }
@@ -269,6 +272,8 @@ pub(crate) struct PluginCounters {
     pub(crate) records_skipped: AtomicU64,
     /// Committed slots whose record could not be produced or logged.
     pub(crate) record_errors: AtomicU64,
+    /// The vote-evidence log and the root cross-check (a build against the patched interface).
+    pub(crate) evidence: Arc<crate::evidence::EvidenceCounters>,
 }
 
 impl PluginCounters {
@@ -381,6 +386,35 @@ fn write_forks(o: &mut Families, s: &Stats, w: &WriterStats) {
 }
 
 /// Renders every metric in the Prometheus text format (version 0.0.4).
+/// The vote-evidence and root cross-check counters (zero in a stock build).
+fn write_evidence(o: &mut Families, e: &crate::evidence::EvidenceCounters) {
+    let n = |c: &AtomicU64| c.load(Relaxed);
+    o.counter("aldb_evidence_banks_total", "Bank entries appended to the vote-evidence log.", n(&e.banks));
+    o.counter("aldb_evidence_votes_total", "Vote transactions appended to the vote-evidence log.", n(&e.votes));
+    o.counter("aldb_evidence_dropped_total", "Evidence items dropped on a full queue.", n(&e.dropped));
+    o.counter(
+        "aldb_evidence_votes_rejected_total",
+        "Vote transactions not logged: versioned, oversized, not a TowerSync, or bytes whose signatures fail.",
+        n(&e.rejected),
+    );
+    o.counter("aldb_evidence_errors_total", "Failed appends or prunes of the vote-evidence log.", n(&e.errors));
+    o.counter(
+        "aldb_bank_roots_checked_total",
+        "Slots whose root in block metadata V0_0_5 was compared with the plugin's.",
+        n(&e.roots_checked),
+    );
+    o.counter(
+        "aldb_bank_root_mismatches_total",
+        "Slots whose root in block metadata V0_0_5 differs from the plugin's.",
+        n(&e.root_mismatches),
+    );
+    o.counter(
+        "aldb_bank_hashes_unexplained_total",
+        "Banks whose hash does not follow from the h and root in block metadata V0_0_5.",
+        n(&e.unexplained_bank_hashes),
+    );
+}
+
 pub(crate) fn render(src: &Sources) -> String {
     let s: Stats = src.adapter.stats();
     let w = &src.writer;
@@ -432,6 +466,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "Committed slots whose root record could not be produced or logged.",
         p.record_errors.load(Relaxed),
     );
+    write_evidence(o, &p.evidence);
 
     let dropped = [
         ("dead", s.slots_dropped_dead),

@@ -19,8 +19,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agave_geyser_plugin_interface::geyser_plugin_interface::{
-    GeyserPlugin, GeyserPluginError, ReplicaAccountInfoVersions, ReplicaBlockInfoVersions, Result as PluginResult,
-    SlotStatus,
+    GeyserPlugin, GeyserPluginError, ReplicaAccountInfoVersions, ReplicaBlockInfoVersions,
+    ReplicaTransactionInfoVersions, Result as PluginResult, SlotStatus,
 };
 use aldb_snapshot::SnapshotWriter;
 use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, Stats};
@@ -52,6 +52,12 @@ struct Runtime {
     metrics: Option<MetricsServer>,
     /// Where `Rooted` statuses go for the `finalized` records, when slots commit at `confirmed`.
     rooted: Option<Arc<RootedSlots>>,
+    /// The validator's bank hashes and roots beside the plugin's roots (block metadata V0_0_5).
+    #[cfg(feature = "patched-interface")]
+    bank_roots: Option<Arc<crate::bank_roots::BankRoots>>,
+    /// The vote-evidence writer (`vote_evidence: true`).
+    #[cfg(feature = "patched-interface")]
+    evidence: Option<crate::evidence::Evidence>,
 }
 
 impl std::fmt::Debug for AldbPlugin {
@@ -137,7 +143,9 @@ impl AldbPlugin {
         Err(match cb {
             Callback::UpdateAccount => GeyserPluginError::AccountsUpdateError { msg },
             Callback::UpdateSlotStatus => GeyserPluginError::SlotStatusUpdateError { msg },
-            Callback::EndOfStartup | Callback::BlockMetadata => GeyserPluginError::Custom(msg.into()),
+            Callback::EndOfStartup | Callback::BlockMetadata | Callback::Transaction => {
+                GeyserPluginError::Custom(msg.into())
+            }
         })
     }
 
@@ -155,7 +163,23 @@ impl AldbPlugin {
                 Some(MetricsServer::start(addr, sources).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?)
             }
         };
-        let records = Records::from_config(config)?;
+        #[cfg(feature = "patched-interface")]
+        let (bank_roots, evidence) = {
+            let counters = self.counters.evidence.clone();
+            let bank_roots = (config.block_metadata_version >= 5)
+                .then(|| Arc::new(crate::bank_roots::BankRoots::new(counters.clone())));
+            let evidence = match config.vote_evidence {
+                true => Some(crate::evidence::Evidence::start(&config.snapshot_dir, config.keep_slots, counters)?),
+                false => None,
+            };
+            (bank_roots, evidence)
+        };
+        #[cfg_attr(not(feature = "patched-interface"), allow(unused_mut))]
+        let mut records = Records::from_config(config)?;
+        #[cfg(feature = "patched-interface")]
+        if let (Some(r), Some(b)) = (records.as_mut(), &bank_roots) {
+            r.set_bank_roots(b.clone());
+        }
         let rooted = records.as_ref().and_then(Records::rooted_slots);
         let worker = Worker::spawn(adapter.clone(), writer, records, self.counters.clone())
             .map_err(|e| format!("cannot start the commit worker: {e}"))?;
@@ -165,18 +189,31 @@ impl AldbPlugin {
             // restarts (the pending bound keeps memory in check meanwhile).
             log::warn!("aldb-plugin reloaded while the validator runs: no roots until the validator restarts");
         }
-        Ok(Runtime { config: config.clone(), adapter, worker, metrics, rooted })
+        Ok(Runtime {
+            config: config.clone(),
+            adapter,
+            worker,
+            metrics,
+            rooted,
+            #[cfg(feature = "patched-interface")]
+            bank_roots,
+            #[cfg(feature = "patched-interface")]
+            evidence,
+        })
     }
 }
 
 /// The slot, blockhash and block height of a block metadata notification (every version carries
-/// them; agave 4.2.0 sends `V0_0_4`). Fails on a blockhash that is not base58 of 32 bytes.
+/// them; agave 4.2.0 sends `V0_0_4`, the patched validator `V0_0_5` to a plugin that asks). Fails
+/// on a blockhash that is not base58 of 32 bytes.
 fn block_info(info: &ReplicaBlockInfoVersions<'_>) -> Result<(u64, [u8; 32], Option<u64>), String> {
     let (slot, blockhash, height) = match info {
         ReplicaBlockInfoVersions::V0_0_1(b) => (b.slot, b.blockhash, b.block_height),
         ReplicaBlockInfoVersions::V0_0_2(b) => (b.slot, b.blockhash, b.block_height),
         ReplicaBlockInfoVersions::V0_0_3(b) => (b.slot, b.blockhash, b.block_height),
         ReplicaBlockInfoVersions::V0_0_4(b) => (b.slot, b.blockhash, b.block_height),
+        #[cfg(feature = "patched-interface")]
+        ReplicaBlockInfoVersions::V0_0_5(b) => (b.slot, b.blockhash, b.block_height),
     };
     let hash = aldb_verify::hash_from_base58(blockhash)
         .map_err(|e| format!("block metadata of slot {slot}: blockhash {}: {e}", aldb_verify::Excerpt(blockhash)))?;
@@ -234,6 +271,46 @@ fn note_ignored(ig: Ignored) {
     }
 }
 
+#[cfg(feature = "patched-interface")]
+impl AldbPlugin {
+    /// Block metadata V0_0_5: the bank's hash and the root the validator mixed into it, for the
+    /// root cross-check and the vote-evidence log.
+    fn bank_frozen(
+        &self,
+        b: &agave_geyser_plugin_interface::geyser_plugin_interface::ReplicaBlockInfoV5<'_>,
+    ) -> Result<(), String> {
+        let Some(rt) = &self.runtime else { return Ok(()) };
+        let (slot, _, _, info) = crate::patched::block_info_v5(b)?;
+        if info.unexplained {
+            self.counters.evidence.unexplained_bank_hashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            log::error!(
+                "aldb-plugin: slot {slot}: bank hash {} is not sha256(h || root) with the h and root the validator sent",
+                aldb_verify::hash_to_base58(&b.bank_hash)
+            );
+        }
+        if let Some(roots) = &rt.bank_roots {
+            roots.frozen(slot, crate::bank_roots::Frozen { bank_hash: b.bank_hash, aldb_root: info.aldb_root });
+        }
+        if let Some(ev) = &rt.evidence {
+            ev.send(crate::evidence::Item::Bank(info.entry));
+        }
+        Ok(())
+    }
+
+    /// A transaction of the block of `slot`: a vote goes to the evidence log as its wire bytes.
+    fn vote_transaction(&self, tx: &ReplicaTransactionInfoVersions<'_>, slot: u64) {
+        let Some(ev) = self.runtime.as_ref().and_then(|r| r.evidence.as_ref()) else { return };
+        match crate::patched::vote_wire_bytes(tx) {
+            None => {}
+            Some(Ok(tx)) => ev.send(crate::evidence::Item::Vote { slot, tx }),
+            Some(Err(why)) => {
+                ev.counters().rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                log::debug!("aldb-plugin: a vote of slot {slot} not logged: {why:?}");
+            }
+        }
+    }
+}
+
 impl GeyserPlugin for AldbPlugin {
     fn name(&self) -> &'static str {
         "aldb"
@@ -280,6 +357,9 @@ impl GeyserPlugin for AldbPlugin {
 
     fn on_unload(&mut self) {
         let Some(rt) = self.runtime.take() else { return };
+        // The evidence thread appends what it holds before it ends.
+        #[cfg(feature = "patched-interface")]
+        drop(rt.evidence);
         // The worker commits what is ready, then the writer drains its queue and syncs.
         match rt.worker.stop() {
             Ok(()) => log::info!("aldb-plugin: snapshots flushed"),
@@ -349,11 +429,30 @@ impl GeyserPlugin for AldbPlugin {
         self.guard(Callback::BlockMetadata, || {
             let adapter = self.adapter()?;
             let (slot, blockhash, height) = block_info(&blockinfo)?;
+            #[cfg(feature = "patched-interface")]
+            if let ReplicaBlockInfoVersions::V0_0_5(b) = &blockinfo {
+                self.bank_frozen(b)?;
+            }
             if let Err(ig) = adapter.block_metadata(slot, blockhash, height) {
                 note_ignored(ig);
             }
             Ok(())
         })
+    }
+
+    fn notify_transaction(&self, transaction: ReplicaTransactionInfoVersions, slot: u64) -> PluginResult<()> {
+        #[cfg(feature = "patched-interface")]
+        return self.guard(Callback::Transaction, || {
+            self.adapter()?;
+            self.vote_transaction(&transaction, slot);
+            Ok(())
+        });
+        // The stock build never asks for transactions.
+        #[cfg(not(feature = "patched-interface"))]
+        {
+            let _ = (transaction, slot);
+            Ok(())
+        }
     }
 
     fn account_data_notifications_enabled(&self) -> bool {
@@ -366,6 +465,10 @@ impl GeyserPlugin for AldbPlugin {
     }
 
     fn transaction_notifications_enabled(&self) -> bool {
+        // agave asks once the plugin is loaded; only the vote-evidence log needs transactions.
+        #[cfg(feature = "patched-interface")]
+        return self.runtime.as_ref().is_some_and(|r| r.evidence.is_some());
+        #[cfg(not(feature = "patched-interface"))]
         false
     }
 
@@ -601,5 +704,89 @@ mod tests {
             matches!(&r, Err(GeyserPluginError::Custom(e)) if e.to_string().contains("cannot serve metrics")),
             "{r:?}"
         );
+    }
+
+    /// Block metadata V0_0_5 for `slot` with the given aldb root; `h` is fixed, so the bank hash
+    /// follows from the root.
+    #[cfg(feature = "patched-interface")]
+    fn notify_v5(p: &AldbPlugin, slot: u64, root: [u8; 32]) -> [u8; 32] {
+        use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaAldbCommitment, ReplicaBlockInfoV5};
+        let h = [slot as u8 + 50; 32];
+        let bank_hash = aldb_verify::votes::mix_root(&h, &root);
+        let blockhash = aldb_verify::hash_to_base58(&[slot as u8 + 100; 32]);
+        let b = ReplicaBlockInfoV5 {
+            parent_slot: slot.saturating_sub(1),
+            parent_blockhash: "",
+            slot,
+            blockhash: &blockhash,
+            rewards: &Default::default(),
+            block_time: None,
+            block_height: Some(slot + 10),
+            executed_transaction_count: 0,
+            entry_count: 1,
+            bank_hash,
+            parent_bank_hash: [0; 32],
+            signature_count: 0,
+            last_blockhash: [0; 32],
+            aldb: Some(ReplicaAldbCommitment { state_root: root, hash_before_root: h }),
+        };
+        p.notify_block_metadata(ReplicaBlockInfoVersions::V0_0_5(&b)).unwrap();
+        bank_hash
+    }
+
+    #[cfg(feature = "patched-interface")]
+    #[test]
+    fn v5_metadata_puts_the_bank_hash_in_records_checks_roots_and_logs_banks() {
+        use std::sync::atomic::Ordering::Relaxed;
+
+        use aldb_format::records::RecordLogReader;
+        use aldb_format::votes::VoteLogReader;
+
+        let dir = tempfile::tempdir().unwrap();
+        let genesis = aldb_verify::hash_to_base58(&[9; 32]);
+        let cfg = dir.path().join("aldb.json5");
+        let text = format!(
+            "{{libpath: 'x.so', snapshot_dir: 'snap', threads: 1, genesis_hash: '{genesis}', \
+              block_metadata_version: 5, vote_evidence: true}}"
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let mut p = AldbPlugin::new();
+        p.on_load(cfg.to_str().unwrap(), false).unwrap();
+        assert!(p.transaction_notifications_enabled());
+
+        let k = [7u8; 32];
+        p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&k)), 0, false).unwrap();
+        // Slot 1's metadata comes before its commit, with a root that is not the plugin's.
+        p.update_slot_status(1, Some(0), &SlotStatus::CreatedBank).unwrap();
+        p.update_account(ReplicaAccountInfoVersions::V0_0_1(&info(&k)), 1, false).unwrap();
+        let bank1 = notify_v5(&p, 1, [0xaa; 32]);
+        p.update_slot_status(1, Some(0), &SlotStatus::Processed).unwrap();
+        p.update_slot_status(2, Some(1), &SlotStatus::CreatedBank).unwrap();
+        p.update_slot_status(2, Some(1), &SlotStatus::Processed).unwrap();
+        p.update_slot_status(2, None, &SlotStatus::Confirmed).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut reader = RecordLogReader::new(&dir.path().join("snap"));
+        let mut records = Vec::new();
+        while records.len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "records not logged: {}", records.len());
+            records.extend(reader.refresh().unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let by_slot = |s: u64| records.iter().find(|r| r.record.slot == s).unwrap().record.clone();
+        assert_eq!(by_slot(1).bank_hash, Some(bank1), "the slot's own bank hash is in its record");
+        assert_eq!(by_slot(2).bank_hash, None, "no V0_0_5 before the commit: no bank hash");
+        // Slot 2's metadata comes after its commit, with the plugin's own root.
+        let bank2 = notify_v5(&p, 2, by_slot(2).state_root);
+        let counters = p.counters.evidence.clone();
+        assert_eq!(counters.roots_checked.load(Relaxed), 2);
+        assert_eq!(counters.root_mismatches.load(Relaxed), 1);
+        p.on_unload();
+
+        let mut votes = VoteLogReader::new(&dir.path().join("snap"));
+        votes.refresh().unwrap();
+        assert_eq!(votes.bank(1).map(|b| b.bank_hash), Some(bank1));
+        let b2 = votes.bank(2).unwrap();
+        assert_eq!((b2.bank_hash, b2.aldb.map(|a| a.root)), (bank2, Some(by_slot(2).state_root)));
+        assert_eq!(counters.banks.load(Relaxed), 2);
     }
 }

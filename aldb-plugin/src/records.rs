@@ -33,6 +33,7 @@ use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_verify::Commitment;
 use geyser_adapter::{Committed, StatusChange, StatusKind};
 
+use crate::bank_roots::BankRoots;
 use crate::config::{CommitmentLevel, Config};
 use crate::metrics::PluginCounters;
 
@@ -94,6 +95,9 @@ pub(crate) struct Records {
     awaiting_root: VecDeque<RecordInput>,
     /// Rooted slots not committed yet (or never to be: off the committed chain or below it).
     rooted: BTreeSet<u64>,
+    /// The validator's bank hashes (block metadata V0_0_5), which records then carry, and the
+    /// check of its roots against the plugin's. `None` in a stock build.
+    bank_roots: Option<Arc<BankRoots>>,
 }
 
 impl Records {
@@ -127,6 +131,7 @@ impl Records {
             rooted_in: (commitment == Commitment::Confirmed && !processed).then(Arc::default),
             awaiting_root: VecDeque::new(),
             rooted: BTreeSet::new(),
+            bank_roots: None,
         };
         let signer = r.signer()?;
         let identity = signer.as_ref().map(Signer::identity);
@@ -202,6 +207,17 @@ impl Records {
         self.failing += 1;
     }
 
+    /// Records carry the slot's own bank hash from the validator's block metadata (V0_0_5), and
+    /// each slot's root is checked against the validator's.
+    #[cfg_attr(not(feature = "patched-interface"), allow(dead_code))]
+    pub(crate) fn set_bank_roots(&mut self, bank_roots: Arc<BankRoots>) {
+        self.bank_roots = Some(bank_roots);
+    }
+
+    fn bank_hash(&self, slot: u64, root: &aldb_verify::Hash) -> Option<aldb_verify::Hash> {
+        self.bank_roots.as_ref()?.committed(slot, root)
+    }
+
     /// Produces, signs and logs the commit's record; errors are logged and counted, never
     /// returned.
     pub(crate) fn record<Rec>(&mut self, c: &Committed<Rec>, counters: &PluginCounters) {
@@ -216,7 +232,7 @@ impl Records {
             state_root: c.root,
             block: c.block,
             parent_bank_hash: c.parent_bank_hash,
-            bank_hash: None,
+            bank_hash: self.bank_hash(c.slot, &c.root),
         };
         self.produce(input, counters);
         if self.rooted_in.is_some() {
@@ -252,7 +268,7 @@ impl Records {
             state_root: ch.root,
             block: ch.block,
             parent_bank_hash: ch.parent_bank_hash,
-            bank_hash: None,
+            bank_hash: self.bank_hash(ch.slot, &ch.root),
         };
         self.produce(input, counters);
         counters.records_enabled.store(self.enabled(), Ordering::Relaxed);

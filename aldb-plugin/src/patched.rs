@@ -1,0 +1,162 @@
+//! What a build against the patched geyser interface (`validator-patches/` 0002 and 0003, the
+//! cargo feature `patched-interface`) reads from the validator: block metadata `V0_0_5`, with the
+//! slot's bank hash and the `h` and aldb root it was computed from, and vote transactions as
+//! they are on the wire.
+
+use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaBlockInfoV5, ReplicaTransactionInfoVersions};
+use aldb_format::votes::{AldbCommitment, BankEntry};
+use aldb_verify::Hash;
+use aldb_verify::votes::{PACKET_DATA_SIZE, bank_hash, mix_root};
+
+/// Hard-fork counts tried when a bank hash is not `sha256(h || root)`: a slot's count is the
+/// number of hard forks between its parent and itself, one in every case seen in practice.
+const MAX_HARD_FORKS: u64 = 64;
+
+/// What V0_0_5 says of a frozen bank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BankInfo {
+    /// The bank as the vote-evidence log holds it (`aldb: None` when the bank committed to no
+    /// root, or when its hash does not follow from `h` and the root, see `unexplained`).
+    pub(crate) entry: BankEntry,
+    /// The aldb root the validator mixed in, as it sent it.
+    pub(crate) aldb_root: Option<Hash>,
+    /// The bank hash is neither `sha256(h || root)` nor that with a hard-fork count up to 64 mixed
+    /// in: the evidence would not check, so it is not logged as a commitment.
+    pub(crate) unexplained: bool,
+}
+
+/// Decodes a V0_0_5 notification: slot, blockhash (base58 of 32 bytes), block height, and the
+/// bank's hashes.
+pub(crate) fn block_info_v5(b: &ReplicaBlockInfoV5<'_>) -> Result<(u64, [u8; 32], Option<u64>, BankInfo), String> {
+    let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|e| {
+        format!("block metadata of slot {}: blockhash {}: {e}", b.slot, aldb_verify::Excerpt(b.blockhash))
+    })?;
+    let mut entry =
+        BankEntry { slot: b.slot, parent: b.parent_slot, bank_hash: b.bank_hash, aldb: None, hard_forks: None };
+    let mut unexplained = false;
+    if let Some(c) = &b.aldb {
+        let (h, root) = (c.hash_before_root, c.state_root);
+        match hard_forks(&h, &root, &b.bank_hash) {
+            Some(hard_forks) => {
+                entry.aldb = Some(AldbCommitment { h, root });
+                entry.hard_forks = hard_forks;
+            }
+            None => unexplained = true,
+        }
+    }
+    let aldb_root = b.aldb.as_ref().map(|c| c.state_root);
+    Ok((b.slot, hash, b.block_height, BankInfo { entry, aldb_root, unexplained }))
+}
+
+/// The hard-fork count that makes `bank_hash(h, root, count)` the bank hash: `Some(None)` when
+/// none is mixed in, `None` when no count up to [`MAX_HARD_FORKS`] explains it.
+fn hard_forks(h: &Hash, root: &Hash, bank: &Hash) -> Option<Option<u64>> {
+    if mix_root(h, root) == *bank {
+        return Some(None);
+    }
+    (1..=MAX_HARD_FORKS).find(|&n| bank_hash(h, root, Some(n)) == *bank).map(Some)
+}
+
+/// Why a vote transaction's wire bytes could not be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotLogged {
+    /// A versioned (v0 or later) message: the vote chain reads legacy votes only.
+    Versioned,
+    /// Longer than a packet.
+    Oversized,
+}
+
+/// The wire bytes of a vote transaction (`is_vote`), or `None` for any other transaction.
+///
+/// The wire form of a transaction is the bincode of its `VersionedTransaction`; for a legacy
+/// message that is a short_vec of signatures, then the message: header, short_vec of keys,
+/// recent blockhash, short_vec of instructions (program index, short_vec of account indexes,
+/// short_vec of data). It is written here field by field, which needs no serializer crate beside
+/// the ABI-pinned ones; the evidence thread checks every signature over the result, which
+/// catches any difference from what was signed.
+pub(crate) fn vote_wire_bytes(info: &ReplicaTransactionInfoVersions<'_>) -> Option<Result<Vec<u8>, NotLogged>> {
+    let (is_vote, owned, tx) = match info {
+        ReplicaTransactionInfoVersions::V0_0_1(t) => (t.is_vote, Some(t.transaction.to_versioned_transaction()), None),
+        ReplicaTransactionInfoVersions::V0_0_2(t) => (t.is_vote, Some(t.transaction.to_versioned_transaction()), None),
+        ReplicaTransactionInfoVersions::V0_0_3(t) => (t.is_vote, None, Some(t.transaction)),
+    };
+    if !is_vote {
+        return None;
+    }
+    let tx = match (&owned, tx) {
+        (Some(t), _) => t,
+        (None, Some(t)) => t,
+        (None, None) => return None,
+    };
+    let m = &tx.message;
+    if m.address_table_lookups().is_some() {
+        return Some(Err(NotLogged::Versioned));
+    }
+    let mut out = Vec::with_capacity(320);
+    short_vec(&mut out, tx.signatures.len());
+    for s in &tx.signatures {
+        out.extend_from_slice(s.as_ref());
+    }
+    let h = m.header();
+    out.extend_from_slice(&[
+        h.num_required_signatures,
+        h.num_readonly_signed_accounts,
+        h.num_readonly_unsigned_accounts,
+    ]);
+    short_vec(&mut out, m.static_account_keys().len());
+    for k in m.static_account_keys() {
+        out.extend_from_slice(k.as_ref());
+    }
+    out.extend_from_slice(m.recent_blockhash().as_ref());
+    short_vec(&mut out, m.instructions().len());
+    for ix in m.instructions() {
+        out.push(ix.program_id_index);
+        short_vec(&mut out, ix.accounts.len());
+        out.extend_from_slice(&ix.accounts);
+        short_vec(&mut out, ix.data.len());
+        out.extend_from_slice(&ix.data);
+    }
+    if out.len() > PACKET_DATA_SIZE {
+        return Some(Err(NotLogged::Oversized));
+    }
+    Some(Ok(out))
+}
+
+/// Appends `n` as a short_vec length (7 bits a byte, low first); lengths above 65535 cannot
+/// occur in a transaction that fits a packet, and the caller bounds the result.
+fn short_vec(out: &mut Vec<u8>, n: usize) {
+    let mut v = n;
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_vec_lengths_are_solanas() {
+        for (n, want) in [(0usize, vec![0u8]), (0x7f, vec![0x7f]), (0x80, vec![0x80, 0x01]), (0x3fff, vec![0xff, 0x7f])]
+        {
+            let mut out = Vec::new();
+            short_vec(&mut out, n);
+            assert_eq!(out, want, "{n}");
+        }
+    }
+
+    #[test]
+    fn hard_fork_counts_are_found_and_unexplained_hashes_refused() {
+        let (h, root) = ([1u8; 32], [2u8; 32]);
+        assert_eq!(hard_forks(&h, &root, &mix_root(&h, &root)), Some(None));
+        assert_eq!(hard_forks(&h, &root, &bank_hash(&h, &root, Some(3))), Some(Some(3)));
+        assert_eq!(hard_forks(&h, &root, &h), None);
+        assert_eq!(hard_forks(&h, &root, &bank_hash(&h, &root, Some(MAX_HARD_FORKS + 1))), None);
+    }
+}
