@@ -7,6 +7,7 @@
 
 use std::alloc::{Layout, alloc, alloc_zeroed, dealloc, handle_alloc_error};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// The huge page size on x86-64 and aarch64 (with 4 KiB base pages).
 const HUGE_PAGE: usize = 2 << 20;
@@ -62,6 +63,22 @@ impl<T> HugeArray<T> {
     pub(crate) fn bytes(&self) -> usize {
         self.layout.size()
     }
+
+    /// Cuts the array into consecutive pieces of `piece` elements (the last may be shorter), each
+    /// owned on its own, so holders too small for a huge page of their own can share one.
+    pub(crate) fn split(self, piece: usize) -> Vec<HugePiece<T>> {
+        let piece = piece.max(1);
+        let (base, len) = (self.ptr, self.len);
+        let region = Arc::new(self);
+        (0..len.div_ceil(piece))
+            .map(|k| {
+                let start = k * piece;
+                // SAFETY: start < len, so the offset stays inside the allocation.
+                let ptr = unsafe { base.add(start) };
+                HugePiece { _region: Arc::clone(&region), ptr, len: piece.min(len - start) }
+            })
+            .collect()
+    }
 }
 
 impl<T> std::ops::Deref for HugeArray<T> {
@@ -87,6 +104,38 @@ impl<T> Drop for HugeArray<T> {
     }
 }
 
+/// One piece of a [`HugeArray`] made by [`HugeArray::split`]: a fixed-length slice that keeps
+/// the whole allocation alive.
+pub(crate) struct HugePiece<T> {
+    /// Held only to free the allocation after its last piece; never read through, so the
+    /// pieces' exclusive access to their own ranges is the only access there is.
+    _region: Arc<HugeArray<T>>,
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: a piece owns its range exactly like a Box<[T]> would (no two pieces overlap and the
+// region is never accessed as a whole once split), so it may cross threads whenever T may.
+unsafe impl<T: Send + Sync> Send for HugePiece<T> {}
+// SAFETY: shared access only hands out &T.
+unsafe impl<T: Sync> Sync for HugePiece<T> {}
+
+impl<T> std::ops::Deref for HugePiece<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: ptr points to len initialised elements of the region, which self keeps alive
+        // and no other piece covers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> std::ops::DerefMut for HugePiece<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in deref, and &mut self makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +154,21 @@ mod tests {
         let n = big.len();
         big[n - 1][63] = 1;
         assert_eq!(big.bytes(), HUGE_PAGE * 2);
+    }
+
+    #[test]
+    fn pieces_are_disjoint_and_outlive_the_split() {
+        // SAFETY: zero is a valid u32.
+        let whole = unsafe { HugeArray::<u32>::zeroed(HUGE_PAGE / 4 + 10) };
+        let mut pieces = whole.split(HUGE_PAGE / 16);
+        assert_eq!(pieces.len(), 5);
+        assert_eq!(pieces.iter().map(|p| p.len()).sum::<usize>(), HUGE_PAGE / 4 + 10);
+        assert_eq!(pieces[4].len(), 10);
+        for (k, p) in pieces.iter_mut().enumerate() {
+            p.fill(k as u32 + 1);
+        }
+        let last = pieces.pop();
+        drop(pieces);
+        assert!(last.is_some_and(|p| p.iter().all(|&x| x == 5)));
     }
 }

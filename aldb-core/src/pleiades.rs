@@ -9,9 +9,11 @@ use crate::changes::{CaptureSink, ChangeSet, ShardCapture};
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::group::{self, GroupCapture, GroupScratch, ShardResult};
+use crate::huge::HugeArray;
 use crate::levels::{LevelScratch, LevelTree};
 use crate::path::shard_index;
 use crate::shard::{NoUndo, Shard, UndoSlice};
+use crate::slab::BucketRef;
 
 mod record;
 
@@ -53,7 +55,10 @@ impl Pleiades {
             .thread_name(|i| format!("pleiades-{i}"))
             .build()?;
         let height = config.bucket_bits - config.shard_bits;
-        let shards = (0..1usize << config.shard_bits).map(|_| Shard::new(config.shard_bits, height)).collect();
+        let width = 1usize << height;
+        // SAFETY: an all-zero BucketRef is an empty bucket.
+        let headers = unsafe { HugeArray::<BucketRef>::zeroed(width << config.shard_bits) };
+        let shards = headers.split(width).into_iter().map(|b| Shard::new(config.shard_bits, height, b)).collect();
         Ok(Self {
             config,
             pool,

@@ -12,6 +12,7 @@ use crate::account::Update;
 use crate::bucket;
 use crate::changes::{CaptureOptions, CaptureSink, ShardCapture};
 use crate::group::{GroupScratch, rehash};
+use crate::huge::HugePiece;
 use crate::levels::{LevelTree, group_key};
 use crate::path::{path_cmp, prefix64};
 use crate::prefetch::prefetch;
@@ -20,20 +21,19 @@ use crate::slab::{BucketRef, Leaf, LeafSlab};
 pub(crate) struct Shard {
     base_depth: u8,
     levels: LevelTree,
-    buckets: Vec<BucketRef>,
+    /// Bucket headers: this shard's piece of one array shared by all shards, so they sit on huge
+    /// pages although a shard's own 2^15 headers fill only an eighth of one (a commit reads the
+    /// header of every update's bucket, at random).
+    buckets: HugePiece<BucketRef>,
     slab: LeafSlab,
     len: usize,
 }
 
 impl Shard {
-    pub(crate) fn new(base_depth: u8, height: u8) -> Self {
-        Self {
-            base_depth,
-            levels: LevelTree::new(base_depth, height),
-            buckets: vec![BucketRef::default(); 1usize << height],
-            slab: LeafSlab::default(),
-            len: 0,
-        }
+    /// An empty shard; `buckets` must hold `2^height` empty headers.
+    pub(crate) fn new(base_depth: u8, height: u8, buckets: HugePiece<BucketRef>) -> Self {
+        debug_assert!(buckets.len() == 1usize << height && buckets.iter().all(|b| b.len == 0));
+        Self { base_depth, levels: LevelTree::new(base_depth, height), buckets, slab: LeafSlab::default(), len: 0 }
     }
 
     /// Bucket index of a path inside this shard: the `height` bits after the shard prefix.
@@ -174,7 +174,7 @@ impl Shard {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.levels.heap_bytes() + self.buckets.capacity() * size_of::<BucketRef>() + self.slab.heap_bytes()
+        self.levels.heap_bytes() + self.buckets.len() * size_of::<BucketRef>() + self.slab.heap_bytes()
     }
 
     /// Address of a path's bucket slot in the level tree, for prefetching ahead of a walk.
