@@ -39,7 +39,9 @@
 //! Only unrooted banks hold lists: about `2 · B · 65` bytes each (an update is 65 bytes). A
 //! freeze is refused with a [`ForkError`] before it touches the tree when holding the bank could
 //! pass [`ForkLimits::max_banks`] or [`ForkLimits::max_bytes`] (checked against `2 · B` entries, an
-//! upper bound). [`ForkStats`] carries the gauges (banks held, bytes held, undo bytes) and the
+//! upper bound). Besides, the engine keeps the largest list of the banks it last dropped, to
+//! hold the next undo record (at most one bank's list, not counted in the gauges): a fresh
+//! buffer of that size would be faulted in page by page inside the freeze. [`ForkStats`] carries the gauges (banks held, bytes held, undo bytes) and the
 //! counters (freezes, switches, slots rolled back and re-applied, banks rooted, dead, abandoned,
 //! refused freezes).
 
@@ -105,6 +107,10 @@ pub struct ForkEngine {
     stats: Arc<ForkStats>,
     held_bytes: usize,
     undo_bytes: usize,
+    /// The largest list a dropped bank released, kept to hold the next freeze's undo record:
+    /// its pages stay mapped, where a fresh allocation of tens of megabytes would be faulted in
+    /// page by page inside the freeze. Not counted in `held_bytes`; at most one bank's list.
+    spare: Vec<Update>,
 }
 
 impl ForkEngine {
@@ -122,6 +128,7 @@ impl ForkEngine {
             stats: Arc::new(ForkStats::default()),
             held_bytes: 0,
             undo_bytes: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -183,7 +190,7 @@ impl ForkEngine {
             return Err(ForkError::TooManyBytes { slot, needed, held: self.held_bytes, max: self.limits.max_bytes });
         }
         self.switch(parent)?;
-        let rec = self.tree.commit_recorded(updates, changes);
+        let rec = self.tree.commit_recorded(updates, std::mem::take(&mut self.spare), changes);
         let mut applied = rec.applied;
         if applied.capacity() > applied.len() + applied.len() / 8 {
             applied.shrink_to_fit();
@@ -225,7 +232,10 @@ impl ForkEngine {
         keep.remove(&slot);
         let abandoned: Vec<u64> =
             self.banks.keys().copied().filter(|s| !keep.contains(s) && rooted.binary_search(s).is_err()).collect();
-        self.banks.retain(|s, _| keep.contains(s));
+        let dropped: Vec<u64> = self.banks.keys().copied().filter(|s| !keep.contains(s)).collect();
+        for s in dropped {
+            self.release(s);
+        }
         self.base = slot;
         self.base_root = root;
         self.recount();
@@ -254,8 +264,8 @@ impl ForkEngine {
         if gone.binary_search(&self.head).is_ok() {
             self.switch(parent)?;
         }
-        for s in &gone {
-            self.banks.remove(s);
+        for &s in &gone {
+            self.release(s);
         }
         self.recount();
         self.stats.dropped(0, gone.len(), 0);
@@ -412,6 +422,16 @@ impl ForkEngine {
     /// The tree, holding the head's state; the unrooted banks' lists are dropped.
     pub fn into_tree(self) -> Pleiades {
         self.tree
+    }
+
+    /// Drops bank `slot`, keeping the larger of its lists as the spare if it beats the one held.
+    fn release(&mut self, slot: u64) {
+        let Some(bank) = self.banks.remove(&slot) else { return };
+        for list in [bank.updates, bank.undo] {
+            if list.capacity() > self.spare.capacity() {
+                self.spare = list;
+            }
+        }
     }
 
     fn recount(&mut self) {
