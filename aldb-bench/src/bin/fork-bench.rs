@@ -67,11 +67,15 @@ struct Opts {
     #[arg(long, default_value_t = 400_000)]
     throughput_updates: usize,
     /// Rounds of the throughput phase; each runs one block of plain commits and one of freezes.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 12)]
     throughput_rounds: usize,
-    /// Slots per block of the throughput phase.
-    #[arg(long, default_value_t = 8)]
+    /// Timed slots per block of the throughput phase (each block starts with one untimed slot).
+    #[arg(long, default_value_t = 2)]
     throughput_block: usize,
+    /// Banks a freeze block of the throughput phase keeps unrooted behind the head: each timed
+    /// freeze roots one bank whatever the lag, as long as the block is longer than the lag.
+    #[arg(long, default_value_t = 1)]
+    throughput_lag: usize,
 }
 
 /// Makes the stream of banks: each call draws the next slot's ops from the workload.
@@ -375,58 +379,81 @@ fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Blocks of plain commits and of freezes (rooting `root_lag` behind) on the same tree,
-/// alternating which goes first; returns updates/s of each.
+/// Rounds of one block of plain commits and one block of freezes on the same tree, alternating
+/// which goes first. A block's first slot is a warm-up (the tree just changed hands); in a freeze
+/// block the bank `throughput_lag` behind the head is rooted right after each freeze, inside the
+/// timed span, so each timed freeze also pays for dropping one bank's lists. Returns updates/s of
+/// each over all timed slots, and the undo cost of every round (its two blocks run back to back),
+/// whose median is the figure to read: the host's speed drifts over a run, but less within a round.
 fn throughput(b: Bench, o: &Opts) -> anyhow::Result<(Value, Bench)> {
     let n = o.throughput_updates;
     let Bench { mut engine, mut slot, mut stream, mut max_held, work, anchor_pool, anchor_keys } = b;
     let (mut commit_secs, mut freeze_secs) = (0.0, 0.0);
     let (mut commit_slots, mut freeze_slots) = (0usize, 0usize);
+    let mut rounds = Vec::new();
     let limits = engine.limits();
     for round in 0..o.throughput_rounds {
+        let (mut commit_round, mut freeze_round) = (0.0, 0.0);
         for plain in [round % 2 == 0, round % 2 != 0] {
             if plain {
                 let head = engine.head();
                 engine.root(head)?;
                 let mut tree = engine.into_tree();
-                for _ in 0..o.throughput_block {
+                for i in 0..=o.throughput_block {
                     let updates = stream.next(&tree, n);
                     slot += 1;
                     let t = Instant::now();
                     tree.commit(updates);
-                    commit_secs += t.elapsed().as_secs_f64();
-                    commit_slots += 1;
+                    if i > 0 {
+                        commit_round += t.elapsed().as_secs_f64();
+                        commit_slots += 1;
+                    }
                 }
                 engine = ForkEngine::new(tree, slot, limits);
             } else {
-                for _ in 0..o.throughput_block {
+                for i in 0..=o.throughput_block {
                     let updates = stream.next(engine.tree(), n);
                     slot += 1;
                     let t = Instant::now();
                     engine.freeze(slot, engine.head(), updates)?;
-                    let lagging = engine.head_chain().nth(o.root_lag).filter(|&s| s != engine.base());
+                    let lagging = engine.head_chain().nth(o.throughput_lag).filter(|&s| s != engine.base());
                     if let Some(s) = lagging {
                         engine.root(s)?;
                     }
-                    freeze_secs += t.elapsed().as_secs_f64();
-                    freeze_slots += 1;
+                    if i > 0 {
+                        freeze_round += t.elapsed().as_secs_f64();
+                        freeze_slots += 1;
+                    }
                     max_held = max_held.max(engine.held_bytes());
                 }
             }
         }
+        commit_secs += commit_round;
+        freeze_secs += freeze_round;
+        // Both blocks time the same number of slots, so the time ratio is the rate ratio.
+        rounds.push(100.0 * (1.0 - commit_round / freeze_round));
     }
     let commit_rate = (commit_slots * n) as f64 / commit_secs;
     let freeze_rate = (freeze_slots * n) as f64 / freeze_secs;
     let cost = 100.0 * (1.0 - freeze_rate / commit_rate);
+    let r = sorted(rounds.clone());
+    let median = percentile(&r, 50.0);
     println!(
         "throughput B={n}: commit {commit_rate:.0} updates/s ({commit_slots} slots)  freeze+root {freeze_rate:.0} \
-         updates/s ({freeze_slots} slots)  undo recording costs {cost:.1}%"
+         updates/s ({freeze_slots} slots)  undo recording costs {cost:.1}% overall, median of {} rounds {median:.1}% \
+         (rounds {:.1} to {:.1})",
+        r.len(),
+        r.first().copied().unwrap_or(f64::NAN),
+        r.last().copied().unwrap_or(f64::NAN),
     );
     let v = json!({
         "updates_per_slot": n,
         "commit_updates_per_sec": commit_rate.round(),
         "freeze_updates_per_sec": freeze_rate.round(),
         "undo_cost_pct": round(cost),
+        "undo_cost_pct_median": round(median),
+        "undo_cost_pct_rounds": rounds.iter().map(|&x| round(x)).collect::<Vec<_>>(),
+        "root_lag": o.throughput_lag,
         "commit_slots": commit_slots,
         "freeze_slots": freeze_slots,
     });
@@ -459,7 +486,7 @@ fn main() -> anyhow::Result<()> {
     println!(
         "fork-bench: leaves=2^{} threads={} shard_bits={} bucket_bits={} seed={} data_len={} bank_sizes={:?} slots={} \
          warmup={} root_lag={} switch_depths={:?} switch_updates={} switch_rounds={} throughput_updates={} \
-         throughput_rounds={} throughput_block={}",
+         throughput_rounds={} throughput_block={} throughput_lag={}",
         o.leaves_log2,
         config.threads,
         config.shard_bits,
@@ -476,6 +503,7 @@ fn main() -> anyhow::Result<()> {
         o.throughput_updates,
         o.throughput_rounds,
         o.throughput_block,
+        o.throughput_lag,
     );
     let (tree, build_secs) = build(&o, config).context("building the base tree")?;
     println!("prefill: {} accounts in {build_secs:.1} s (generation included)", tree.len());
@@ -502,6 +530,7 @@ fn main() -> anyhow::Result<()> {
     for &n in &o.bank_sizes {
         freeze.push(b.freeze_latency(&o, n)?);
     }
+
     // Fork switches move the tree off the steady chain the count follows.
     b.work = None;
     let mut switch = Vec::new();
