@@ -1,0 +1,182 @@
+//! Memory per leaf: the engine after a bulk build and a run of slots, with the snapshot writer on
+//! (or off), as resident memory the process gained. Prints readable lines, then one JSON line.
+//!
+//! The process's anonymous RSS is read before anything is built and again after the slots, once the
+//! allocator has returned its free pages (`malloc_trim`); the difference over the leaves is the
+//! figure, and the engine's own count of its heap ([`aldb_core::Pleiades::heap_bytes`]) splits it
+//! into the engine's part and the rest (with snapshots on: the writer's tables of every bucket's
+//! and node's record, its per-slot buffers, and the last slot's change set and accounts).
+//!
+//! The full first snapshot needs every account's data in one batch, so with snapshots on the
+//! tree that fits beside it here is 2^24 accounts at most; the per-leaf parts do not depend on
+//! the tree's size beyond its bucket layout, which is the same from 2^22 on.
+
+use std::time::Instant;
+
+use aldb_core::{BulkBuilder, ChangeSet, Config};
+use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
+use serde_json::json;
+
+/// Memory per leaf with the snapshot writer on or off.
+#[derive(clap::Parser)]
+#[command(name = "mem-bench")]
+struct Opts {
+    /// Prefilled accounts = 2^N.
+    #[arg(long, value_name = "N", default_value_t = 22, value_parser = clap::value_parser!(u32).range(10..=28))]
+    leaves_log2: u32,
+    /// Slots committed after the build (each through the writer when snapshots are on).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    slots: u64,
+    /// Account updates per slot.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    slot_updates: usize,
+    /// Engine threads.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Account data bytes.
+    #[arg(long, value_name = "N", default_value_t = 165)]
+    data_len: usize,
+    /// Seed of every random stream.
+    #[arg(long, value_name = "S", default_value_t = 20240611)]
+    seed: u64,
+    /// Run without the snapshot writer.
+    #[arg(long)]
+    no_snapshots: bool,
+}
+
+/// Anonymous resident memory (`RssAnon`): the heap and the engine's arrays, not the pages of
+/// snapshot files the writer has mapped, which the kernel can drop at any time.
+fn rss_bytes() -> Option<u64> {
+    status_bytes("RssAnon:")
+}
+
+/// Resident pages of mapped files (`RssFile`).
+fn rss_file_bytes() -> Option<u64> {
+    status_bytes("RssFile:")
+}
+
+fn status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.trim_start_matches(field).trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Returns the allocator's free pages to the kernel, so RSS counts live memory only.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+fn per_leaf(bytes: Option<u64>, leaves: u64) -> Option<f64> {
+    bytes.map(|b| (b as f64 / leaves as f64 * 10.0).round() / 10.0)
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = <Opts as clap::Parser>::parse();
+    let n = 1u64 << o.leaves_log2;
+    let config = Config::for_leaves(n, o.threads);
+    let snapshots = !o.no_snapshots;
+    println!(
+        "mem-bench: leaves=2^{} slots={} slot_updates={} threads={} shard_bits={} bucket_bits={} snapshots={}",
+        o.leaves_log2, o.slots, o.slot_updates, config.threads, config.shard_bits, config.bucket_bits, snapshots
+    );
+    let tmp = tempfile::tempdir()?;
+    let rss_before = rss_bytes();
+    let started = Instant::now();
+    let mut builder = BulkBuilder::new(config)?;
+    let mut full = snapshots.then(|| AccountBatch::with_capacity(n as usize, n as usize * o.data_len));
+    let mut first = 0;
+    while first < n {
+        let count = (n - first).min(65_536) as usize;
+        let chunk = SlotAccounts::prefill(o.seed, first, count, o.data_len);
+        let refs = chunk.refs();
+        builder.push_accounts(&refs, (0, 0));
+        if let Some(batch) = full.as_mut() {
+            for r in &refs {
+                batch.push(aldb_verify::spec::key_path(r.pubkey), r);
+            }
+        }
+        first += count as u64;
+    }
+    let mut tree = builder.finish();
+    println!("build: {} leaves in {:.1} s", tree.len(), started.elapsed().as_secs_f64());
+    let writer = match full {
+        Some(accounts) => {
+            let w =
+                SnapshotWriter::start(WriterConfig { keep_slots: 4 * o.slots, ..WriterConfig::new(tmp.path()) }, None)?;
+            let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
+            tree.capture_all(&mut changes);
+            w.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes, accounts, full: true })?;
+            w.flush()?;
+            // The writer hands its inputs' buffers back for reuse; the full snapshot's would
+            // hold every account's data for as long as the run.
+            while w.take_spare().is_some() {}
+            Some(w)
+        }
+        None => None,
+    };
+    let mut window = KeyWindow::prefilled(n);
+    for slot in 1..=o.slots {
+        let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
+        let accounts = SlotAccounts::slot_new(o.seed, slot, &ops, o.data_len);
+        let refs = accounts.refs();
+        let updates = tree.hash_accounts(&refs);
+        match &writer {
+            Some(w) => {
+                let (mut changes, mut batch) = w.spare_buffers();
+                batch.fill_from_updates(&updates, &refs);
+                let root = tree.commit_capture(updates, &mut changes);
+                w.submit(SlotInput { slot, parent: Some(slot - 1), root, changes, accounts: batch, full: false })?;
+            }
+            None => {
+                tree.commit(updates);
+            }
+        }
+    }
+    if let Some(w) = &writer {
+        w.flush()?;
+    }
+    trim_heap();
+    let rss_after = rss_bytes();
+    let leaves = tree.len() as u64;
+    let grown = rss_after.zip(rss_before).map(|(a, b)| a.saturating_sub(b));
+    let engine = tree.heap_bytes() as u64;
+    let rest = grown.map(|g| g.saturating_sub(engine));
+    println!(
+        "per leaf: process grew {:?} B, engine heap {:?} B, the rest (writer tables and buffers) {:?} B  ({} leaves, \
+         anonymous rss {:.2} GB, mapped file pages {:.2} GB)",
+        per_leaf(grown, leaves),
+        per_leaf(Some(engine), leaves),
+        per_leaf(rest, leaves),
+        leaves,
+        rss_after.unwrap_or(0) as f64 / 1e9,
+        rss_file_bytes().unwrap_or(0) as f64 / 1e9,
+    );
+    if let Some(w) = writer {
+        w.shutdown()?;
+    }
+    let out = json!({
+        "leaves_log2": o.leaves_log2,
+        "leaves": leaves,
+        "slots": o.slots,
+        "slot_updates": o.slot_updates,
+        "threads": config.threads,
+        "shard_bits": config.shard_bits,
+        "bucket_bits": config.bucket_bits,
+        "snapshots": snapshots,
+        "rss_before_bytes": rss_before,
+        "rss_after_bytes": rss_after,
+        "rss_file_bytes": rss_file_bytes(),
+        "bytes_per_leaf": per_leaf(grown, leaves),
+        "engine_heap_bytes_per_leaf": per_leaf(Some(engine), leaves),
+        "other_bytes_per_leaf": per_leaf(rest, leaves),
+        "root": tree.root().iter().map(|x| format!("{x:02x}")).collect::<String>(),
+    });
+    println!("{out}");
+    Ok(())
+}
