@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
 # The patched solana-test-validator (validator-patches/, built by scripts/build-patched-validator.sh)
-# with aldb_state_root_in_bank_hash active at genesis, the stock aldb plugin and the block-metadata
-# probe loaded, and Hyades beside it. After SECONDS it checks that:
-#   - slots are produced and rooted;
-#   - the stock plugin (built against the stock interface) runs: it commits slots and Hyades serves
-#     its roots, and each served root equals the in-process module's root for that slot;
-#   - the probe got end-of-startup and block metadata V0_0_5 for every bank, each with an aldb root,
-#     and bank_hash == sha256(h || aldb_root) for every one;
-#   - the validator's own votes (TowerSync in the blocks) carry those bank hashes.
-# Everything listens on loopback. Ports as scripts/validator-smoke.sh (RPC_PORT, FAUCET_PORT,
-# GOSSIP_PORT, DYNAMIC_PORTS, METRICS_PORT, HYADES_PORT, HYADES_METRICS_PORT).
-# Usage: scripts/validator-patched.sh [SECONDS]
+# end to end, with aldb_state_root_in_bank_hash active at genesis, on loopback:
+#
+#  1. run 1, a fresh ledger, the stock aldb plugin, the block-metadata probe and Hyades: the
+#     account workload of scripts/validator-scenario.sh (`aldb-scenario run`: transfers, an SPL
+#     Token mint and accounts, accounts closed and drained to zero, each proven through Hyades and
+#     compared with the validator's RPC), then, once the validator has written a ledger snapshot,
+#     the workload again with new keys, then SECONDS more. Checked: slots are rooted; the probe got
+#     end-of-startup and block metadata V0_0_5 for every bank with bank_hash == sha256(h || root);
+#     the validator's own TowerSync votes carry those hashes; the roots the stock plugin commits
+#     (served by Hyades) equal the in-process module's. The validator is stopped (admin RPC exit).
+#  2. replay: a copy of run 1's ledger (genesis and blockstore, no snapshot) is replayed from
+#     genesis in a second process by aldb-ledger-replay (validator-patches/replay), which must
+#     reach the bank hash run 1 logged for every slot both have (and the one the node recorded in
+#     its blockstore).
+#  3. restart: the patched test validator starts again on run 1's ledger, from its own latest
+#     snapshot; the module rebuilds the tree from the snapshot's accounts and must log that it
+#     "matches its bank hash", and every slot it replays from the ledger must get run 1's bank
+#     hash, the second workload's transaction slots among them.
+#
+# Prints the module's freeze time p50/p99 (the `freeze_us` of run 1's `aldb: slot ...` lines) and
+# a last JSON line with the counts. Exits non-zero at the first failed check.
+# Usage: scripts/validator-patched.sh [SECONDS] (default 20).
+# Ports as scripts/validator-smoke.sh (RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS,
+# METRICS_PORT, HYADES_PORT, HYADES_METRICS_PORT). ALDB_PATCHED_BIN names an already built bin
+# directory instead of running the build script (whose cargo step rebuilds the runtime whenever
+# aldb-bank or what it links changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs="${1:-60}"
+secs="${1:-20}"
 RPC_PORT="${RPC_PORT:-8899}"
 FAUCET_PORT="${FAUCET_PORT:-9900}"
 GOSSIP_PORT="${GOSSIP_PORT:-10100}"
@@ -21,31 +36,80 @@ DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
 METRICS_PORT="${METRICS_PORT:-9898}"
 HYADES_PORT="${HYADES_PORT:-8999}"
 HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-9899}"
-bin="$(scripts/build-patched-validator.sh | tail -n1)"
-cargo build --release --locked -p aldb-plugin -p hyades >&2
+bin="${ALDB_PATCHED_BIN:-$(scripts/build-patched-validator.sh | tail -n1)}"
+# The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
+cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+echo "work dir: $work"
+vpid=""
+hpid=""
+cleanup() {
+  [[ -n "$hpid" ]] && kill "$hpid" 2>/dev/null || true
+  [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+t0=$(date +%s)
+rpc_url="http://127.0.0.1:$RPC_PORT"
+hyades_url="http://127.0.0.1:$HYADES_PORT"
+
+start_validator() { # start_validator LOG [--geyser-plugin-config FILE]...
+  local log=$1
+  shift
+  "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" "$@" \
+    --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 \
+    --dynamic-port-range "$DYNAMIC_PORTS" --gossip-port "$GOSSIP_PORT" \
+    --log >"$log" 2>&1 &
+  vpid=$!
+}
+
+stop_validator() {
+  # A graceful exit through the admin RPC, as scripts/validator-scenario.sh does.
+  python3 - "$work/ledger/admin.rpc" <<'PY' || true
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "exit", "params": []}).encode())
+print("admin exit:", s.recv(4096).decode().strip())
+PY
+  for _ in $(seq 60); do kill -0 "$vpid" 2>/dev/null || break; sleep 1; done
+  if kill -0 "$vpid" 2>/dev/null; then echo "validator still running 60 s after exit, sending SIGTERM"; kill -TERM "$vpid"; fi
+  wait "$vpid" 2>/dev/null || true
+  vpid=""
+}
+
+# "SLOT HASH" lines sorted as join(1) wants them (as text), one per slot.
+frozen_hashes() { # frozen_hashes LOG: every `bank frozen` line's slot and hash
+  sed -n 's/.*bank frozen: \([0-9]*\) hash: \([1-9A-HJ-NP-Za-km-z]*\) .*/\1 \2/p' "$1" | sort -u -k1,1
+}
+last_slot() { cut -d' ' -f1 "$1" | sort -n | tail -n1; } # last_slot HASHES
+
+echo "== run 1: fresh ledger, feature active at genesis, stock plugin, probe, Hyades"
 cat >"$work/aldb.json5" <<JSON
 {
   libpath: "$PWD/target/release/libaldb_plugin.so",
   snapshot_dir: "$work/snapshots",
   commitment: "confirmed",
+  keep_slots: 100000,
   metrics_addr: "127.0.0.1:$METRICS_PORT",
 }
 JSON
 cat >"$work/probe.json" <<JSON
 {"libpath": "$bin/libaldb_block_metadata_probe.so", "block_metadata_version": 5}
 JSON
-"$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" \
-  --geyser-plugin-config "$work/aldb.json5" --geyser-plugin-config "$work/probe.json" \
-  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 \
-  --dynamic-port-range "$DYNAMIC_PORTS" --gossip-port "$GOSSIP_PORT" \
-  --log >"$work/validator.log" 2>&1 &
-for _ in $(seq 90); do [[ -d "$work/snapshots" ]] && ls "$work/snapshots" | grep -q snap && break; sleep 1; done
+start_validator "$work/validator.log" --geyser-plugin-config "$work/aldb.json5" --geyser-plugin-config "$work/probe.json"
+for _ in $(seq 120); do ls "$work/snapshots" 2>/dev/null | grep -q snap && break; sleep 1; done
 target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" \
   --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
+hpid=$!
+target/release/aldb-scenario run --rpc "$rpc_url" --hyades "$hyades_url" --seed 1
+echo "== waiting for the validator's first ledger snapshot"
+for _ in $(seq 900); do ls "$work/ledger" | grep -q '^snapshot-' && break; sleep 1; done
+ls "$work/ledger" | grep -q '^snapshot-' || { echo "FAIL: no ledger snapshot after 900 s"; exit 1; }
+target/release/aldb-scenario run --rpc "$rpc_url" --hyades "$hyades_url" --seed 2 | tee "$work/scenario2.log"
+tx_slots=$(sed -n 's/^tx slots: //p' "$work/scenario2.log")
 sleep "$secs"
-echo "work dir: $work"
 grep -m3 'aldb:' "$work/validator.log" || true
 curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(slots_committed|callback_(errors|panics))' || true
 python3 - "$work" "$RPC_PORT" "$HYADES_PORT" <<'PY'
@@ -168,3 +232,65 @@ for f in fail[:20]:
     print("FAIL", f)
 sys.exit(1 if fail else 0)
 PY
+echo "== stopping run 1"
+stop_validator
+kill "$hpid" 2>/dev/null || true
+wait "$hpid" 2>/dev/null || true
+hpid=""
+frozen_hashes "$work/validator.log" >"$work/hashes1"
+last1=$(last_slot "$work/hashes1")
+echo "run 1: $(wc -l <"$work/hashes1") frozen banks, last slot $last1; ledger snapshots: $(ls "$work/ledger" | grep -E '^(incremental-)?snapshot-' | tr '\n' ' ')"
+
+# Run 1's freeze times, from the node's own log.
+freeze=$(sed -n 's/.*aldb: slot [0-9]* root .* freeze_us \([0-9]*\) aldb_us \([0-9]*\).*/\1 \2/p' "$work/validator.log" |
+  python3 -c '
+import math, sys
+rows = [tuple(map(int, l.split())) for l in sys.stdin if l.strip()]
+def q(v, p):
+    v = sorted(v)
+    return v[max(1, math.ceil(p / 100 * len(v))) - 1] if v else 0
+f, a = [r[0] for r in rows], [r[1] for r in rows]
+print(len(rows), q(f, 50), q(f, 99), max(f, default=0), q(a, 50), q(a, 99))')
+read -r nfreeze f50 f99 fmax a50 a99 <<<"$freeze"
+echo "run 1 freeze-time root over $nfreeze banks: freeze_us p50 $f50 p99 $f99 max $fmax; aldb_us p50 $a50 p99 $a99"
+
+echo "== replay: a copy of run 1's ledger from genesis in a second process"
+mkdir -p "$work/replay"
+cp "$work/ledger/genesis.bin" "$work/replay/"
+cp -r "$work/ledger/rocksdb" "$work/replay/"
+"$bin/aldb-ledger-replay" "$work/replay" >"$work/replay.out" 2>"$work/replay.log" ||
+  { tail -n5 "$work/replay.log"; echo "FAIL: the replay exited non-zero"; exit 1; }
+tail -n1 "$work/replay.out"
+sed -n 's/^slot \([0-9]*\) parent [0-9]* hash \([1-9A-HJ-NP-Za-km-z]*\) .*/\1 \2/p' "$work/replay.out" | sort -u -k1,1 >"$work/hashes-replay"
+replay_same=$(join "$work/hashes1" "$work/hashes-replay" | awk '$2 == $3' | wc -l)
+replay_diff=$(join "$work/hashes1" "$work/hashes-replay" | awk '$2 != $3' | wc -l)
+echo "replay: $(wc -l <"$work/hashes-replay") slots replayed, $replay_same with run 1's bank hash, $replay_diff different"
+(( replay_diff == 0 )) || { join "$work/hashes1" "$work/hashes-replay" | awk '$2 != $3' | head; echo "FAIL: replayed bank hashes differ"; exit 1; }
+(( replay_same >= 100 )) || { echo "FAIL: only $replay_same replayed slots compared"; exit 1; }
+
+echo "== run 2: restart on run 1's ledger, from its own snapshot"
+start_validator "$work/validator2.log"
+for _ in $(seq 300); do
+  frozen_hashes "$work/validator2.log" >"$work/hashes2"
+  s=$(last_slot "$work/hashes2")
+  [[ -n "$s" ]] && ((s > last1)) && break
+  kill -0 "$vpid" 2>/dev/null || { tail -n20 "$work/validator2.log"; echo "FAIL: the restarted validator exited"; exit 1; }
+  sleep 1
+done
+stop_validator
+grep -m1 'aldb: built the tree at slot' "$work/validator2.log" || true
+grep -m1 'aldb: the tree at slot .* matches its bank hash' "$work/validator2.log" ||
+  { echo "FAIL: run 2 did not check its rebuilt tree against the snapshot bank's hash"; exit 1; }
+frozen_hashes "$work/validator2.log" >"$work/hashes2"
+restart_same=$(join "$work/hashes1" "$work/hashes2" | awk '$2 == $3' | wc -l)
+restart_diff=$(join "$work/hashes1" "$work/hashes2" | awk '$2 != $3' | wc -l)
+echo "run 2: $restart_same slots replayed from the ledger with run 1's bank hash, $restart_diff different (first $(cut -d' ' -f1 "$work/hashes2" | sort -n | head -n1))"
+(( restart_diff == 0 )) || { join "$work/hashes1" "$work/hashes2" | awk '$2 != $3' | head; echo "FAIL: restarted bank hashes differ"; exit 1; }
+(( restart_same >= 1 )) || { echo "FAIL: run 2 re-froze none of run 1's slots"; exit 1; }
+for s in $tx_slots; do
+  join <(echo "$s") <(join "$work/hashes1" "$work/hashes2") | grep -q . ||
+    { echo "FAIL: slot $s (a transaction of the second workload) was not re-frozen with run 1's hash"; exit 1; }
+done
+echo "the second workload's transaction slots ($tx_slots) re-frozen with run 1's hashes"
+echo "{\"banks\":$(wc -l <"$work/hashes1"),\"replay_same\":$replay_same,\"restart_same\":$restart_same,\"freeze_us_p50\":$f50,\"freeze_us_p99\":$f99,\"aldb_us_p50\":$a50,\"aldb_us_p99\":$a99,\"seconds\":$(($(date +%s) - t0))}"
+echo "validator-patched passed"
