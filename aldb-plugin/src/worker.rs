@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::AccountRef;
-use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotWriter};
+use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotError, SnapshotWriter, SpilledAccounts};
 use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts, StatusChange, StatusKind};
 
 use crate::metrics::PluginCounters;
@@ -34,6 +34,16 @@ impl Worker {
         records: Option<Records>,
         counters: Arc<PluginCounters>,
     ) -> std::io::Result<Self> {
+        // Startup accounts stream to disk (before any arrives: this runs in `on_load`); without
+        // a spill they are held in memory until the end of startup, as before.
+        match writer.startup_spill(aldb_snapshot::DEFAULT_SPILL_BITS) {
+            Ok(spill) => {
+                if let Err(e) = adapter.spill_startup(spill) {
+                    log::warn!("aldb-plugin: startup accounts will be held in memory: {e}");
+                }
+            }
+            Err(e) => log::warn!("aldb-plugin: no startup spill, startup accounts will be held in memory: {e}"),
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -93,7 +103,18 @@ fn run(
                 if let Some(r) = records.as_mut() {
                     r.record(&c, counters);
                 }
-                sink.submit(c);
+                // The base commit ends startup: a streamed startup state's accounts are in the
+                // spill (a genesis start leaves it empty, and dropping it removes it).
+                let spill = match c.kind {
+                    CommitKind::Startup => adapter.take_startup_spill(),
+                    CommitKind::Genesis => {
+                        // Nothing came at startup: the empty spill is removed as it is dropped.
+                        drop(adapter.take_startup_spill());
+                        None
+                    }
+                    CommitKind::Slot => None,
+                };
+                sink.submit(c, spill);
                 // The writer hands back the change sets and account batches it has written; the
                 // next commits fill them rather than fresh allocations.
                 if let Some((changes, accounts)) = sink.writer.take_spare() {
@@ -150,7 +171,8 @@ struct Sink<'a> {
 const MAX_SPARE_BATCH_BYTES: usize = 64 << 20;
 
 impl Sink<'_> {
-    fn submit(&mut self, c: Committed<AccountRecord>) {
+    /// Hands a commit to the writer; `spill` holds a streamed startup state's accounts.
+    fn submit(&mut self, c: Committed<AccountRecord>, spill: Option<Result<SpilledAccounts, SnapshotError>>) {
         // The base commit (genesis slot 0, or the startup state) is the whole state: its change
         // set covers the whole tree (genesis is committed onto an empty tree; the startup state
         // comes with `capture_all`) and its records are every live account. It is the only commit
@@ -189,16 +211,19 @@ impl Sink<'_> {
             self.skip();
             return;
         };
-        // The base state is far larger than a slot: it gets a batch of its own size.
-        let spare = if full { None } else { self.spare.take() };
-        let input = SlotInput {
-            slot: c.slot,
-            parent: c.parent,
-            root: c.root,
-            changes,
-            accounts: batch(c.records, full, spare),
-            full,
+        let accounts = match spill {
+            // A streamed startup state: the writer reads its accounts back from the spill.
+            Some(Ok(spill)) => AccountBatch::from_spill(spill),
+            Some(Err(e)) => {
+                log::error!("aldb-plugin: the startup spill failed, no full snapshot at slot {}: {e}", c.slot);
+                self.failed = true;
+                self.skip();
+                return;
+            }
+            // The base state is far larger than a slot: it gets a batch of its own size.
+            None => batch(c.records, full, if full { None } else { self.spare.take() }),
         };
+        let input = SlotInput { slot: c.slot, parent: c.parent, root: c.root, changes, accounts, full };
         let t = Instant::now();
         let result = self.writer.submit(input);
         self.counters.submit_latency.observe(t.elapsed());

@@ -4,6 +4,7 @@ use aldb_core::AccountRef;
 use aldb_verify::spec::Hash;
 
 use crate::error::SnapshotError;
+use crate::startup::SpilledAccounts;
 
 /// One account of a batch; its data lives in the batch's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,12 +29,33 @@ pub struct AccountEntry {
 pub struct AccountBatch {
     entries: Vec<AccountEntry>,
     data: Vec<u8>,
+    /// A full state's accounts on disk, written from there (see [`AccountBatch::from_spill`]);
+    /// the entries then hold only accounts merged on top of it.
+    spill: Option<SpilledAccounts>,
 }
 
 impl AccountBatch {
     /// An empty batch with room for `accounts` accounts and `data_bytes` of data.
     pub fn with_capacity(accounts: usize, data_bytes: usize) -> Self {
-        Self { entries: Vec::with_capacity(accounts), data: Vec::with_capacity(data_bytes) }
+        Self { entries: Vec::with_capacity(accounts), data: Vec::with_capacity(data_bytes), spill: None }
+    }
+
+    /// A full state's accounts as the startup spill holds them: the writer reads each winner
+    /// back from disk as it writes the full snapshot, so the accounts are never all in memory.
+    /// Valid only in a full [`crate::SlotInput`]; every leaf of its change set must have its
+    /// account in the spill.
+    pub fn from_spill(spill: SpilledAccounts) -> Self {
+        Self { spill: Some(spill), ..Self::default() }
+    }
+
+    /// The spill this batch's accounts come from, if they do.
+    pub fn spilled(&self) -> Option<&SpilledAccounts> {
+        self.spill.as_ref()
+    }
+
+    /// Takes the spill out of the batch.
+    pub(crate) fn take_spill(&mut self) -> Option<SpilledAccounts> {
+        self.spill.take()
     }
 
     /// The accounts of a slot with the key paths the engine computed for them
@@ -137,10 +159,11 @@ impl AccountBatch {
         self.entries.capacity() * std::mem::size_of::<AccountEntry>() + self.data.capacity()
     }
 
-    /// Empties the batch, keeping its allocations.
+    /// Empties the batch, keeping its allocations (and letting go of a spill).
     pub fn clear(&mut self) {
         self.entries.clear();
         self.data.clear();
+        self.spill = None;
     }
 }
 

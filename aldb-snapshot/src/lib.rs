@@ -18,9 +18,13 @@ mod forks;
 mod path_index;
 pub mod records;
 mod serializer;
+mod startup;
 mod writer;
 
 pub use batch::{AccountBatch, AccountEntry};
 pub use error::SnapshotError;
 pub use serializer::{CAPTURE_OPTIONS, Published, SlotInput};
+pub use startup::{
+    DEFAULT_SPILL_BITS, SPILL_DIR, SpilledAccount, SpilledAccounts, StartupSpill, Winners, remove_leftover_spill,
+};
 pub use writer::{Refusal, SlotMark, SnapshotWriter, WriterConfig, WriterStats};

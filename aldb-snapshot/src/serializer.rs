@@ -445,6 +445,9 @@ impl Serializer {
                 "the change set leaves out level {d}, which the snapshot stores"
             )));
         }
+        if input.accounts.spilled().is_some() && !input.full {
+            return Err(SnapshotError::Input("spilled accounts are a full state, submitted without `full`".into()));
+        }
         if input.full {
             self.reset(bucket_bits);
         } else if !self.started {
@@ -629,7 +632,41 @@ impl Serializer {
             let head = account_record_parts(&e.pubkey, e.lamports, &e.owner, e.executable, data.len());
             fb.record(Kind::Account, &head.as_slice_with(data))
         };
-        if input.full {
+        // A spilled full state: each leaf's account, in the change set's (path) order, from the
+        // batch if one was merged on top, else the spill's winner; `path_refs` is then by leaf.
+        let spilled = input.accounts.spilled().filter(|_| input.full);
+        if let Some(spill) = spilled {
+            s.path_refs.clear();
+            let mut winners = spill.winners();
+            let mut cursor = 0usize;
+            for c in input.changes.buckets() {
+                for path in c.paths {
+                    let key = (prefix_of(path), path);
+                    while cursor < by_path.len() && (by_path[cursor].0, &by_path[cursor].1) < key {
+                        cursor += 1;
+                    }
+                    let r = match by_path.get(cursor) {
+                        Some(&(_, p, std::cmp::Reverse(i))) if p == *path => write(fb, &entries[i as usize])?,
+                        _ => match winners.seek(path)? {
+                            Some(w) => {
+                                let a = w.account;
+                                let head =
+                                    account_record_parts(a.pubkey, a.lamports, a.owner, a.executable, a.data.len());
+                                fb.record(Kind::Account, &head.as_slice_with(a.data))?
+                            }
+                            None => Ref::NULL,
+                        },
+                    };
+                    if r.is_null() {
+                        return Err(SnapshotError::Input(format!(
+                            "leaf of bucket {} has no account in the startup spill",
+                            c.index
+                        )));
+                    }
+                    s.path_refs.push(r);
+                }
+            }
+        } else if input.full {
             // A full state is written in path order: the refresh later copies a key range at a
             // time, and reads it back sequentially only if it lies together on disk.
             for &(_, _, std::cmp::Reverse(i)) in by_path {
@@ -648,8 +685,12 @@ impl Serializer {
             }
         }
         // One gather (independent loads the CPU overlaps), so the bucket loop reads in order.
-        s.path_refs.clear();
-        s.path_refs.extend(by_path.iter().map(|&(_, _, std::cmp::Reverse(i))| s.refs[i as usize]));
+        if spilled.is_none() {
+            s.path_refs.clear();
+            s.path_refs.extend(by_path.iter().map(|&(_, _, std::cmp::Reverse(i))| s.refs[i as usize]));
+        }
+        // The next leaf's record of a spilled full state.
+        let mut leaf_k = 0usize;
         let account_bytes = fb.written() - start;
         let mut refresh_bytes = 0u64;
 
@@ -715,13 +756,18 @@ impl Serializer {
                         continue;
                     }
                     for path in c.paths {
-                        let key = (prefix_of(path), path);
-                        while cursor < by_path.len() && (by_path[cursor].0, &by_path[cursor].1) < key {
-                            cursor += 1;
-                        }
-                        let fresh = match by_path.get(cursor) {
-                            Some((_, p, _)) if p == path => Some(s.path_refs[cursor]).filter(|r| !r.is_null()),
-                            _ => None,
+                        let fresh = if spilled.is_some() {
+                            leaf_k += 1;
+                            s.path_refs.get(leaf_k - 1).copied()
+                        } else {
+                            let key = (prefix_of(path), path);
+                            while cursor < by_path.len() && (by_path[cursor].0, &by_path[cursor].1) < key {
+                                cursor += 1;
+                            }
+                            match by_path.get(cursor) {
+                                Some((_, p, _)) if p == path => Some(s.path_refs[cursor]).filter(|r| !r.is_null()),
+                                _ => None,
+                            }
                         };
                         let acct = match fresh {
                             Some(r) => r,

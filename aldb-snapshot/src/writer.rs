@@ -221,6 +221,8 @@ pub struct SnapshotWriter {
     failure: Arc<Mutex<Option<String>>>,
     /// Fork mode: banks refused since the last [`SnapshotWriter::take_refused`].
     refused: Arc<Mutex<VecDeque<Refusal>>>,
+    /// The snapshot directory.
+    dir: PathBuf,
 }
 
 impl std::fmt::Debug for SnapshotWriter {
@@ -390,7 +392,15 @@ impl SnapshotWriter {
             done,
             failure,
             refused,
+            dir: config.dir.clone(),
         })
+    }
+
+    /// A startup spill in this writer's directory, with `2^bits` partitions: the startup
+    /// accounts on disk until the full snapshot is written from them
+    /// ([`crate::AccountBatch::from_spill`]).
+    pub fn startup_spill(&self, bits: u8) -> Result<crate::StartupSpill, SnapshotError> {
+        crate::StartupSpill::create(&self.dir, bits)
     }
 
     /// Queues a status mark for `slot`, ordered with the slots submitted before and after it.
@@ -553,6 +563,10 @@ impl Pending {
             }
         }
         let mut out = AccountBatch::default();
+        // A spilled full state stays on disk; only the accounts merged on top are compacted.
+        if let Some(spill) = self.accounts.iter_mut().find_map(AccountBatch::take_spill) {
+            out = AccountBatch::from_spill(spill);
+        }
         for (bi, b) in self.accounts.iter().enumerate() {
             for (i, e) in b.entries().iter().enumerate() {
                 if newest.get(&e.path) == Some(&(bi, i))
@@ -575,6 +589,9 @@ impl Pending {
             changes.push_bucket(index, hash, &paths, &[]);
         }
         let mut accounts = AccountBatch::default();
+        if let Some(spill) = self.accounts.iter_mut().find_map(AccountBatch::take_spill) {
+            accounts = AccountBatch::from_spill(spill);
+        }
         for batch in self.accounts.drain(..) {
             for i in 0..batch.len() {
                 if let (Some(a), Some(e)) = (batch.get(i), batch.entries().get(i)) {

@@ -6,11 +6,13 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use aldb_core::{BulkEntry, ForkLimits, Pleiades, Update};
+use aldb_snapshot::{SnapshotError, SpilledAccounts, StartupSpill};
 
 use crate::control::{Control, Cx, Shared};
 use crate::engine::{Applied, CommitKind, Committed, Engine};
 use crate::error::{AdapterError, IgnoreReason, Ignored};
 use crate::retain::{NoRecords, Retain};
+use crate::startup::{STARTUP_BATCH, StartupStream};
 use crate::stats::{Counters, Stats};
 use crate::status::StatusChange;
 use crate::stripe::{Buffer, Incoming, Stripes, lock};
@@ -43,6 +45,7 @@ pub struct Adapter<R: Retain = NoRecords> {
     stripes: Stripes<R::Record>,
     shared: Shared,
     counters: Counters,
+    startup: StartupStream,
     control: Mutex<Control<R::Record>>,
     work: Condvar,
     engine: Mutex<Engine>,
@@ -79,6 +82,7 @@ impl<R: Retain> Adapter<R> {
             retain,
             shared: Shared::default(),
             counters: Counters::default(),
+            startup: StartupStream::new(config.engine),
             work: Condvar::new(),
             engine: Mutex::new(engine),
             status: Mutex::new(VecDeque::new()),
@@ -86,7 +90,7 @@ impl<R: Retain> Adapter<R> {
     }
 
     fn cx(&self) -> Cx<'_, R::Record> {
-        Cx { stripes: &self.stripes, shared: &self.shared, counters: &self.counters }
+        Cx { stripes: &self.stripes, shared: &self.shared, counters: &self.counters, startup: &self.startup }
     }
 
     /// The settings in use.
@@ -106,20 +110,31 @@ impl<R: Retain> Adapter<R> {
         let hashed = Update::from_account(&u.account());
         let hint =
             if !u.is_startup && u.pubkey == SLOT_HASHES_SYSVAR { slot_hashes_newest(u.slot, u.data) } else { None };
-        let record = self.retain.retain(u, &hashed);
+        // A streamed startup account keeps no record: what the snapshot needs goes to the spill.
+        let spilling = u.is_startup && self.startup.spilling();
+        let record = (!spilling).then(|| self.retain.retain(u, &hashed));
+        // Startup entries go to the builder as they arrive unless records must be resolved
+        // against them at the end.
+        let streaming = spilling || std::mem::size_of::<R::Record>() == 0;
         let result = {
             let mut stripe = self.stripes.lock_path(&hashed.path);
             if u.is_startup {
                 // Read under the stripe lock: see `Shared::startup_open`.
                 if self.shared.startup_open.load(Ordering::Acquire) {
-                    let rank = (u.slot, u.write_version);
-                    stripe.push_startup(BulkEntry { path: hashed.path, value: hashed.value, rank }, record);
+                    let entry = BulkEntry { path: hashed.path, value: hashed.value, rank: (u.slot, u.write_version) };
+                    if spilling {
+                        self.startup.append(&entry, &u.account());
+                    }
+                    stripe.push_startup(entry, record);
+                    if streaming {
+                        stripe.flush_startup(STARTUP_BATCH, &self.startup);
+                    }
                     Counters::add(&self.counters.startup_updates, 1);
                     Ok(Buffer::Done)
                 } else {
                     Err(IgnoreReason::LateStartupUpdate)
                 }
-            } else {
+            } else if let Some(record) = record {
                 let base = self.counters.base.get();
                 let incoming = Incoming {
                     slot: u.slot,
@@ -130,6 +145,9 @@ impl<R: Retain> Adapter<R> {
                     hint,
                 };
                 stripe.buffer(incoming, base)
+            } else {
+                // Unreachable: only startup accounts skip the record.
+                Err(IgnoreReason::LateStartupUpdate)
             }
         };
         match result {
@@ -143,6 +161,37 @@ impl<R: Retain> Adapter<R> {
                 Err(Ignored { reason, slot: Some(u.slot) })
             }
         }
+    }
+
+    /// Streams startup accounts to `spill` (created in the snapshot directory) instead of keeping
+    /// them: each startup account's hashes go to the bulk builder as it arrives, the rest of it to
+    /// the spill, and no record is retained for it, so the startup commit's
+    /// [`Committed::records`] is empty and the full snapshot is written from
+    /// [`take_startup_spill`](Self::take_startup_spill). Call it before the first startup
+    /// account; refused after one arrived or once a spill is set.
+    pub fn spill_startup(&self, spill: StartupSpill) -> Result<(), AdapterError> {
+        if self.counters.startup_updates.load(Ordering::Relaxed) > 0
+            || !self.shared.startup_open.load(Ordering::Acquire)
+        {
+            return Err(AdapterError::Config("the startup spill must be set before the first startup account".into()));
+        }
+        if !self.startup.set_spill(spill) {
+            return Err(AdapterError::Config("a startup spill is already set".into()));
+        }
+        Ok(())
+    }
+
+    /// The startup spill, finished, once startup is over (after
+    /// [`end_of_startup`](Self::end_of_startup), or the implicit end a slot status makes):
+    /// the startup state's accounts for its full snapshot
+    /// ([`aldb_snapshot::AccountBatch::from_spill`]). `None` while startup is open or when no
+    /// spill was set (or it was taken); an error if an append failed (the root stands, the full
+    /// snapshot cannot be made from it).
+    pub fn take_startup_spill(&self) -> Option<Result<SpilledAccounts, SnapshotError>> {
+        if self.shared.startup_open.load(Ordering::Acquire) {
+            return None;
+        }
+        self.startup.take_spill()
     }
 
     /// One slot status. Decides what became ready to commit and queues it for

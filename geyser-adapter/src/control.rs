@@ -10,7 +10,7 @@ use std::ops::Bound;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use aldb_core::{BulkEntry, Hash};
+use aldb_core::{BulkBuilder, BulkEntry, Hash};
 use aldb_verify::record::BlockInfo;
 
 use crate::CommitKind;
@@ -40,6 +40,7 @@ pub(crate) struct Cx<'a, Rec> {
     pub(crate) stripes: &'a Stripes<Rec>,
     pub(crate) shared: &'a Shared,
     pub(crate) counters: &'a Counters,
+    pub(crate) startup: &'a crate::startup::StartupStream,
 }
 
 impl<Rec> Cx<'_, Rec> {
@@ -56,7 +57,7 @@ impl<Rec> Cx<'_, Rec> {
 /// Work for the engine, applied strictly in queue order.
 pub(crate) enum Job<Rec> {
     /// Build the startup state in bulk.
-    Startup { slot: u64, entries: Vec<Vec<BulkEntry>>, records: Vec<Vec<Rec>> },
+    Startup { slot: u64, builder: Option<Box<BulkBuilder>>, entries: Vec<Vec<BulkEntry>>, records: Vec<Vec<Rec>> },
     /// Apply one slot's winning updates. `block` is filled in when the job leaves the queue.
     Slot {
         slot: u64,
@@ -466,6 +467,8 @@ impl<Rec> Control<Rec> {
             return Err(Ignored { reason: IgnoreReason::RepeatedEndOfStartup, slot: None });
         }
         let parts = cx.stripes.take_startup();
+        // Taken after every stripe was visited: no batch is on its way to it any more.
+        let builder = cx.startup.take_builder();
         // No startup accounts: a genesis start (or an empty snapshot); the genesis rule applies.
         let Some(slot) = parts.max_slot else {
             return Ok(());
@@ -476,7 +479,7 @@ impl<Rec> Control<Rec> {
         }
         self.set_base(slot, cx);
         cx.discarded(cx.stripes.prune_below(slot));
-        self.jobs.push_back(Job::Startup { slot, entries: parts.entries, records: parts.records });
+        self.jobs.push_back(Job::Startup { slot, builder, entries: parts.entries, records: parts.records });
         Ok(())
     }
 

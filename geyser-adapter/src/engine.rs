@@ -150,8 +150,8 @@ impl Engine {
         out: &mut Vec<StatusChange>,
     ) -> Applied<Rec> {
         match job {
-            Job::Startup { slot, entries, records } => {
-                Applied::Committed(Box::new(self.startup(slot, entries, records, counters, out)))
+            Job::Startup { slot, builder, entries, records } => {
+                Applied::Committed(Box::new(self.startup(slot, builder, entries, records, counters, out)))
             }
             Job::Slot { slot, parent, kind, buffers, parent_bank_hash, block } => {
                 let n: usize = buffers.iter().map(|m| m.len()).sum();
@@ -408,19 +408,27 @@ impl Engine {
         }
     }
 
+    /// Builds the startup state: `builder` holds the entries streamed in as they arrived (if
+    /// any were), `entries` the rest; `records`, when kept, are parallel to `entries`.
     fn startup<Rec>(
         &mut self,
         slot: u64,
+        builder: Option<Box<BulkBuilder>>,
         entries: Vec<Vec<BulkEntry>>,
         records: Vec<Vec<Rec>>,
         counters: &Counters,
         out: &mut Vec<StatusChange>,
     ) -> Committed<Rec> {
-        // Records are only worth resolving when the policy keeps something.
-        let keeps = std::mem::size_of::<Rec>() != 0;
+        // Records are only worth resolving when the policy keeps something (a streamed startup
+        // keeps none: its accounts went to the spill).
+        let keeps = std::mem::size_of::<Rec>() != 0 && records.iter().any(|r| !r.is_empty());
         let won = keeps.then(|| winners(&entries));
         let kept = won.as_ref().map(|w| take(records, w)).unwrap_or_default();
-        let built = match BulkBuilder::new(self.config) {
+        let builder = match builder {
+            Some(b) => Ok(*b),
+            None => BulkBuilder::new(self.config),
+        };
+        let built = match builder {
             Ok(mut b) => {
                 for part in entries {
                     b.push(&part);

@@ -71,6 +71,7 @@ mod control;
 mod engine;
 mod error;
 mod retain;
+mod startup;
 mod stats;
 mod status;
 mod stripe;

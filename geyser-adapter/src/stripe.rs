@@ -167,11 +167,21 @@ impl<Rec> Stripe<Rec> {
         Ok(outcome)
     }
 
-    /// Keeps a startup account for the bulk build.
-    pub(crate) fn push_startup(&mut self, entry: BulkEntry, record: Rec) {
+    /// Keeps a startup account for the bulk build, with its record unless it is streamed.
+    pub(crate) fn push_startup(&mut self, entry: BulkEntry, record: Option<Rec>) {
         self.startup_max = self.startup_max.max(Some(entry.rank.0));
         self.startup.push(entry);
-        self.startup_records.push(record);
+        if let Some(r) = record {
+            self.startup_records.push(r);
+        }
+    }
+
+    /// Hands the stripe's startup entries to the builder once there are `batch` of them.
+    /// Called under the stripe's lock, so entries of one path reach the builder in arrival order.
+    pub(crate) fn flush_startup(&mut self, batch: usize, stream: &crate::startup::StartupStream) {
+        if self.startup.len() >= batch && stream.push(&self.startup) {
+            self.startup.clear();
+        }
     }
 
     /// Moves everything at or below `base` into `dead`.
@@ -354,6 +364,8 @@ impl<Rec> Stripes<Rec> {
                 parts.entries.push(std::mem::take(&mut s.startup));
                 parts.records.push(std::mem::take(&mut s.startup_records));
             }
+            // A batch's buffer after the last flush.
+            s.startup = Vec::new();
         });
         parts
     }
