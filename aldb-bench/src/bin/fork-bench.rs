@@ -36,6 +36,13 @@ struct Opts {
     /// Worker threads of the engine.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Bucket bits instead of `Config::for_leaves`'s (about two leaves per bucket); one fewer
+    /// doubles the leaves per bucket and halves the prefix hashes' memory.
+    #[arg(long)]
+    bucket_bits: Option<u8>,
+    /// Shard bits instead of `Config::for_leaves`'s.
+    #[arg(long)]
+    shard_bits: Option<u8>,
     /// Seed of the workload.
     #[arg(long, default_value_t = 20_261_122)]
     seed: u64,
@@ -482,7 +489,9 @@ fn main() -> anyhow::Result<()> {
         o.threads > 0 && o.slots > 0 && o.switch_rounds > 0,
         "--threads, --slots and --switch-rounds must be positive"
     );
-    let config = Config::for_leaves(1u64 << o.leaves_log2, o.threads);
+    let auto = Config::for_leaves(1u64 << o.leaves_log2, o.threads);
+    let config =
+        Config::new(auto.threads, o.shard_bits.unwrap_or(auto.shard_bits), o.bucket_bits.unwrap_or(auto.bucket_bits))?;
     println!(
         "fork-bench: leaves=2^{} threads={} shard_bits={} bucket_bits={} seed={} data_len={} bank_sizes={:?} slots={} \
          warmup={} root_lag={} switch_depths={:?} switch_updates={} switch_rounds={} throughput_updates={} \

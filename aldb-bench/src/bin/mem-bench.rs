@@ -34,6 +34,13 @@ struct Opts {
     /// Engine threads.
     #[arg(long, value_name = "N", default_value_t = 2)]
     threads: usize,
+    /// Bucket bits instead of `Config::for_leaves`'s (about two leaves per bucket); one fewer
+    /// doubles the leaves per bucket and halves the prefix hashes' memory.
+    #[arg(long)]
+    bucket_bits: Option<u8>,
+    /// Shard bits instead of `Config::for_leaves`'s.
+    #[arg(long)]
+    shard_bits: Option<u8>,
     /// Account data bytes.
     #[arg(long, value_name = "N", default_value_t = 165)]
     data_len: usize,
@@ -79,7 +86,9 @@ fn per_leaf(bytes: Option<u64>, leaves: u64) -> Option<f64> {
 fn main() -> anyhow::Result<()> {
     let o = <Opts as clap::Parser>::parse();
     let n = 1u64 << o.leaves_log2;
-    let config = Config::for_leaves(n, o.threads);
+    let auto = Config::for_leaves(n, o.threads);
+    let config =
+        Config::new(auto.threads, o.shard_bits.unwrap_or(auto.shard_bits), o.bucket_bits.unwrap_or(auto.bucket_bits))?;
     let snapshots = !o.no_snapshots;
     println!(
         "mem-bench: leaves=2^{} slots={} slot_updates={} threads={} shard_bits={} bucket_bits={} snapshots={}",
