@@ -75,6 +75,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
 """}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench            # defaults", "skip",
      "2^26 accounts: ~12 GB of memory and minutes; README.md's quick run covers the binary", {}),
+    ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin mem-bench", "skip",
+     "builds a 2^22 tree twice, once with its full snapshot: about 3 GB and minutes of both cores", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin snapshot-bench -- --slots 30", "lines", [1], {
         "reason": "2^22 and 2^24 leaves: gigabytes of snapshots and minutes", "timeout": 1800}),
     ("BENCHMARKS.md", "nice -n 5 cargo run --release -p aldb-bench --bin fork-bench", "skip",
