@@ -109,7 +109,7 @@ pub(crate) fn base58_32_decode(text: &str) -> Option<[u8; 32]> {
     (zeros == ones).then_some(out)
 }
 
-fn quoted_base58(out: &mut String, bytes: &[u8; 32]) {
+pub(crate) fn quoted_base58(out: &mut String, bytes: &[u8; 32]) {
     out.push('"');
     base58_32(out, bytes);
     out.push('"');

@@ -5,7 +5,8 @@
 //! `GET /ws`, upgraded); a second one serves Prometheus metrics at `/metrics`. The methods, their
 //! parameters and the error codes are documented in the crate's `README.md` and in [`rpc`].
 //! Root records (`docs/SPEC.md` §9) from the directory's `records/` log are served by
-//! `getRootRecord`, `getRootRecords` and `recordSubscribe` ([`records`]).
+//! `getRootRecord`, `getRootRecords` and `recordSubscribe` ([`records`]); the vote evidence of a
+//! slot (`docs/SPEC.md` §10.5) from the directory's vote-evidence log by `getSlotVotes` ([`votes`]).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), hyades::ServeError> {
@@ -27,6 +28,7 @@ pub mod replica;
 pub mod rpc;
 mod server;
 pub mod source;
+pub mod votes;
 
 pub use error::ServeError;
 pub use levels::Level;
@@ -40,3 +42,4 @@ pub use server::{
     SLOW_SUBSCRIBER_CLOSE, Service,
 };
 pub use source::Source;
+pub use votes::VoteFeed;

@@ -123,11 +123,13 @@ pub enum Method {
     RecordSubscribe,
     /// `recordUnsubscribe([id])` (WebSocket only).
     RecordUnsubscribe,
+    /// `getSlotVotes([slot?, {"commitment"?}])`.
+    GetSlotVotes,
 }
 
 impl Method {
     /// Every method, in a fixed order (metrics index by it).
-    pub const ALL: [Method; 12] = [
+    pub const ALL: [Method; 13] = [
         Method::GetStateRoot,
         Method::GetAccountProof,
         Method::GetMultipleAccountProofs,
@@ -140,6 +142,7 @@ impl Method {
         Method::GetRootRecords,
         Method::RecordSubscribe,
         Method::RecordUnsubscribe,
+        Method::GetSlotVotes,
     ];
 
     /// The method's wire name.
@@ -157,6 +160,7 @@ impl Method {
             Method::GetRootRecords => "getRootRecords",
             Method::RecordSubscribe => "recordSubscribe",
             Method::RecordUnsubscribe => "recordUnsubscribe",
+            Method::GetSlotVotes => "getSlotVotes",
         }
     }
 

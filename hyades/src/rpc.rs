@@ -23,6 +23,11 @@ use crate::metrics::Metrics;
 pub use crate::protocol::{Method, RpcError, codes};
 use crate::records::{RecordFeed, RecordQueryError};
 use crate::source::Source;
+use crate::votes::{ServedVotes, VoteFeed, VoteQueryError};
+
+/// Slots with a logged bank that `getSlotVotes` without a slot tries, newest first, for one it
+/// can serve: the newest banks have no votes yet, and at `confirmed` no snapshot yet.
+const NEWEST_VOTED_TRIES: usize = 64;
 
 /// Bounds on what one request may ask for, so no request can take unbounded memory or time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +99,7 @@ pub struct Rpc {
     hyades: Source,
     records: Arc<RecordFeed>,
     levels: Arc<Levels>,
+    votes: Arc<VoteFeed>,
     metrics: Arc<Metrics>,
     limits: Limits,
 }
@@ -122,7 +128,19 @@ impl Rpc {
         metrics: Arc<Metrics>,
         limits: Limits,
     ) -> Self {
-        Self { hyades: hyades.into(), records, levels, metrics, limits }
+        Self { hyades: hyades.into(), records, levels, votes: Arc::new(VoteFeed::default()), metrics, limits }
+    }
+
+    /// Serves the vote evidence of `votes` too (`getSlotVotes`); without it every slot answers
+    /// that no vote evidence is recorded.
+    pub fn with_votes(mut self, votes: Arc<VoteFeed>) -> Self {
+        self.votes = votes;
+        self
+    }
+
+    /// The vote evidence served.
+    pub fn votes(&self) -> &Arc<VoteFeed> {
+        &self.votes
     }
 
     /// The commitment levels of the served slots, which the service's poller keeps current.
@@ -505,6 +523,24 @@ impl Rpc {
                     o.push(']');
                 }))
             }
+            Method::GetSlotVotes => {
+                at_most(params, 2)?;
+                // `[config]` alone asks for the newest slot with votes, as getStateRoot takes one.
+                let (slot, config) = match params.first() {
+                    Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
+                    first => (opt_slot(first, "slot")?, params.get(1)),
+                };
+                let want = config_level(config)?;
+                let (info, level, votes) = match slot {
+                    Some(s) => self.slot_votes(s, want)?,
+                    None => self.newest_slot_votes(want)?,
+                };
+                if votes.encoded_len() > budget {
+                    return Err(self.too_large_error(&format!("{} votes", votes.votes.len())));
+                }
+                self.still_served(&info)?;
+                Ok(encode::envelope(info.slot, |o| votes.write_json(o, level)))
+            }
             Method::RecordSubscribe | Method::RecordUnsubscribe => {
                 let Some(subs) = subs else {
                     return Err(RpcError::new(
@@ -621,6 +657,52 @@ impl Rpc {
                 ),
             })),
         }
+    }
+
+    /// The vote evidence of `slot`, which must also be served at `want` like a proof: the two are
+    /// joined by the client. The snapshot's root must be the root the bank hash commits to.
+    fn slot_votes(&self, slot: u64, want: Option<Level>) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
+        if self.hyades.replica().is_some() {
+            return Err(VoteQueryError::NotShipped.to_rpc());
+        }
+        let (info, level) = self.resolve(Some(slot), want)?;
+        let votes = self.votes.slot_votes(slot).map_err(|e| e.to_rpc())?;
+        if votes.root != info.root {
+            return Err(self.query_error(QueryError::Corrupt {
+                slot,
+                reason: format!(
+                    "the snapshot's root {} is not the root {} the slot's bank hash commits to",
+                    aldb_verify::json::hash_to_base58(&info.root),
+                    aldb_verify::json::hash_to_base58(&votes.root)
+                ),
+            }));
+        }
+        Ok((info, level, votes))
+    }
+
+    /// The newest slot whose evidence can be served at `want`, with votes on it.
+    fn newest_slot_votes(&self, want: Option<Level>) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
+        if self.hyades.replica().is_some() {
+            return Err(VoteQueryError::NotShipped.to_rpc());
+        }
+        let Some((_, newest)) = self.votes.range() else { return Err(VoteQueryError::NothingRecorded.to_rpc()) };
+        let mut first_error = None;
+        for slot in self.votes.banks_down_from(newest, NEWEST_VOTED_TRIES) {
+            match self.slot_votes(slot, want) {
+                Ok(found) => return Ok(found),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(RpcError::with_data(
+            codes::SLOT_NOT_COMMITTED,
+            format!(
+                "no slot voted on yet: none of the newest {NEWEST_VOTED_TRIES} recorded banks has votes and is served{}",
+                first_error.map(|e| format!(" (slot {newest}: {})", e.message)).unwrap_or_default()
+            ),
+            json!({"newestVotedSlot": newest}),
+        ))
     }
 
     /// Whether `info`'s slot may still be served once a proof was read: a slot abandoned while

@@ -50,6 +50,7 @@ use crate::levels::{Level, Levels, Served, View};
 use crate::metrics::Metrics;
 use crate::records::{At, DEFAULT_RECORD_KEEP, RecordFeed};
 use crate::rpc::{Limits, Rpc, RpcError, Subscriptions, codes};
+use crate::votes::VoteFeed;
 
 /// WebSocket close code sent to a connection whose record subscriptions fell more than
 /// [`Config::record_buffer`] live notifications behind.
@@ -88,7 +89,8 @@ pub enum Execution {
     Blocking,
     /// Inline for a single request of up to [`AUTO_INLINE_MAX_BYTES`] whose work does not grow
     /// with its parameters; on the blocking pool for the rest: batches, larger bodies, and
-    /// `getMultipleAccountProofs`, `getStateRoots` and `getRootRecords` (many keys, ranges).
+    /// `getMultipleAccountProofs`, `getStateRoots` and `getRootRecords` (many keys, ranges), and
+    /// `getSlotVotes` (reads the vote-evidence log; thousands of votes at mainnet sizes).
     Auto,
 }
 
@@ -96,7 +98,7 @@ pub enum Execution {
 pub const AUTO_INLINE_MAX_BYTES: usize = 1024;
 
 /// The methods whose work and answer grow with their parameters.
-const HEAVY_METHODS: [&[u8]; 3] = [b"getMultipleAccountProofs", b"getStateRoots", b"getRootRecords"];
+const HEAVY_METHODS: [&[u8]; 4] = [b"getMultipleAccountProofs", b"getStateRoots", b"getRootRecords", b"getSlotVotes"];
 
 impl Execution {
     /// Whether `body` is handled on the blocking pool.
@@ -365,6 +367,21 @@ impl Service {
             }
         }
 
+        // The vote-evidence log likewise; a bucket replica has none (the log is not shipped).
+        let votes = Arc::new(match &config.store {
+            None => VoteFeed::open(&config.dir),
+            Some(_) => VoteFeed::default(),
+        });
+        {
+            let votes = votes.clone();
+            let first = tokio::task::spawn_blocking(move || votes.refresh())
+                .await
+                .map_err(|e| ServeError::Task(e.to_string()))?;
+            if let Err(e) = first {
+                log::warn!("cannot read the vote-evidence log: {e}");
+            }
+        }
+
         let listener = bind(config.addr).await?;
         let addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: config.addr, source })?;
         let metrics_listener = match config.metrics_addr {
@@ -381,7 +398,8 @@ impl Service {
         // behind is disconnected as slow.
         let (feed, _) = broadcast::channel(config.notification_buffer.max(1024));
         let shared = Arc::new(Shared {
-            rpc: Rpc::with_levels(hyades.clone(), records.clone(), levels, metrics.clone(), config.limits),
+            rpc: Rpc::with_levels(hyades.clone(), records.clone(), levels, metrics.clone(), config.limits)
+                .with_votes(votes.clone()),
             metrics: metrics.clone(),
             execution: config.execution,
             feed,
@@ -450,6 +468,7 @@ impl Service {
             config.record_poll_interval,
             shutdown_rx.clone(),
         )));
+        tasks.push(tokio::spawn(crate::votes::poll(votes, config.poll_interval, shutdown_rx.clone())));
         tasks.push(tokio::spawn(poll(shared, config.poll_interval, shutdown_rx, tracker)));
         log::info!(
             "serving {} on {addr} (metrics: {}), {} slots published, root records {}",

@@ -1,0 +1,317 @@
+//! The vote evidence of `docs/SPEC.md` §10.5, as `getSlotVotes` serves it: a slot's `h`, state
+//! root and hard-fork count, and the vote transactions of the blocks after it that vote on it,
+//! from the vote-evidence log a plugin built against the patched geyser interface keeps beside
+//! the snapshots ([`aldb_format::votes`]).
+//!
+//! The feed follows the log as the record feed follows the record log: a poller reads what was
+//! appended, and queries read the few entries they need back from the log's segments. Nothing
+//! here judges a vote (its hash, signer or stake): the client does, against its own validator
+//! set, and computes the bank hash itself from `h` and the root.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use aldb_format::votes::{DEFAULT_WINDOW, SlotVotes, VoteLogError, VoteLogReader};
+use base64::Engine as _;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::encode;
+use crate::levels::Level;
+use crate::protocol::{RpcError, codes};
+
+/// The vote-evidence log of the served directory, as far as the poller has read it.
+#[derive(Debug)]
+pub struct VoteFeed {
+    /// `None` when there is no directory to follow (a bucket replica: the log is not shipped).
+    reader: Option<RwLock<VoteLogReader>>,
+    /// Blocks after a slot searched for votes on it.
+    window: u64,
+}
+
+impl Default for VoteFeed {
+    /// A feed with no log: every query answers that no vote evidence is recorded.
+    fn default() -> Self {
+        Self { reader: None, window: DEFAULT_WINDOW }
+    }
+}
+
+/// Why a slot's votes cannot be served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VoteQueryError {
+    /// The log holds no bank at all (no log: the plugin does not record vote evidence).
+    NothingRecorded,
+    /// The log was not read: a bucket replica, whose bucket holds no vote log.
+    NotShipped,
+    /// Older than the oldest bank the log keeps.
+    Pruned {
+        /// The slot asked for.
+        slot: u64,
+        /// The oldest logged bank.
+        oldest: u64,
+        /// The newest logged bank.
+        newest: u64,
+    },
+    /// Newer than the newest bank logged.
+    NotYetRecorded {
+        /// The slot asked for.
+        slot: u64,
+        /// The oldest logged bank.
+        oldest: u64,
+        /// The newest logged bank.
+        newest: u64,
+    },
+    /// Inside the logged range but no bank of the slot was logged (skipped).
+    NoBank {
+        /// The slot asked for.
+        slot: u64,
+        /// The oldest logged bank.
+        oldest: u64,
+        /// The newest logged bank.
+        newest: u64,
+    },
+    /// The slot's bank hash does not commit to a state root (the feature was not active).
+    NoRoot {
+        /// The slot asked for.
+        slot: u64,
+    },
+    /// No vote on the slot has landed in the blocks logged after it yet.
+    NotVotedYet {
+        /// The slot asked for.
+        slot: u64,
+        /// The newest block searched.
+        searched_to: u64,
+    },
+    /// No vote on the slot landed in the whole window of blocks after it: none will be served.
+    NeverVoted {
+        /// The slot asked for.
+        slot: u64,
+        /// The blocks searched after it.
+        window: u64,
+    },
+    /// The log could not be read; the reason names files, so it goes to the server log only.
+    Storage(String),
+}
+
+impl VoteQueryError {
+    /// The JSON-RPC error for it.
+    pub fn to_rpc(&self) -> RpcError {
+        let range = |slot: u64, oldest: u64, newest: u64| json!({"slot": slot, "oldestVotedSlot": oldest, "newestVotedSlot": newest});
+        match self {
+            VoteQueryError::NothingRecorded => RpcError::new(
+                codes::NOTHING_PUBLISHED,
+                "no vote evidence recorded: the directory has no vote-evidence log (the plugin writes one with \
+                 vote_evidence on a validator carrying the aldb patches)",
+            ),
+            VoteQueryError::NotShipped => RpcError::new(
+                codes::NOTHING_PUBLISHED,
+                "no vote evidence here: a bucket replica serves none (the vote-evidence log is not shipped); ask \
+                 the Hyades of the snapshot directory",
+            ),
+            VoteQueryError::Pruned { slot, oldest, newest } => RpcError::with_data(
+                codes::SLOT_PRUNED,
+                "slot's vote evidence pruned: it is older than the oldest kept",
+                range(*slot, *oldest, *newest),
+            ),
+            VoteQueryError::NotYetRecorded { slot, oldest, newest } => RpcError::with_data(
+                codes::SLOT_NOT_COMMITTED,
+                "slot's bank not recorded yet: it is newer than the newest in the vote-evidence log",
+                range(*slot, *oldest, *newest),
+            ),
+            VoteQueryError::NoBank { slot, oldest, newest } => RpcError::with_data(
+                codes::SLOT_NO_SNAPSHOT,
+                "slot has no vote evidence: no bank of it was recorded (skipped)",
+                range(*slot, *oldest, *newest),
+            ),
+            VoteQueryError::NoRoot { slot } => RpcError::with_data(
+                codes::SLOT_NO_SNAPSHOT,
+                "slot has no vote evidence: its bank hash does not commit to a state root (the aldb feature was \
+                 not active)",
+                json!({"slot": slot}),
+            ),
+            VoteQueryError::NotVotedYet { slot, searched_to } => RpcError::with_data(
+                codes::SLOT_NOT_COMMITTED,
+                "slot not voted on yet: no vote for it has landed in the blocks after it so far",
+                json!({"slot": slot, "searchedTo": searched_to}),
+            ),
+            VoteQueryError::NeverVoted { slot, window } => RpcError::with_data(
+                codes::SLOT_NO_SNAPSHOT,
+                format!("slot has no vote evidence: no vote for it landed in the {window} blocks after it"),
+                json!({"slot": slot, "window": window}),
+            ),
+            VoteQueryError::Storage(reason) => {
+                log::error!("vote evidence not served: {reason}");
+                RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    "Internal error: vote-evidence log storage error (see the server log)",
+                )
+            }
+        }
+    }
+}
+
+/// A slot's evidence with a root, ready to serve.
+#[derive(Clone, Debug)]
+pub struct ServedVotes {
+    /// The slot.
+    pub slot: u64,
+    /// `h` of §10.1.
+    pub h: [u8; 32],
+    /// The state root the bank hash commits to.
+    pub root: [u8; 32],
+    /// The hard-fork count, when the bank hash mixes hard-fork data.
+    pub hard_forks: Option<u64>,
+    /// The vote transactions on the slot, as on the wire.
+    pub votes: Vec<Vec<u8>>,
+}
+
+impl VoteFeed {
+    /// A feed following the log under `snapshot_dir` (missing until the plugin writes one).
+    pub fn open(snapshot_dir: &Path) -> Self {
+        Self { reader: Some(RwLock::new(VoteLogReader::new(snapshot_dir))), window: DEFAULT_WINDOW }
+    }
+
+    /// A feed searching `window` blocks after a slot for its votes.
+    pub fn with_window(mut self, window: u64) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Whether a log is followed at all.
+    pub fn follows(&self) -> bool {
+        self.reader.is_some()
+    }
+
+    /// Reads what was appended since the last call; returns how many entries.
+    pub fn refresh(&self) -> Result<usize, VoteLogError> {
+        match &self.reader {
+            Some(r) => r.write().unwrap_or_else(PoisonError::into_inner).refresh(),
+            None => Ok(0),
+        }
+    }
+
+    /// The oldest and newest logged banks.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        let r = self.reader.as_ref()?.read().unwrap_or_else(PoisonError::into_inner);
+        Some((r.oldest_slot()?, r.newest_slot()?))
+    }
+
+    /// Slots with a logged bank from `newest` down, at most `max` of them.
+    pub fn banks_down_from(&self, newest: u64, max: usize) -> Vec<u64> {
+        let Some(r) = &self.reader else { return Vec::new() };
+        let r = r.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(oldest) = r.oldest_slot() else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut s = newest;
+        // Slots are dense near the head; the scan is bounded whatever the gaps.
+        for _ in 0..max.saturating_mul(4) {
+            if s < oldest || out.len() >= max {
+                break;
+            }
+            if r.bank(s).is_some() {
+                out.push(s);
+            }
+            let Some(prev) = s.checked_sub(1) else { break };
+            s = prev;
+        }
+        out
+    }
+
+    /// The evidence of `slot`, or why there is none to serve.
+    pub fn slot_votes(&self, slot: u64) -> Result<ServedVotes, VoteQueryError> {
+        let Some(r) = &self.reader else { return Err(VoteQueryError::NotShipped) };
+        let r = r.read().unwrap_or_else(PoisonError::into_inner);
+        let (Some(oldest), Some(newest)) = (r.oldest_slot(), r.newest_slot()) else {
+            return Err(VoteQueryError::NothingRecorded);
+        };
+        let found = r.slot_votes(slot, self.window).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+        let Some(SlotVotes { bank, votes, searched_to }) = found else {
+            return Err(if slot < oldest {
+                VoteQueryError::Pruned { slot, oldest, newest }
+            } else if slot > newest {
+                VoteQueryError::NotYetRecorded { slot, oldest, newest }
+            } else {
+                VoteQueryError::NoBank { slot, oldest, newest }
+            });
+        };
+        let Some(aldb) = bank.aldb else { return Err(VoteQueryError::NoRoot { slot }) };
+        if votes.is_empty() {
+            return Err(if searched_to >= slot.saturating_add(self.window) {
+                VoteQueryError::NeverVoted { slot, window: self.window }
+            } else {
+                VoteQueryError::NotVotedYet { slot, searched_to }
+            });
+        }
+        Ok(ServedVotes { slot, h: aldb.h, root: aldb.root, hard_forks: bank.hard_forks, votes })
+    }
+}
+
+impl ServedVotes {
+    /// Bytes the JSON value takes, near enough to check a budget before encoding it.
+    pub fn encoded_len(&self) -> usize {
+        self.votes.iter().fold(256usize, |n, v| n.saturating_add(v.len().div_ceil(3) * 4 + 3))
+    }
+
+    /// The `value` of `getSlotVotes`: §10.5's fields before the account, and the slot's level
+    /// when known.
+    pub(crate) fn write_json(&self, out: &mut String, level: Option<Level>) {
+        let _ = write!(out, r#"{{"version":1,"slot":{},"h":"#, self.slot);
+        encode::quoted_base58(out, &self.h);
+        out.push_str(r#","root":"#);
+        encode::quoted_base58(out, &self.root);
+        match self.hard_forks {
+            Some(n) => {
+                let _ = write!(out, r#","hardForks":{n}"#);
+            }
+            None => out.push_str(r#","hardForks":null"#),
+        }
+        out.push_str(r#","votes":["#);
+        for (i, v) in self.votes.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('"');
+            base64::engine::general_purpose::STANDARD.encode_string(v, out);
+            out.push('"');
+        }
+        out.push(']');
+        if let Some(l) = level {
+            let _ = write!(out, r#","commitment":"{}""#, l.name());
+        }
+        out.push('}');
+    }
+}
+
+/// Polls the vote-evidence log until shutdown.
+pub(crate) async fn poll(feed: Arc<VoteFeed>, interval: Duration, mut shutdown: watch::Receiver<bool>) {
+    if !feed.follows() {
+        return;
+    }
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        let f = feed.clone();
+        match tokio::task::spawn_blocking(move || f.refresh()).await {
+            Ok(Ok(_)) => {
+                if last_error.take().is_some() {
+                    log::info!("vote-evidence log readable again");
+                }
+            }
+            Ok(Err(e)) => {
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    log::warn!("cannot refresh the vote-evidence log: {msg}");
+                    last_error = Some(msg);
+                }
+            }
+            Err(e) => log::error!("vote-evidence refresh task failed: {e}"),
+        }
+    }
+}
