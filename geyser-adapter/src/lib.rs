@@ -64,7 +64,8 @@
 //!   counted ([`Irregularity`]); both show in [`Stats`].
 //! - **Bounded memory**: buffers exist only for slots above the committed base; at most
 //!   [`AdapterConfig::max_pending_slots`] are tracked, the lowest dropped past that. Startup
-//!   accounts are held until the bulk build (about 90 bytes each).
+//!   accounts stream into the bulk builder as they arrive (88 bytes each), and with
+//!   [`Adapter::spill_startup`] their data to disk (`docs/ADAPTER.md` §3, "Streaming startup").
 
 mod adapter;
 mod control;
