@@ -21,4 +21,12 @@ pub enum BankError {
     /// The tree could not be set up (its worker threads).
     #[error(transparent)]
     Core(#[from] aldb_core::CoreError),
+    /// The sink's config file ([`crate::CONFIG_ENV`]) was refused. Every call returns it: the
+    /// node stops at its first bank rather than run without the files and records asked for.
+    #[error(transparent)]
+    Config(#[from] crate::ConfigError),
+    /// The sink could not start with a valid config (its directory, its record log, its thread).
+    /// Every call returns it, as for [`BankError::Config`].
+    #[error("aldb-bank sink cannot start: {0}")]
+    SinkStart(String),
 }

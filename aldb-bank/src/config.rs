@@ -1,0 +1,245 @@
+//! The sink's configuration: a JSON file named by [`CONFIG_ENV`], read once.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The environment variable naming the sink's JSON config file. Unset: no snapshot files and no
+/// records, the module only answers roots.
+pub const CONFIG_ENV: &str = "ALDB_BANK_CONFIG";
+
+/// The longest config file read: a config is a few hundred bytes.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// The longest `genesis.bin` hashed (as the plugin bounds it): the file streams through the
+/// hash, so the bound is on time, not memory.
+const MAX_GENESIS_FILE_BYTES: u64 = 256 << 20;
+
+/// Why the sink's configuration was refused. The module refuses every call with it, so the
+/// validator stops at its first bank with the message rather than run without what the operator
+/// asked for.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("aldb-bank config {}: {reason}", path.display())]
+pub struct ConfigError {
+    /// The config file (or the environment variable, when it names nothing usable).
+    pub path: PathBuf,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// A commitment level a root record is produced at.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordLevel {
+    /// When the node sees the slot optimistically confirmed ([`crate::BankRoots::confirmed`]).
+    Confirmed,
+    /// When the bank is rooted ([`crate::BankRoots::root`]).
+    Finalized,
+}
+
+/// Root records: where the key is and which levels are made.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsConfig {
+    /// Solana keypair file (a JSON array of 64 numbers) whose key signs every record. Unset:
+    /// records are unsigned.
+    #[serde(default)]
+    pub keypair: Option<PathBuf>,
+    /// Levels records are produced at (default both).
+    #[serde(default = "default_levels")]
+    pub levels: Vec<RecordLevel>,
+    /// Record log segments holding only records older than this many slots are deleted.
+    #[serde(default = "default_record_keep_slots")]
+    pub keep_slots: u64,
+}
+
+fn default_levels() -> Vec<RecordLevel> {
+    vec![RecordLevel::Confirmed, RecordLevel::Finalized]
+}
+
+/// About 4.6 days of 400 ms slots, as the plugin keeps.
+fn default_record_keep_slots() -> u64 {
+    1_000_000
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    snapshot_dir: PathBuf,
+    #[serde(default)]
+    keep_slots: Option<u64>,
+    #[serde(default)]
+    refresh_slots: Option<u64>,
+    #[serde(default)]
+    records: Option<RecordsConfig>,
+    #[serde(default)]
+    genesis_hash: Option<String>,
+    #[serde(default)]
+    ledger_path: Option<PathBuf>,
+    #[serde(default)]
+    threads: Option<usize>,
+    #[serde(default)]
+    queue_bound: Option<usize>,
+    #[serde(default)]
+    queue_bytes: Option<usize>,
+    #[serde(default)]
+    direct_io: Option<bool>,
+}
+
+/// The sink's settings. Relative paths in the file are relative to the file's directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkConfig {
+    /// The snapshot directory the fork-mode writer fills (created if missing) and the record log
+    /// lives under (`records/`): what Hyades serves.
+    pub snapshot_dir: PathBuf,
+    /// Slots kept provable (default 1000).
+    pub keep_slots: u64,
+    /// Slots over which every record is rewritten once so old files can go (default 512).
+    pub refresh_slots: u64,
+    /// Root records, when set. They need the genesis hash.
+    pub records: Option<RecordsConfig>,
+    /// The cluster's genesis hash: given as base58 (`genesis_hash`), or SHA-256 of
+    /// `ledger_path/genesis.bin`.
+    pub genesis_hash: Option<[u8; 32]>,
+    /// The tree's worker threads (default: [`crate::THREADS_ENV`], else up to 4).
+    pub threads: Option<usize>,
+    /// Frozen banks that may wait for the writer thread before the sink merges or drops them
+    /// (default 64). Replay never waits on it.
+    pub queue_bound: usize,
+    /// Bytes of change sets and account data that may wait (default 1 GiB).
+    pub queue_bytes: usize,
+    /// Files written past the page cache where the filesystem allows (default true).
+    pub direct_io: bool,
+}
+
+impl SinkConfig {
+    /// A config writing to `snapshot_dir` with every default and no records.
+    pub fn new(snapshot_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            snapshot_dir: snapshot_dir.into(),
+            keep_slots: 1000,
+            refresh_slots: 512,
+            records: None,
+            genesis_hash: None,
+            threads: None,
+            queue_bound: 64,
+            queue_bytes: 1 << 30,
+            direct_io: true,
+        }
+    }
+
+    /// The config [`CONFIG_ENV`] names; `Ok(None)` when it is unset or empty.
+    pub fn from_env() -> Result<Option<Self>, ConfigError> {
+        match std::env::var_os(CONFIG_ENV) {
+            None => Ok(None),
+            Some(p) if p.is_empty() => Ok(None),
+            Some(p) => Self::from_file(Path::new(&p)).map(Some),
+        }
+    }
+
+    /// Reads and checks a config file: the JSON is parsed strictly (unknown fields refused), the
+    /// signing key is read and the genesis hash resolved, so a mistake stops the node at start.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let bad = |reason: String| ConfigError { path: path.to_path_buf(), reason };
+        let text = read_small(path, MAX_CONFIG_BYTES).map_err(|e| bad(format!("cannot read: {e}")))?;
+        let raw: Raw = serde_json::from_str(&text).map_err(|e| bad(format!("invalid: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::from_raw(raw, base).map_err(bad)
+    }
+
+    fn from_raw(raw: Raw, base: &Path) -> Result<Self, String> {
+        let d = Self::new(base.join(&raw.snapshot_dir));
+        if raw.snapshot_dir.as_os_str().is_empty() {
+            return Err("`snapshot_dir` must not be empty".into());
+        }
+        let at_least_one = |name: &str, v: Option<u64>, default: u64| match v {
+            Some(0) => Err(format!("`{name}` must be at least 1")),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        };
+        let keep_slots = at_least_one("keep_slots", raw.keep_slots, d.keep_slots)?;
+        let refresh_slots = at_least_one("refresh_slots", raw.refresh_slots, d.refresh_slots)?;
+        let queue_bound = at_least_one("queue_bound", raw.queue_bound.map(|v| v as u64), d.queue_bound as u64)?;
+        let queue_bytes = at_least_one("queue_bytes", raw.queue_bytes.map(|v| v as u64), d.queue_bytes as u64)?;
+        if raw.threads == Some(0) {
+            return Err("`threads` must be at least 1".into());
+        }
+        let genesis_hash = match (raw.genesis_hash.as_deref(), raw.ledger_path.as_ref()) {
+            (Some(_), Some(_)) => return Err("`genesis_hash` and `ledger_path` are both set; set one".into()),
+            (Some(h), None) => Some(parse_hash(h).map_err(|e| format!("`genesis_hash`: {e}"))?),
+            (None, Some(ledger)) => {
+                let file = base.join(ledger).join("genesis.bin");
+                Some(genesis_hash_of_file(&file).map_err(|e| format!("cannot hash {}: {e}", file.display()))?)
+            }
+            (None, None) => None,
+        };
+        let records = match raw.records {
+            None => None,
+            Some(mut r) => {
+                if genesis_hash.is_none() {
+                    return Err("`records` is set but neither `genesis_hash` nor `ledger_path`: records need it".into());
+                }
+                if r.levels.is_empty() {
+                    return Err("`records.levels` is empty; leave `records` out to produce none".into());
+                }
+                if r.keep_slots == 0 {
+                    return Err("`records.keep_slots` must be at least 1".into());
+                }
+                r.keypair = r.keypair.map(|k| base.join(k));
+                if let Some(k) = &r.keypair {
+                    // Read now, so a bad key stops the node here rather than leave records unsigned.
+                    aldb_snapshot::records::Signer::from_keypair_file(k)
+                        .map_err(|e| format!("`records.keypair`: {e}"))?;
+                }
+                Some(r)
+            }
+        };
+        Ok(Self {
+            keep_slots,
+            refresh_slots,
+            records,
+            genesis_hash,
+            threads: raw.threads,
+            queue_bound: queue_bound as usize,
+            queue_bytes: queue_bytes as usize,
+            direct_io: raw.direct_io.unwrap_or(d.direct_io),
+            ..d
+        })
+    }
+}
+
+fn parse_hash(s: &str) -> Result<[u8; 32], String> {
+    let v = bs58::decode(s).into_vec().map_err(|e| format!("not base58: {e}"))?;
+    <[u8; 32]>::try_from(v.as_slice()).map_err(|_| format!("{} bytes, a hash has 32", v.len()))
+}
+
+/// A regular file of at most `max` bytes, as text. The type is checked before opening, since
+/// opening a FIFO would block.
+fn read_small(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(max + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::other(format!("longer than {max} bytes")));
+    }
+    Ok(text)
+}
+
+/// The genesis hash of a ledger's `genesis.bin`: SHA-256 of its bytes (what `getGenesisHash`
+/// returns), hashed as it streams.
+pub fn genesis_hash_of_file(path: &Path) -> std::io::Result<[u8; 32]> {
+    use sha2::Digest;
+    use std::io::Read;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut hasher = sha2::Sha256::new();
+    let read = std::io::copy(&mut std::fs::File::open(path)?.take(MAX_GENESIS_FILE_BYTES + 1), &mut hasher)?;
+    if read > MAX_GENESIS_FILE_BYTES {
+        return Err(std::io::Error::other(format!("longer than {MAX_GENESIS_FILE_BYTES} bytes; set `genesis_hash`")));
+    }
+    Ok(hasher.finalize().into())
+}

@@ -1,0 +1,236 @@
+//! The queue between the module (the replay thread, under the module's lock) and the writer
+//! thread. Pushing never waits: a bank that finds the queue full is merged into its parent's
+//! queued bank when that is the newest one queued, else it is not written (see [`Pushed`]).
+//! Status messages are a few dozen bytes, ordered with the banks, and always taken while the
+//! writer thread runs.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use aldb_core::ChangeSet;
+use aldb_snapshot::SlotInput;
+use aldb_verify::spec::Hash;
+
+use super::stats::SinkStats;
+use crate::meta::BankMeta;
+
+/// A bank's identity in a status message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BankId {
+    pub(crate) slot: u64,
+    /// `None` for the module's base (built, not frozen here).
+    pub(crate) parent: Option<u64>,
+    pub(crate) root: Hash,
+}
+
+/// What goes to the writer thread, in order.
+pub(crate) enum Item {
+    /// A whole state (a base the module built): a full snapshot file, and the base's records.
+    Base(SlotInput),
+    /// A frozen bank, relative to its parent.
+    Bank(SlotInput),
+    /// A frozen bank's hash and block.
+    Meta(u64, BankMeta),
+    /// Banks newly confirmed, oldest first.
+    Confirmed(Vec<BankId>),
+    /// A new root and the banks it finalized (its unrooted ancestors and itself), oldest first.
+    Finalized(u64, Vec<BankId>),
+    /// A bank dropped with its descendants.
+    Dead(u64),
+    /// Answered once everything before it is written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// Status messages at most waiting: only a writer thread stuck for minutes reaches it.
+const MAX_MESSAGES: usize = 1 << 16;
+
+/// What became of a pushed bank.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    Queued,
+    /// Merged into its parent's queued bank.
+    Merged,
+    /// Not queued: the queue was full and the newest queued bank is not its parent, or the
+    /// bytes bound would pass.
+    Lost,
+}
+
+#[derive(Default)]
+struct Inner {
+    items: VecDeque<Item>,
+    banks: usize,
+    messages: usize,
+    bytes: usize,
+    closed: bool,
+}
+
+/// The bounded queue; see the [module documentation](self).
+pub(crate) struct Queue {
+    inner: Mutex<Inner>,
+    ready: Condvar,
+    max_banks: usize,
+    max_bytes: usize,
+    stats: Arc<SinkStats>,
+}
+
+fn size(input: &SlotInput) -> usize {
+    input.changes.heap_bytes() + input.accounts.heap_bytes()
+}
+
+impl Queue {
+    pub(crate) fn new(max_banks: usize, max_bytes: usize, stats: Arc<SinkStats>) -> Self {
+        Self { inner: Mutex::default(), ready: Condvar::new(), max_banks: max_banks.max(1), max_bytes, stats }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic elsewhere never leaves the queue half-changed: every change is one push or pop.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn gauges(&self, q: &Inner) {
+        self.stats.queued.store((q.banks + q.messages) as u64, Ordering::Relaxed);
+        self.stats.queued_bytes.store(q.bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Queues a full state. Always taken while the writer thread runs: it is what every later
+    /// bank is written against, and it comes once per start.
+    pub(crate) fn push_base(&self, input: SlotInput) -> bool {
+        let mut q = self.lock();
+        if q.closed {
+            return false;
+        }
+        q.bytes += size(&input);
+        q.banks += 1;
+        q.items.push_back(Item::Base(input));
+        self.gauges(&q);
+        drop(q);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Queues a frozen bank, or merges it into its parent's, or gives it up; never waits.
+    pub(crate) fn push_bank(&self, input: SlotInput) -> Pushed {
+        let mut q = self.lock();
+        if q.closed {
+            return Pushed::Lost;
+        }
+        let n = size(&input);
+        let fits_bytes = q.bytes.saturating_add(n) <= self.max_bytes;
+        if q.banks < self.max_banks && fits_bytes {
+            q.bytes += n;
+            q.banks += 1;
+            q.items.push_back(Item::Bank(input));
+            self.gauges(&q);
+            drop(q);
+            self.ready.notify_one();
+            return Pushed::Queued;
+        }
+        if !fits_bytes {
+            return Pushed::Lost;
+        }
+        // Only the newest queued bank can take it: banks queued after an older one may be its
+        // descendants, written against its own state.
+        let newest = q.items.iter_mut().rev().find(|i| matches!(i, Item::Bank(_) | Item::Base(_)));
+        let (before, after) = match newest {
+            Some(Item::Bank(parent)) if Some(parent.slot) == input.parent => {
+                let before = size(parent);
+                merge(parent, input);
+                (before, size(parent))
+            }
+            _ => return Pushed::Lost,
+        };
+        q.bytes = q.bytes.saturating_sub(before) + after;
+        self.gauges(&q);
+        Pushed::Merged
+    }
+
+    /// Queues a status message; `false` when it was dropped (the writer thread stopped, or
+    /// stopped taking them).
+    pub(crate) fn push(&self, item: Item) -> bool {
+        let mut q = self.lock();
+        if q.closed || q.messages >= MAX_MESSAGES {
+            drop(q);
+            SinkStats::add(&self.stats.messages_dropped, 1);
+            return false;
+        }
+        q.messages += 1;
+        q.items.push_back(item);
+        self.gauges(&q);
+        drop(q);
+        self.ready.notify_one();
+        true
+    }
+
+    /// The next item, waiting for one; `None` once closed and drained.
+    pub(crate) fn pop(&self) -> Option<Item> {
+        let mut q = self.lock();
+        loop {
+            if let Some(item) = q.items.pop_front() {
+                match &item {
+                    Item::Base(b) | Item::Bank(b) => {
+                        q.banks -= 1;
+                        q.bytes = q.bytes.saturating_sub(size(b));
+                    }
+                    _ => q.messages -= 1,
+                }
+                self.gauges(&q);
+                return Some(item);
+            }
+            if q.closed {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// No more items are taken; those queued are still popped.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    /// Drops everything queued (the writer thread is gone).
+    pub(crate) fn discard(&self) {
+        let mut q = self.lock();
+        q.closed = true;
+        let dropped = q.items.len() as u64;
+        *q = Inner { closed: true, ..Inner::default() };
+        self.gauges(&q);
+        drop(q);
+        SinkStats::add(&self.stats.messages_dropped, dropped);
+    }
+}
+
+/// Folds `child` (a bank frozen on `parent`) into `parent`: one input for the child's slot,
+/// written against the parent's own parent. A node or bucket either changed takes the child's
+/// value when it changed it, the parent's otherwise, which is its value in the child's state;
+/// accounts are appended, and the writer keeps the last entry of each path.
+fn merge(parent: &mut SlotInput, child: SlotInput) {
+    let options = child.changes.options().without_leaf_values();
+    let mut nodes: BTreeMap<(u8, u64), Hash> = BTreeMap::new();
+    let mut buckets: BTreeMap<u64, (Hash, Vec<Hash>)> = BTreeMap::new();
+    for c in [&parent.changes, &child.changes] {
+        for n in c.nodes() {
+            nodes.insert((n.level, n.index), n.hash);
+        }
+        for b in c.buckets() {
+            buckets.insert(b.index, (b.hash, b.paths.to_vec()));
+        }
+    }
+    let mut changes = ChangeSet::by_hand(child.changes.bucket_bits(), options);
+    for ((level, index), hash) in nodes {
+        changes.push_node(level, index, hash);
+    }
+    for (index, (hash, paths)) in buckets {
+        changes.push_bucket(index, hash, &paths, &[]);
+    }
+    for i in 0..child.accounts.len() {
+        if let (Some(a), Some(e)) = (child.accounts.get(i), child.accounts.entries().get(i)) {
+            parent.accounts.push(e.path, &a);
+        }
+    }
+    parent.changes = changes;
+    parent.slot = child.slot;
+    parent.root = child.root;
+}
