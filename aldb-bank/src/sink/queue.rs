@@ -234,3 +234,7 @@ fn merge(parent: &mut SlotInput, child: SlotInput) {
     parent.slot = child.slot;
     parent.root = child.root;
 }
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+mod tests;

@@ -20,6 +20,9 @@ pub struct SinkStats {
     pub queued: AtomicU64,
     /// Bytes of change sets and account data waiting (gauge).
     pub queued_bytes: AtomicU64,
+    /// Banks the snapshot writer did not write: their write failed (a full disk, a missing
+    /// directory), or their parent's did. Their roots stand; their files are not served.
+    pub banks_refused: AtomicU64,
     /// Submissions or marks the snapshot writer refused (it stopped for good).
     pub writer_errors: AtomicU64,
     /// Root records logged.

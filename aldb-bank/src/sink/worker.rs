@@ -157,6 +157,8 @@ impl Worker {
                 break;
             }
         }
+        let refused = self.writer.stats().fork_refused.load(Ordering::Relaxed);
+        self.stats.banks_refused.store(refused, Ordering::Relaxed);
         for r in self.writer.take_refused() {
             log::warn!("aldb-bank: snapshot of slot {} not written: {}", r.slot, r.error);
         }
