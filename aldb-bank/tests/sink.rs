@@ -271,6 +271,7 @@ fn check_records(dir: &Path, model: &Model, ctx: &str) {
             assert_eq!(r.record.state_root, bank.root, "{ctx}: slot {slot}");
             let m = meta(slot, [0; 32]);
             assert_eq!(r.record.block, Some(BlockInfo { blockhash: m.blockhash, block_height: m.block_height }));
+            assert_eq!(r.record.bank_hash, Some(m.bank_hash), "{ctx}: slot {slot}: the record carries the bank hash");
             match bank.parent {
                 None => assert!(r.record.parent.is_none()),
                 Some(p) => {

@@ -97,6 +97,7 @@ impl Records {
             state_root: bank.root,
             block: meta.map(|m| BlockInfo { blockhash: m.blockhash, block_height: m.block_height }),
             parent_bank_hash: meta.map(|m| m.parent_bank_hash),
+            bank_hash: meta.map(|m| m.bank_hash),
         };
         if self.producer.is_none()
             && let Err(e) = self.reopen()
