@@ -2,12 +2,27 @@
 //! from `tests/vectors/votes-v1.json` (`docs/SPEC.md` §10), written to a temporary directory. An
 //! accepted case prints the account and the stake that voted; exactly 2/3, a changed account, a
 //! bad signature, the wrong key or slot, and a bad set each fail with the reason.
+//!
+//! Then `--url` against a real Hyades on loopback, serving a snapshot directory and a
+//! vote-evidence log written by their real writers with votes signed by real keys: a slot voted
+//! on by more than 2/3 is accepted; too little stake, a tampered vote, and a service that lies
+//! about the root are refused with the reason.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use aldb_fixture::History;
+use aldb_fixture::votes::Voter;
+use aldb_format::Account;
+use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, VotesEntry};
+use aldb_snapshot::WriterConfig;
+use aldb_verify::hash_to_base58;
+use aldb_verify::votes::bank_hash;
+use hyades::{Config, Service};
 use serde_json::Value;
 
 fn aldb(args: &[&str]) -> Output {
@@ -157,4 +172,168 @@ fn refuses_what_the_votes_do_not_carry() {
         set.to_str().unwrap(),
     ]);
     assert!(text(&out.stderr).contains("getSlotVotes"), "{}", text(&out.stderr));
+}
+
+/// A loopback HTTP server that forwards each JSON-RPC call to `upstream` and passes the answer
+/// through `tamper` first: a dishonest service.
+fn tampering_proxy(upstream: String, tamper: fn(&mut Value)) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            let mut resp = ureq::post(&upstream).header("content-type", "application/json").send(&body[..]).unwrap();
+            let mut v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+            tamper(&mut v);
+            let out = v.to_string();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                out.len()
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            stream.write_all(out.as_bytes()).unwrap();
+        }
+    });
+    format!("http://{addr}/")
+}
+
+/// Replaces the root `getSlotVotes` answers with another 32 bytes.
+fn other_root(v: &mut Value) {
+    if v["result"]["value"].get("votes").is_some() {
+        v["result"]["value"]["root"] = Value::from(hash_to_base58(&[0x33; 32]));
+    }
+}
+
+#[test]
+fn proof_by_votes_from_a_running_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let account = |i: u8, lamports: u64| Account {
+        pubkey: [i; 32],
+        lamports,
+        owner: [200; 32],
+        executable: false,
+        data: vec![i; usize::from(i % 7)],
+    };
+    let mut history = History::start(WriterConfig::new(dir.path()), 64).unwrap();
+    history.commit(0, None, &(1..40).map(|i| account(i, 1000 + u64::from(i))).collect::<Vec<_>>()).unwrap();
+    for slot in 1..=3u8 {
+        history.commit(u64::from(slot), Some(u64::from(slot - 1)), &[account(3, 7 + u64::from(slot))]).unwrap();
+    }
+    let roots = history.finish().unwrap();
+
+    // Four validators, stakes 100, 100, 50, 50. Slot 1 is voted on by the two large ones (2/3
+    // exactly), slot 2 by all, slot 3 by three of which one vote was altered after signing.
+    let voters: Vec<Voter> =
+        (0..4u8).map(|i| Voter::new([40 + i; 32], (i % 2 == 1).then_some([60 + i; 32]), [80 + i; 32])).collect();
+    let mut set = String::from("# vote account, authorized voter, stake\n");
+    for (v, stake) in voters.iter().zip([100, 100, 50, 50]) {
+        set.push_str(&format!(
+            "{} {} {stake}\n",
+            hash_to_base58(&v.vote_account()),
+            hash_to_base58(&v.authorized_voter())
+        ));
+    }
+    let f = Files::new();
+    let set = f.write("set.txt", &set);
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    for slot in 1..=3u64 {
+        let h = [slot as u8; 32];
+        let hash = bank_hash(&h, &roots[&slot], None);
+        let bank = BankEntry {
+            slot,
+            parent: slot - 1,
+            bank_hash: hash,
+            aldb: Some(AldbCommitment { h, root: roots[&slot] }),
+            hard_forks: None,
+        };
+        let mut votes: Vec<Vec<u8>> = match slot {
+            1 => voters[..2].iter().map(|v| v.vote(slot, &hash)).collect(),
+            2 => voters.iter().map(|v| v.vote(slot, &hash)).collect(),
+            _ => voters[..3].iter().map(|v| v.vote(slot, &hash)).collect(),
+        };
+        if slot == 3 {
+            votes[1][70] ^= 1;
+        }
+        let block = VotesEntry { slot: slot + 1, transactions: votes };
+        log.append(&[VoteLogEntry::Bank(bank), VoteLogEntry::Votes(block)]).unwrap();
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let config = Config { addr: "127.0.0.1:0".parse().unwrap(), metrics_addr: None, ..Config::new(dir.path()) };
+    let service = rt.block_on(Service::start(config)).unwrap();
+    let url = format!("http://{}/", service.local_addr());
+    let key = hash_to_base58(&[3; 32]);
+    let prove = |url: &str, slot: Option<&str>| {
+        let mut args = vec!["proof", &key, "--url", url, "--trust", "votes", "--validators", set.to_str().unwrap()];
+        if let Some(s) = slot {
+            args.extend_from_slice(&["--slot", s]);
+        }
+        aldb(&args)
+    };
+
+    // Accepted: the account at slot 2 on the votes of all four. (Without --slot the newest slot
+    // with votes is asked for: 3, refused below.)
+    let out = prove(&url, Some("2"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with(&format!("account {key}\n  lamports: 9\n")), "{stdout}");
+    let bank2 = hash_to_base58(&bank_hash(&[2; 32], &roots[&2], None));
+    assert!(
+        stdout
+            .contains(&format!("votes of 4 vote accounts with stake 300 of 300 (more than 2/3) for bank hash {bank2}")),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with(&format!("verified against root {} at slot 2\n", hash_to_base58(&roots[&2]))));
+    // An absent account is proven absent the same way.
+    let absent = aldb(&[
+        "proof",
+        &hash_to_base58(&[99; 32]),
+        "--url",
+        &url,
+        "--trust",
+        "votes",
+        "--validators",
+        set.to_str().unwrap(),
+        "--slot",
+        "2",
+    ]);
+    assert!(text(&absent.stdout).starts_with(&format!("account {}: absent", hash_to_base58(&[99; 32]))));
+
+    // Refused, each with its reason.
+    for (slot, why) in [
+        (Some("1"), "votes of stake 200 of 300 agree, not more than 2/3 (2 votes offered: 2 counted)"),
+        (Some("3"), "votes of stake 150 of 300 agree, not more than 2/3 (3 votes offered: 2 counted, 1 bad_signature)"),
+        (None, "slot 3: votes of stake 150 of 300"),
+        (Some("0"), "getSlotVotes failed: error -32001"),
+        (Some("9"), "getSlotVotes failed: error -32004"),
+    ] {
+        let out = prove(&url, slot);
+        assert!(!out.status.success(), "slot {slot:?} accepted");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+        assert!(text(&out.stderr).contains(why), "slot {slot:?}: {}", text(&out.stderr));
+    }
+    // A service that names another root: the votes do not carry its bank hash.
+    let liar = tampering_proxy(url.clone(), other_root);
+    let out = prove(&liar, Some("2"));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("votes of stake 0 of 300 agree, not more than 2/3 (4 votes offered: 4 wrong_hash)"),
+        "{}",
+        text(&out.stderr)
+    );
+    rt.block_on(service.shutdown());
 }
