@@ -247,3 +247,98 @@ fn a_spill_set_late_is_refused() {
     adapter.update_account(&a.update()).unwrap();
     assert!(adapter.spill_startup(StartupSpill::create(dir.path(), 1).unwrap()).is_err());
 }
+
+/// A spilled full state merged with the next slot before either is written (`every = 2`, as a
+/// failing writer also merges what it holds): each leaf's account comes from the slot when it
+/// wrote it, else from the spill; accounts the slot deleted are gone.
+#[test]
+fn a_spilled_full_state_merges_with_the_next_slot() {
+    use geyser_adapter::{SlotEvent, SlotStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let accts = startup_accounts(31, 2000);
+    let mut w = winners(&accts);
+    let adapter = Adapter::with_retain(config(accts.len() as u64), KeepAccounts).unwrap();
+    adapter.spill_startup(StartupSpill::create(dir.path(), 3).unwrap()).unwrap();
+    feed(&adapter, &accts, 2);
+    adapter.end_of_startup().unwrap();
+    let base = adapter.commit_ready().remove(0);
+    let spill = adapter.take_startup_spill().unwrap().unwrap();
+
+    // The next slot rewrites some accounts, deletes some, creates some.
+    let next = base.slot + 1;
+    let mut rng = ChaCha8Rng::seed_from_u64(32);
+    let live: Vec<[u8; 32]> = w.values().filter(|a| a.lamports != 0).map(|a| a.pubkey).collect();
+    let mut slot_accts = Vec::new();
+    for (i, pk) in live.iter().take(120).enumerate() {
+        let lamports = if i % 4 == 0 { 0 } else { rng.random_range(1..1 << 40) };
+        slot_accts.push(Acct {
+            slot: next,
+            write_version: 1,
+            pubkey: *pk,
+            lamports,
+            owner: [3; 32],
+            executable: false,
+            data: vec![i as u8; i],
+        });
+    }
+    for i in 0..40u8 {
+        slot_accts.push(Acct {
+            slot: next,
+            write_version: 1,
+            pubkey: rng.random(),
+            lamports: 5,
+            owner: [4; 32],
+            executable: true,
+            data: vec![i; 70],
+        });
+    }
+    adapter.update_slot_status(SlotEvent::new(next, Some(base.slot), SlotStatus::CreatedBank)).unwrap();
+    for a in &slot_accts {
+        let mut u = a.update();
+        u.is_startup = false;
+        adapter.update_account(&u).unwrap();
+        w.insert(a.pubkey, a.clone());
+    }
+    adapter.update_slot_status(SlotEvent::new(next, Some(base.slot), SlotStatus::Processed)).unwrap();
+    adapter.update_slot_status(SlotEvent::new(next, None, SlotStatus::Confirmed)).unwrap();
+    let slot = adapter.commit_ready().remove(0);
+    assert_eq!(slot.slot, next);
+    assert_eq!(slot.root, naive_root(&w));
+
+    let mut cfg = WriterConfig::new(dir.path());
+    cfg.every = 2;
+    let writer = SnapshotWriter::start(cfg, None).unwrap();
+    let full = SlotInput {
+        slot: base.slot,
+        parent: None,
+        root: base.root,
+        changes: base.changes.unwrap(),
+        accounts: AccountBatch::from_spill(spill),
+        full: true,
+    };
+    writer.submit(full).unwrap();
+    let mut batch = AccountBatch::default();
+    for r in &slot.records {
+        let a = aldb_core::AccountRef {
+            pubkey: &r.pubkey,
+            lamports: r.lamports,
+            owner: &r.owner,
+            executable: r.executable,
+            data: &r.data,
+        };
+        batch.push(r.hashed.path, &a);
+    }
+    let delta = SlotInput {
+        slot: next,
+        parent: Some(base.slot),
+        root: slot.root,
+        changes: slot.changes.unwrap(),
+        accounts: batch,
+        full: false,
+    };
+    writer.submit(delta).unwrap();
+    writer.flush().unwrap();
+    writer.shutdown().unwrap();
+    assert!(!dir.path().join(SPILL_DIR).exists());
+    check_served(dir.path(), next, slot.root, &w);
+}
