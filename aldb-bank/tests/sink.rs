@@ -348,3 +348,47 @@ fn a_full_queue_never_waits_and_serves_nothing_wrong() {
     }
     check_records(&dir, &model, "full queue");
 }
+
+/// A slot confirmed before it froze here is reported when it freezes; a slot frozen again (a
+/// repeated `CreatedBank`) is served with its new state and its old version's child is abandoned.
+#[test]
+fn early_confirmations_and_refrozen_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("snapshots");
+    let key = keypair_file(tmp.path());
+    let mut m = Model::start(5, BankRoots::with_sink(&sink_config(&dir, &key)).unwrap());
+    let freeze = |m: &mut Model, slot: u64, parent: u64| {
+        let mut state = m.banks[&parent].state.clone();
+        let w = writes(&mut m.rng, &state, 12);
+        apply(&mut state, &w);
+        let root = m.roots.freeze(slot, parent, &refs(&w)).unwrap();
+        assert_eq!(root, naive_root(&state));
+        m.roots.bank_hash(slot, meta(slot, meta(parent, [0; 32]).bank_hash)).unwrap();
+        m.banks.insert(slot, Bank { parent: Some(parent), state, root });
+    };
+    freeze(&mut m, 1, 0);
+    freeze(&mut m, 2, 1);
+    freeze(&mut m, 3, 2);
+    // Slot 2 again, on 1: its old version and the old version's child 3 go.
+    freeze(&mut m, 2, 1);
+    m.banks.remove(&3);
+    m.roots.confirmed(4).unwrap();
+    freeze(&mut m, 4, 2);
+    m.roots.flush_sink();
+
+    let reader = SnapshotReader::open(&dir).unwrap();
+    assert_eq!(reader.slot(Some(2)).unwrap().root, m.banks[&2].root, "the new version is served");
+    let statuses = StatusJournal::read(&dir).unwrap();
+    assert_eq!(statuses.status(3), Some(SlotStatusKind::Abandoned));
+    for slot in [1, 2, 4] {
+        assert_eq!(statuses.status(slot), Some(SlotStatusKind::Confirmed), "slot {slot}");
+    }
+    let records = RecordLogReader::new(&dir).refresh().unwrap();
+    let confirmed: Vec<(u64, [u8; 32])> = records
+        .iter()
+        .filter(|r| r.record.commitment == Commitment::Confirmed)
+        .map(|r| (r.record.slot, r.record.state_root))
+        .collect();
+    let expect: Vec<(u64, [u8; 32])> = [0, 1, 2, 4].iter().map(|s| (*s, m.banks[s].root)).collect();
+    assert_eq!(confirmed, expect);
+}
