@@ -12,6 +12,7 @@
 # copied as they are in the working tree; ALDB_PLUGIN_FROM_HEAD=1 copies the last commit instead.
 #
 #   scripts/build-patched-plugin.sh           # prints the .so path on its last line
+#                                             # (aldb-config-check, aldb-votes-check beside it)
 #   scripts/build-patched-plugin.sh --test    # also runs the plugin's tests with the feature
 #
 # Idempotent: the copy is synchronised (unchanged files keep their times) and cargo rebuilds only
@@ -98,12 +99,15 @@ if bad:
 EOF
 
 log "building (target dir $CARGO_TARGET_DIR)"
-(cd "$ws" && cargo build --release --locked -p aldb-plugin --features patched-interface --lib) >&2
+(cd "$ws" && cargo build --release --locked -p aldb-plugin --features patched-interface --lib --bins) >&2
 if [[ $run_tests == 1 ]]; then
   log "testing with the feature"
   (cd "$ws" && cargo test --locked -p aldb-plugin --features patched-interface) >&2
 fi
+# Beside the library: its config check (which knows the feature's keys) and aldb-votes-check.
 mkdir -p "$root/bin"
-cp "$CARGO_TARGET_DIR/release/libaldb_plugin.so" "$root/bin/libaldb_plugin.so.part"
-mv "$root/bin/libaldb_plugin.so.part" "$root/bin/libaldb_plugin.so"
+for f in libaldb_plugin.so aldb-config-check aldb-votes-check; do
+  cp "$CARGO_TARGET_DIR/release/$f" "$root/bin/$f.part"
+  mv "$root/bin/$f.part" "$root/bin/$f"
+done
 echo "$root/bin/libaldb_plugin.so"

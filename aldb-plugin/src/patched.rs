@@ -31,12 +31,17 @@ pub(crate) fn block_info_v5(b: &ReplicaBlockInfoV5<'_>) -> Result<(u64, [u8; 32]
     let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|e| {
         format!("block metadata of slot {}: blockhash {}: {e}", b.slot, aldb_verify::Excerpt(b.blockhash))
     })?;
-    let mut entry =
-        BankEntry { slot: b.slot, parent: b.parent_slot, bank_hash: b.bank_hash, aldb: None, hard_forks: None };
+    let aldb = b.aldb.as_ref().map(|c| (c.hash_before_root, c.state_root));
+    Ok((b.slot, hash, b.block_height, bank_info(b.slot, b.parent_slot, b.bank_hash, aldb)))
+}
+
+/// What the log and the root check take from a frozen bank: its slot, parent, bank hash and, when
+/// it committed to a root, `(h, root)`.
+pub(crate) fn bank_info(slot: u64, parent: u64, bank_hash: Hash, aldb: Option<(Hash, Hash)>) -> BankInfo {
+    let mut entry = BankEntry { slot, parent, bank_hash, aldb: None, hard_forks: None };
     let mut unexplained = false;
-    if let Some(c) = &b.aldb {
-        let (h, root) = (c.hash_before_root, c.state_root);
-        match hard_forks(&h, &root, &b.bank_hash) {
+    if let Some((h, root)) = aldb {
+        match hard_forks(&h, &root, &bank_hash) {
             Some(hard_forks) => {
                 entry.aldb = Some(AldbCommitment { h, root });
                 entry.hard_forks = hard_forks;
@@ -44,8 +49,7 @@ pub(crate) fn block_info_v5(b: &ReplicaBlockInfoV5<'_>) -> Result<(u64, [u8; 32]
             None => unexplained = true,
         }
     }
-    let aldb_root = b.aldb.as_ref().map(|c| c.state_root);
-    Ok((b.slot, hash, b.block_height, BankInfo { entry, aldb_root, unexplained }))
+    BankInfo { entry, aldb_root: aldb.map(|(_, root)| root), unexplained }
 }
 
 /// The hard-fork count that makes `bank_hash(h, root, count)` the bank hash: `Some(None)` when

@@ -279,22 +279,29 @@ impl AldbPlugin {
         &self,
         b: &agave_geyser_plugin_interface::geyser_plugin_interface::ReplicaBlockInfoV5<'_>,
     ) -> Result<(), String> {
-        let Some(rt) = &self.runtime else { return Ok(()) };
-        let (slot, _, _, info) = crate::patched::block_info_v5(b)?;
+        let (_, _, _, info) = crate::patched::block_info_v5(b)?;
+        self.note_bank(&info);
+        Ok(())
+    }
+
+    /// A frozen bank as V0_0_5 described it: to the root check and the evidence log.
+    fn note_bank(&self, info: &crate::patched::BankInfo) {
+        let Some(rt) = &self.runtime else { return };
+        let slot = info.entry.slot;
         if info.unexplained {
             self.counters.evidence.unexplained_bank_hashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             log::error!(
                 "aldb-plugin: slot {slot}: bank hash {} is not sha256(h || root) with the h and root the validator sent",
-                aldb_verify::hash_to_base58(&b.bank_hash)
+                aldb_verify::hash_to_base58(&info.entry.bank_hash)
             );
         }
         if let Some(roots) = &rt.bank_roots {
-            roots.frozen(slot, crate::bank_roots::Frozen { bank_hash: b.bank_hash, aldb_root: info.aldb_root });
+            let frozen = crate::bank_roots::Frozen { bank_hash: info.entry.bank_hash, aldb_root: info.aldb_root };
+            roots.frozen(slot, frozen);
         }
         if let Some(ev) = &rt.evidence {
             ev.send(crate::evidence::Item::Bank(info.entry));
         }
-        Ok(())
     }
 
     /// A transaction of the block of `slot`: a vote goes to the evidence log as its wire bytes.
@@ -706,31 +713,15 @@ mod tests {
         );
     }
 
-    /// Block metadata V0_0_5 for `slot` with the given aldb root; `h` is fixed, so the bank hash
-    /// follows from the root.
+    /// A bank frozen with the given aldb root, as block metadata V0_0_5 describes it (`h` is
+    /// fixed, so the bank hash follows from the root). The decoding of the notification itself
+    /// is exercised against the patched validator (`scripts/validator-votes.sh`): its rewards
+    /// field is a type of a crate the plugin does not link.
     #[cfg(feature = "patched-interface")]
     fn notify_v5(p: &AldbPlugin, slot: u64, root: [u8; 32]) -> [u8; 32] {
-        use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaAldbCommitment, ReplicaBlockInfoV5};
         let h = [slot as u8 + 50; 32];
         let bank_hash = aldb_verify::votes::mix_root(&h, &root);
-        let blockhash = aldb_verify::hash_to_base58(&[slot as u8 + 100; 32]);
-        let b = ReplicaBlockInfoV5 {
-            parent_slot: slot.saturating_sub(1),
-            parent_blockhash: "",
-            slot,
-            blockhash: &blockhash,
-            rewards: &Default::default(),
-            block_time: None,
-            block_height: Some(slot + 10),
-            executed_transaction_count: 0,
-            entry_count: 1,
-            bank_hash,
-            parent_bank_hash: [0; 32],
-            signature_count: 0,
-            last_blockhash: [0; 32],
-            aldb: Some(ReplicaAldbCommitment { state_root: root, hash_before_root: h }),
-        };
-        p.notify_block_metadata(ReplicaBlockInfoVersions::V0_0_5(&b)).unwrap();
+        p.note_bank(&crate::patched::bank_info(slot, slot.saturating_sub(1), bank_hash, Some((h, root))));
         bank_hash
     }
 
