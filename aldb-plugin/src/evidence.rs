@@ -9,7 +9,7 @@
 //! five times a second with one `fdatasync`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
@@ -150,7 +150,7 @@ impl Pending {
     }
 }
 
-fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &PathBuf, keep_slots: u64, counters: &EvidenceCounters) {
+fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, keep_slots: u64, counters: &EvidenceCounters) {
     let mut pending = Pending::default();
     let mut appends = 0u64;
     let mut last_flush = Instant::now();
