@@ -576,7 +576,12 @@ impl Serializer {
         // more in page faults than the work done in them.
         let mut s = std::mem::take(&mut self.scratch);
         let result = self.write_body_with(fb, input, first, &mut s);
-        self.scratch = s;
+        // Except after a full write: its working memory is sized to the whole state (about 97
+        // bytes per leaf), which no later delta slot needs, and keeping it would hold that much
+        // beside the tree for the writer's lifetime.
+        if !input.full {
+            self.scratch = s;
+        }
         result
     }
 
