@@ -329,8 +329,9 @@ print(f"proofs verified: {verified} ({len(qs)} per Hyades; the directory's Hyade
 for name in names:
     print(f"{name}: {rates[name]['cold']} proofs/s cold, {rates[name]['warm']} warm; peak RSS {rss[name]} KiB")
 print(f"simulator peak RSS: {sim_rss} KiB ({sim_rss * 1024 / (1 << leaves_log2):.0f} bytes per prefilled account)")
-print(f"bytes per updated account per slot: directory {per(local_bytes, local_span)} over its {local_span} slots, "
-      f"bucket {per(bucket_bytes, bucket_span)} over {bucket_span} slots; "
+print(f"bytes per updated account per slot (files of the slots after the full one): "
+      f"directory {per(local_bytes, local_span)} over its {local_span} slot files, "
+      f"bucket {per(bucket_bytes, bucket_span)} over {bucket_span}; "
       f"files: directory {len(local_files)}, bucket {len(bucket_files)}")
 print(json.dumps({
     "leaves": 1 << leaves_log2, "slots": slots, "slot_updates": slot_updates, "keep": int(keep),
