@@ -9,7 +9,9 @@
 #     the workload again with new keys, then SECONDS more. Checked: slots are rooted; the probe got
 #     end-of-startup and block metadata V0_0_5 for every bank with bank_hash == sha256(h || root);
 #     the validator's own TowerSync votes carry those hashes; the roots the stock plugin commits
-#     (served by Hyades) equal the in-process module's. The validator is stopped (admin RPC exit).
+#     (served by Hyades) equal the in-process module's; the module's own writer (ALDB_BANK_CONFIG,
+#     aldb-bank's README) wrote a second snapshot directory that a second Hyades serves, with the
+#     same roots. The validator is stopped (admin RPC exit).
 #  2. replay: a copy of run 1's ledger (genesis and blockstore, no snapshot) is replayed from
 #     genesis in a second process by aldb-ledger-replay (validator-patches/replay), which must
 #     reach the bank hash run 1 logged for every slot both have (and the one the node recorded in
@@ -36,6 +38,8 @@ DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
 METRICS_PORT="${METRICS_PORT:-9898}"
 HYADES_PORT="${HYADES_PORT:-8999}"
 HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-9899}"
+HYADES_PORT2="${HYADES_PORT2:-8998}"
+HYADES_METRICS_PORT2="${HYADES_METRICS_PORT2:-9897}"
 bin="${ALDB_PATCHED_BIN:-$(scripts/build-patched-validator.sh | tail -n1)}"
 # The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
@@ -43,7 +47,9 @@ work="$(mktemp -d)"
 echo "work dir: $work"
 vpid=""
 hpid=""
+hpid2=""
 cleanup() {
+  [[ -n "$hpid2" ]] && kill "$hpid2" 2>/dev/null || true
   [[ -n "$hpid" ]] && kill "$hpid" 2>/dev/null || true
   [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null || true
   wait 2>/dev/null || true
@@ -98,11 +104,21 @@ JSON
 cat >"$work/probe.json" <<JSON
 {"libpath": "$bin/libaldb_block_metadata_probe.so", "block_metadata_version": 5}
 JSON
+# The in-process writer of the module (no plugin involved) writes its own directory.
+cat >"$work/bank.json" <<JSON
+{"snapshot_dir": "$work/inproc", "keep_slots": 100000}
+JSON
+export ALDB_BANK_CONFIG="$work/bank.json"
 start_validator "$work/validator.log" --geyser-plugin-config "$work/aldb.json5" --geyser-plugin-config "$work/probe.json"
+unset ALDB_BANK_CONFIG
 for _ in $(seq 120); do ls "$work/snapshots" 2>/dev/null | grep -q snap && break; sleep 1; done
 target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" \
   --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
 hpid=$!
+for _ in $(seq 60); do ls "$work/inproc" 2>/dev/null | grep -q snap && break; sleep 1; done
+target/release/hyades --dir "$work/inproc" --addr "127.0.0.1:$HYADES_PORT2" \
+  --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT2" >"$work/hyades2.log" 2>&1 &
+hpid2=$!
 target/release/aldb-scenario run --rpc "$rpc_url" --hyades "$hyades_url" --seed 1
 echo "== waiting for the validator's first ledger snapshot"
 for _ in $(seq 900); do ls "$work/ledger" | grep -q '^snapshot-' && break; sleep 1; done
@@ -112,10 +128,10 @@ tx_slots=$(sed -n 's/^tx slots: //p' "$work/scenario2.log")
 sleep "$secs"
 grep -m3 'aldb:' "$work/validator.log" || true
 curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(slots_committed|callback_(errors|panics))' || true
-python3 - "$work" "$RPC_PORT" "$HYADES_PORT" <<'PY'
+python3 - "$work" "$RPC_PORT" "$HYADES_PORT" "$HYADES_PORT2" <<'PY'
 import hashlib, json, sys, urllib.request
 
-work, rpc_port, hyades_port = sys.argv[1], sys.argv[2], sys.argv[3]
+work, rpc_port, hyades_port, hyades_port2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
 def b58decode(s):
@@ -213,30 +229,37 @@ print(f"votes decoded: {votes}, carrying the mixed bank hash: {agree}")
 if votes == 0:
     fail.append("no TowerSync vote found in the finalized blocks")
 
-# The stock plugin's tree and the in-process module agree on the roots Hyades serves.
-newest = call(hyades_port, "getStateRoot", [])["result"]["value"]["slot"]
-roots = call(hyades_port, "getStateRoots", [max(0, newest - 50), newest])["result"]["value"]
-same = 0
-for r in roots:
-    e = banks.get(r["slot"])
-    if e is None or e["aldb_root"] is None:
+# The stock plugin's tree and the in-process module agree on the roots Hyades serves; so do the
+# files the module's own writer wrote, served by the second Hyades.
+for name, port in (("plugin", hyades_port), ("in-process writer", hyades_port2)):
+    try:
+        newest = call(port, "getStateRoot", [])["result"]["value"]["slot"]
+        roots = call(port, "getStateRoots", [max(0, newest - 50), newest])["result"]["value"]
+    except Exception as err:
+        fail.append(f"the {name}'s Hyades does not answer: {err}")
         continue
-    if b58decode(r["root"]).rjust(32, b"\0").hex() == e["aldb_root"]:
-        same += 1
-    else:
-        fail.append(f"slot {r['slot']}: the plugin's root {r['root']} differs from the bank's")
-print(f"plugin roots served by Hyades equal to the in-process roots: {same} of {len(roots)}")
-if same == 0:
-    fail.append("no plugin root could be compared")
+    same = 0
+    for r in roots:
+        e = banks.get(r["slot"])
+        if e is None or e["aldb_root"] is None:
+            continue
+        if b58decode(r["root"]).rjust(32, b"\0").hex() == e["aldb_root"]:
+            same += 1
+        else:
+            fail.append(f"slot {r['slot']}: the {name}'s root {r['root']} differs from the bank's")
+    print(f"{name} roots served by Hyades equal to the in-process roots: {same} of {len(roots)} (newest slot {newest})")
+    if same == 0:
+        fail.append(f"no {name} root could be compared")
 for f in fail[:20]:
     print("FAIL", f)
 sys.exit(1 if fail else 0)
 PY
 echo "== stopping run 1"
 stop_validator
-kill "$hpid" 2>/dev/null || true
-wait "$hpid" 2>/dev/null || true
+kill "$hpid" "$hpid2" 2>/dev/null || true
+wait "$hpid" "$hpid2" 2>/dev/null || true
 hpid=""
+hpid2=""
 frozen_hashes "$work/validator.log" >"$work/hashes1"
 last1=$(last_slot "$work/hashes1")
 echo "run 1: $(wc -l <"$work/hashes1") frozen banks, last slot $last1; ledger snapshots: $(ls "$work/ledger" | grep -E '^(incremental-)?snapshot-' | tr '\n' ' ')"
