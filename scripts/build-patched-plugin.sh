@@ -13,7 +13,7 @@
 #
 #   scripts/build-patched-plugin.sh           # prints the .so path on its last line
 #                                             # (aldb-config-check, aldb-votes-check beside it)
-#   scripts/build-patched-plugin.sh --test    # also runs the plugin's tests with the feature
+#   scripts/build-patched-plugin.sh --test    # also runs the plugin's tests and clippy with the feature
 #
 # Idempotent: the copy is synchronised (unchanged files keep their times) and cargo rebuilds only
 # what changed, in a target directory of its own.
@@ -44,6 +44,11 @@ done
 
 grep -q 'V0_0_5' "$iface/src/geyser_plugin_interface.rs" 2>/dev/null ||
   die "no patched interface at $iface: run scripts/build-patched-validator.sh first (ALDB_PATCHED_SKIP_BUILD=1 unpacks the sources only)"
+
+# One run at a time: two would sync the same copy under each other.
+mkdir -p "$work"
+exec 9>"$work/.lock"
+flock 9
 
 # A fresh staging tree of the checkout's files, then a sync into the build copy that keeps the
 # times of unchanged files and deletes files that are gone.
@@ -101,8 +106,9 @@ EOF
 log "building (target dir $CARGO_TARGET_DIR)"
 (cd "$ws" && cargo build --release --locked -p aldb-plugin --features patched-interface --lib --bins) >&2
 if [[ $run_tests == 1 ]]; then
-  log "testing with the feature"
+  log "testing and linting with the feature"
   (cd "$ws" && cargo test --locked -p aldb-plugin --features patched-interface) >&2
+  (cd "$ws" && cargo clippy --locked -p aldb-plugin --features patched-interface --all-targets -- -D warnings) >&2
 fi
 # Beside the library: its config check (which knows the feature's keys) and aldb-votes-check.
 mkdir -p "$root/bin"

@@ -763,7 +763,7 @@ mod tests {
             records.extend(reader.refresh().unwrap());
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let by_slot = |s: u64| records.iter().find(|r| r.record.slot == s).unwrap().record.clone();
+        let by_slot = |s: u64| records.iter().find(|r| r.record.slot == s).unwrap().record;
         assert_eq!(by_slot(1).bank_hash, Some(bank1), "the slot's own bank hash is in its record");
         assert_eq!(by_slot(2).bank_hash, None, "no V0_0_5 before the commit: no bank hash");
         // Slot 2's metadata comes after its commit, with the plugin's own root.
