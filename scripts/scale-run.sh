@@ -119,7 +119,7 @@ t0=$(date +%s.%N)
 nice -n 15 /usr/bin/time -f '%M' -o "$work/simulate.maxrss" "$bin/aldb" simulate --dir "$dir" \
   --leaves-log2 "$leaves_log2" --slots "$slots" --slot-updates "$slot_updates" --keep "$keep" \
   --refresh-slots "$refresh" --slot-ms "$slot_ms" --seed "$seed" --threads "$threads" \
-  >"$work/simulate.out" 2>"$work/simulate.err" &
+  --hold-for-shipper >"$work/simulate.out" 2>"$work/simulate.err" &
 sim_pid=$!
 pids+=($sim_pid)
 ship_metrics="127.0.0.1:${ports[14]}"

@@ -51,6 +51,10 @@ pub(crate) struct SimulateArgs {
     /// Slots kept provable; older files are pruned.
     #[arg(long, default_value_t = 1000)]
     keep: u64,
+    /// Retention waits for an archiver: no file is deleted that `aldb-ship` has not recorded as
+    /// archived in the directory (`shipped.seq`); use when the directory is shipped to a bucket.
+    #[arg(long)]
+    hold_for_shipper: bool,
     /// Slots over which every record is rewritten once (lets old files be retired).
     #[arg(long, default_value_t = 512)]
     refresh_slots: u64,
@@ -222,6 +226,7 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         every: a.every,
         keep_slots: a.keep,
         refresh_slots: a.refresh_slots,
+        hold_for_shipper: a.hold_for_shipper,
         ..WriterConfig::new(&a.dir)
     };
     let writer = SnapshotWriter::start(wc, Some(on_publish))?;

@@ -22,6 +22,7 @@ pub mod format;
 mod mapping_guard;
 mod reader;
 pub mod records;
+pub mod shipped;
 pub mod sorted;
 pub mod status;
 pub mod store;

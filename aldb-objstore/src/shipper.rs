@@ -293,12 +293,27 @@ impl Shipper {
             result?;
             written?;
         }
+        self.record_hold();
         self.delete_stale_journals(&mut report).await?;
         self.prune_archive(&mut report).await?;
         let servable = self.manifest.as_ref().map(|m| m.servable()).unwrap_or_default();
         report.shipped_slot = servable.keys().next_back().copied();
         self.metrics.shipped_slot.set(report.shipped_slot.map_or(0, |s| s as i64));
         Ok(report)
+    }
+
+    /// After a pass whose manifest is durable: tells a writer that holds retention for the
+    /// archive (`WriterConfig::hold_for_shipper`) which files it may now delete. Every file the
+    /// pass listed is archived, refused as damaged or already gone, so the hold is one past the
+    /// newest file the manifest names. A failure to write it only delays local pruning.
+    fn record_hold(&self) {
+        let Some(newest) = self.manifest.as_ref().and_then(|m| m.snapshots.iter().map(|o| o.seq).max()) else {
+            return;
+        };
+        if let Err(e) = aldb_format::shipped::write_shipped(&self.cfg.dir, newest.saturating_add(1)) {
+            log::warn!("cannot record the archive hold: {e}");
+            self.metrics.failures.inc();
+        }
     }
 
     async fn ship_files(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {

@@ -120,6 +120,9 @@ fn a_killed_shipper_loses_nothing_and_exposes_nothing_partial() {
         rt.block_on(assert_manifest_trustworthy(&store, &prefix, &m));
         assert_eq!(m.snapshots.len(), snapshots);
         assert_eq!(rt.block_on(bucket_files(&store, &prefix)), local, "k={dies_at}: the bucket equals the directory");
+        // The archive hold a writer's retention waits for: one past the newest archived file.
+        let newest = m.snapshots.iter().map(|o| o.seq).max().unwrap();
+        assert_eq!(aldb_format::shipped::read_shipped(dir.path()).unwrap(), Some(newest + 1), "k={dies_at}");
         let again = rt.block_on(shipper.ship_once()).unwrap();
         assert_eq!((again.uploaded, again.manifests), (0, 0), "k={dies_at}: nothing left to do");
         let metrics = aldb_objstore::metrics::encode(&shipper.metrics().registry);

@@ -120,6 +120,8 @@ struct RawConfig {
     #[serde(default)]
     refresh_slots: Option<u64>,
     #[serde(default)]
+    hold_for_shipper: Option<bool>,
+    #[serde(default)]
     record_keep_slots: Option<u64>,
     #[serde(default)]
     snapshot_queue: Option<usize>,
@@ -175,6 +177,9 @@ pub struct Config {
     /// Slots over which every snapshot record is rewritten once, so old files can be deleted.
     /// Default 512.
     pub refresh_slots: u64,
+    /// Local retention waits for `aldb-ship`: no snapshot file is deleted before the shipper
+    /// recorded it as archived (`shipped.seq`). For a directory shipped to a bucket. Default off.
+    pub hold_for_shipper: bool,
     /// Keep root records of the newest this many slots; older record log segments are deleted
     /// whole. Default 1,000,000.
     pub record_keep_slots: u64,
@@ -529,6 +534,7 @@ impl Config {
             snapshot_every,
             keep_slots,
             refresh_slots,
+            hold_for_shipper: raw.hold_for_shipper.unwrap_or(false),
             record_keep_slots,
             snapshot_queue,
             snapshot_direct_io: raw.snapshot_direct_io.unwrap_or(true),
@@ -569,6 +575,7 @@ impl Config {
         w.every = self.snapshot_every;
         w.keep_slots = self.keep_slots;
         w.refresh_slots = self.refresh_slots;
+        w.hold_for_shipper = self.hold_for_shipper;
         w.queue_bound = self.snapshot_queue;
         w.direct_io = self.snapshot_direct_io;
         w.forks = self.commitment == CommitmentLevel::Processed;
@@ -602,6 +609,10 @@ mod tests {
         a.validate().unwrap();
         let w = c.writer_config();
         assert_eq!((w.every, w.keep_slots, w.refresh_slots, w.queue_bound), (2, 5, 7, 8));
+        assert!(!w.hold_for_shipper);
+        let held =
+            Config::parse("{libpath: 'x.so', snapshot_dir: 's', hold_for_shipper: true}", Path::new("/b")).unwrap();
+        assert!(held.writer_config().hold_for_shipper);
         assert_eq!(w.dir, Path::new("/base/s"));
         assert_eq!((c.keypair.as_ref(), c.genesis_hash), (None, None));
         assert!(c.records_disabled_reason().is_some());

@@ -75,6 +75,12 @@ pub struct WriterConfig {
     pub max_fork_banks: usize,
     /// Fork mode: most bytes of table lists held before a bank is refused.
     pub max_fork_bytes: usize,
+    /// Retention waits for the archive: no file at or above the sequence number the shipper
+    /// recorded in the directory's `shipped.seq` is deleted, and none at all before it exists
+    /// (`aldb_format::shipped`). For a directory whose history an archiver copies to a bucket:
+    /// without it, a shipper that falls behind finds files pruned under it and the archive keeps
+    /// holes. The directory then grows while the shipper is down. Off by default.
+    pub hold_for_shipper: bool,
     /// The most bytes one snapshot file holds: a slot that writes more (a full state of more
     /// than about a hundred million accounts) is cut into part files (`docs/FORMAT.md`,
     /// "Parts"). Always [`MAX_FILE_BYTES`], the most a reference addresses; lowered only by
@@ -103,6 +109,7 @@ impl WriterConfig {
             forks: false,
             max_fork_banks: 1024,
             max_fork_bytes: 1 << 30,
+            hold_for_shipper: false,
             part_bytes: MAX_FILE_BYTES,
         }
     }
@@ -378,9 +385,10 @@ impl SnapshotWriter {
         };
         let pruner = {
             let (dir, keep, stats) = (config.dir.clone(), config.keep_slots, stats.clone());
+            let hold = config.hold_for_shipper;
             std::thread::Builder::new()
                 .name("aldb-prune".into())
-                .spawn(move || prune(dir, keep, existing, prx, stats))
+                .spawn(move || prune(dir, keep, hold, existing, prx, stats))
                 .map_err(|e| SnapshotError::io("spawn pruner", &config.dir, e))?
         };
         Ok(Self {
@@ -1153,9 +1161,29 @@ impl Run {
     }
 }
 
+/// The lowest sequence number the archive may still lack: nothing at or above it may be deleted.
+/// No hold file yet, or one that cannot be read, holds everything (a warning says why).
+fn shipped_below(dir: &Path) -> u32 {
+    match aldb_format::shipped::read_shipped(dir) {
+        Ok(Some(seq)) => u32::try_from(seq).unwrap_or(u32::MAX),
+        Ok(None) => 0,
+        Err(e) => {
+            log::warn!("retention held for the shipper: {e}");
+            0
+        }
+    }
+}
+
 /// Deletes files no kept slot can reach: everything older than the oldest file a kept slot's
 /// records may point into.
-fn prune(dir: PathBuf, keep: u64, mut files: BTreeMap<u32, Known>, rx: Receiver<PruneMsg>, stats: Arc<WriterStats>) {
+fn prune(
+    dir: PathBuf,
+    keep: u64,
+    hold_for_shipper: bool,
+    mut files: BTreeMap<u32, Known>,
+    rx: Receiver<PruneMsg>,
+    stats: Arc<WriterStats>,
+) {
     let mut newest = None;
     for msg in rx {
         let pin = match msg {
@@ -1182,6 +1210,7 @@ fn prune(dir: PathBuf, keep: u64, mut files: BTreeMap<u32, Known>, rx: Receiver<
             .chain(pin)
             .min()
             .unwrap_or(last_oldest);
+        let min_oldest = if hold_for_shipper { min_oldest.min(shipped_below(&dir)) } else { min_oldest };
         let doomed: Vec<(u32, Known)> = files.range(..min_oldest).map(|(seq, k)| (*seq, *k)).collect();
         if doomed.is_empty() {
             continue;

@@ -255,3 +255,65 @@ fn refresh_carries_forward_only_records_from_before_its_cycle() {
     }
     run.writer.shutdown().unwrap();
 }
+
+#[test]
+fn retention_waits_for_the_archive_hold() {
+    // The same history as above, whose cycles prune the files of slots 0 and 1, with retention
+    // held for a shipper: nothing is deleted before the shipper records a hold, nothing at or
+    // above the hold after, and retention is as without a hold once the hold passes. (Deletion
+    // itself is asynchronous, so only what must never be deleted is checked on the files.)
+    let dir = tempfile::tempdir().unwrap();
+    let wc = WriterConfig { keep_slots: 2, refresh_slots: 4, hold_for_shipper: true, ..WriterConfig::new(dir.path()) };
+    let mut run = Run {
+        tree: Pleiades::new(Config::new(2, 2, 6).unwrap()).unwrap(),
+        writer: SnapshotWriter::start(wc, None).unwrap(),
+        state: State::new(),
+        history: BTreeMap::new(),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let acct = |rng: &mut ChaCha8Rng| Acct {
+        lamports: rng.random_range(1..1_000_000),
+        owner: rng.random(),
+        executable: false,
+        data: (0..rng.random_range(0..120)).map(|_| rng.random()).collect(),
+    };
+    let keys: Vec<[u8; 32]> = (0..64).map(|_| rng.random()).collect();
+    let all = |rng: &mut ChaCha8Rng| keys.iter().map(|k| (*k, acct(rng))).collect::<Vec<_>>();
+    let snaps = |dir: &std::path::Path| -> BTreeMap<u32, u64> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| aldb_format::format::parse_file_name(&e.unwrap().file_name().to_string_lossy()))
+            .collect()
+    };
+    let first = all(&mut rng);
+    run.commit(0, &first, true);
+    let again = all(&mut rng);
+    run.commit(1, &again, false);
+    let hot = keys[0];
+    let mut slot = 2;
+    let mut step = |run: &mut Run, rng: &mut ChaCha8Rng| {
+        let a = acct(rng);
+        run.commit(slot, &[(hot, a)], false);
+        slot += 1;
+        run.writer.flush().unwrap();
+    };
+    for _ in 2..=12 {
+        step(&mut run, &mut rng);
+    }
+    let published = snaps(dir.path());
+    assert_eq!(published.len(), 13, "no hold file yet: every file is kept");
+    let seq_of_slot1 = published.iter().find(|(_, s)| **s == 1).map(|(q, _)| *q).unwrap();
+    aldb_format::shipped::write_shipped(dir.path(), u64::from(seq_of_slot1)).unwrap();
+    step(&mut run, &mut rng);
+    let held = snaps(dir.path());
+    assert!(held.contains_key(&seq_of_slot1), "the file at the hold is kept: {held:?}");
+    aldb_format::shipped::write_shipped(dir.path(), u64::MAX).unwrap();
+    step(&mut run, &mut rng);
+    let h = SnapshotReader::open(dir.path()).unwrap();
+    assert!(matches!(h.slot(Some(1)), Err(QueryError::Pruned { .. })), "past the hold, retention as without it");
+    let probes: Vec<[u8; 32]> = keys.iter().copied().chain([[7u8; 32]]).collect();
+    let newest = *run.history.keys().next_back().unwrap();
+    let (root, state) = &run.history[&newest];
+    check_slot(&h, newest, root, state, &probes);
+    run.writer.shutdown().unwrap();
+}
