@@ -18,9 +18,10 @@
 # (proofs per Hyades, default 300), SEED (default 20240611), THREADS (engine threads, default all
 # cores), CACHE_BYTES (each replica's cache, default 8 GiB: disk beside the bucket's copy). WORK_DIR defaults to a temporary directory, removed at the end; a given one is kept.
 #
-# The directory must keep the slots the shipper has not shipped yet: at SLOT_MS a slot, KEEP
-# slots must outlast the upload of the first (full) snapshot and the shipper's slowest pass. A
-# run in which the shipper missed a file fails (the archive would lack slots).
+# The simulator runs with --hold-for-shipper, so the directory keeps every file the shipper has
+# not archived yet (docs/OBJECT-STORE.md, "Retention tiers"), however far it falls behind; the
+# directory then holds more than KEEP slots for a while. A run in which the shipper missed a file
+# fails (the archive would lack slots).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
