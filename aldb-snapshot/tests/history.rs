@@ -203,24 +203,34 @@ fn every_kth_slot_merges_changes() {
     );
 }
 
+/// A run on a small tree, writing through `wc`.
+fn small_run(wc: WriterConfig) -> Run {
+    Run {
+        tree: Pleiades::new(Config::new(2, 2, 6).unwrap()).unwrap(),
+        writer: SnapshotWriter::start(wc, None).unwrap(),
+        state: State::new(),
+        history: BTreeMap::new(),
+    }
+}
+
+/// An account with random fields and up to 119 bytes of data.
+fn random_acct(rng: &mut ChaCha8Rng) -> Acct {
+    Acct {
+        lamports: rng.random_range(1..1_000_000),
+        owner: rng.random(),
+        executable: false,
+        data: (0..rng.random_range(0..120)).map(|_| rng.random()).collect(),
+    }
+}
+
 #[test]
 fn refresh_carries_forward_only_records_from_before_its_cycle() {
     // 4 chunks, so a cycle is 4 delta files: slot 1 is the first file of cycle 1 (chunk 0).
     let dir = tempfile::tempdir().unwrap();
     let wc = WriterConfig { keep_slots: 2, refresh_slots: 4, ..WriterConfig::new(dir.path()) };
-    let mut run = Run {
-        tree: Pleiades::new(Config::new(2, 2, 6).unwrap()).unwrap(),
-        writer: SnapshotWriter::start(wc, None).unwrap(),
-        state: State::new(),
-        history: BTreeMap::new(),
-    };
+    let mut run = small_run(wc);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let acct = |rng: &mut ChaCha8Rng| Acct {
-        lamports: rng.random_range(1..1_000_000),
-        owner: rng.random(),
-        executable: false,
-        data: (0..rng.random_range(0..120)).map(|_| rng.random()).collect(),
-    };
+    let acct = random_acct;
     let keys: Vec<[u8; 32]> = (0..64).map(|_| rng.random()).collect();
     let all = |rng: &mut ChaCha8Rng| keys.iter().map(|k| (*k, acct(rng))).collect::<Vec<_>>();
     let first = all(&mut rng);
@@ -264,19 +274,9 @@ fn retention_waits_for_the_archive_hold() {
     // itself is asynchronous, so only what must never be deleted is checked on the files.)
     let dir = tempfile::tempdir().unwrap();
     let wc = WriterConfig { keep_slots: 2, refresh_slots: 4, hold_for_shipper: true, ..WriterConfig::new(dir.path()) };
-    let mut run = Run {
-        tree: Pleiades::new(Config::new(2, 2, 6).unwrap()).unwrap(),
-        writer: SnapshotWriter::start(wc, None).unwrap(),
-        state: State::new(),
-        history: BTreeMap::new(),
-    };
+    let mut run = small_run(wc);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let acct = |rng: &mut ChaCha8Rng| Acct {
-        lamports: rng.random_range(1..1_000_000),
-        owner: rng.random(),
-        executable: false,
-        data: (0..rng.random_range(0..120)).map(|_| rng.random()).collect(),
-    };
+    let acct = random_acct;
     let keys: Vec<[u8; 32]> = (0..64).map(|_| rng.random()).collect();
     let all = |rng: &mut ChaCha8Rng| keys.iter().map(|k| (*k, acct(rng))).collect::<Vec<_>>();
     let snaps = |dir: &std::path::Path| -> BTreeMap<u32, u64> {
