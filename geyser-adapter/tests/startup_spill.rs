@@ -13,36 +13,13 @@ use std::path::Path;
 use aldb_format::SnapshotReader;
 use aldb_naive::NaiveState;
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SPILL_DIR, SlotInput, SnapshotWriter, StartupSpill, WriterConfig};
-use geyser_adapter::{AccountUpdate, Adapter, AdapterConfig, CommitKind, Commitment, KeepAccounts, NoRecords, Retain};
+use geyser_adapter::{Adapter, AdapterConfig, CommitKind, Commitment, KeepAccounts, NoRecords, Retain};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-#[derive(Clone, Debug)]
-struct Acct {
-    slot: u64,
-    write_version: u64,
-    pubkey: [u8; 32],
-    lamports: u64,
-    owner: [u8; 32],
-    executable: bool,
-    data: Vec<u8>,
-}
-
-impl Acct {
-    fn update(&self) -> AccountUpdate<'_> {
-        AccountUpdate {
-            slot: self.slot,
-            pubkey: self.pubkey,
-            lamports: self.lamports,
-            owner: self.owner,
-            executable: self.executable,
-            data: &self.data,
-            write_version: self.write_version,
-            is_startup: true,
-        }
-    }
-}
+mod common;
+use common::Acct;
 
 /// `distinct` accounts with 1 to 4 states each (other slots and write versions, sometimes the
 /// same rank twice, sometimes a deletion), shuffled.
@@ -66,6 +43,7 @@ fn startup_accounts(seed: u64, distinct: usize) -> Vec<Acct> {
                 owner: rng.random(),
                 executable: rng.random(),
                 data: (0..len).map(|_| rng.random()).collect(),
+                is_startup: true,
             });
         }
     }
@@ -279,6 +257,7 @@ fn a_spilled_full_state_merges_with_the_next_slot() {
             owner: [3; 32],
             executable: false,
             data: vec![i as u8; i],
+            is_startup: false,
         });
     }
     for i in 0..40u8 {
@@ -290,13 +269,12 @@ fn a_spilled_full_state_merges_with_the_next_slot() {
             owner: [4; 32],
             executable: true,
             data: vec![i; 70],
+            is_startup: false,
         });
     }
     adapter.update_slot_status(SlotEvent::new(next, Some(base.slot), SlotStatus::CreatedBank)).unwrap();
     for a in &slot_accts {
-        let mut u = a.update();
-        u.is_startup = false;
-        adapter.update_account(&u).unwrap();
+        adapter.update_account(&a.update()).unwrap();
         w.insert(a.pubkey, a.clone());
     }
     adapter.update_slot_status(SlotEvent::new(next, Some(base.slot), SlotStatus::Processed)).unwrap();
