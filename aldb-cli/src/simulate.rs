@@ -7,19 +7,22 @@
 //! (`BLOCK` and `BANK_HASH` unset); each slot's parent is the previous slot, and its record is
 //! chained to the previous record.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
-use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, Pleiades};
+use aldb_core::{ChangeSet, Config};
 use aldb_format::SnapshotReader;
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
-use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_snapshot::{AccountBatch, DEFAULT_SPILL_BITS, SlotInput, SnapshotWriter, StartupSpill, WriterConfig};
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::record::Commitment;
-use aldb_workload::{KeyWindow, OWNER, SlotAccounts, SlotOps};
+use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
 use anyhow::{Context, Result, bail};
 use clap::Args;
+
+mod base;
+
+use base::Workload;
 
 /// Options of `aldb simulate`.
 #[derive(Args, Debug)]
@@ -87,38 +90,22 @@ pub(crate) fn default_genesis_hash() -> [u8; 32] {
     *blake2s_simd::blake2s(b"aldb-simulate").as_array()
 }
 
-/// The accounts as the simulation last set them, to write full snapshots.
-#[derive(Default)]
-struct Mirror {
-    accounts: HashMap<[u8; 32], (u64, Vec<u8>)>,
+/// A spare change set or batch larger than this came back from a full snapshot's write (a full
+/// capture holds at least 32 bytes per leaf): reusing it would keep a whole-tree allocation for the
+/// rest of the run, so it is dropped.
+fn spare_bound(n: u64) -> usize {
+    usize::try_from(n.saturating_mul(16)).unwrap_or(usize::MAX).max(16 << 20)
 }
 
-impl Mirror {
-    fn apply(&mut self, s: &SlotAccounts) {
-        for i in 0..s.len() {
-            if s.lamports[i] == 0 {
-                self.accounts.remove(&s.pubkeys[i]);
-            } else {
-                self.accounts.insert(s.pubkeys[i], (s.lamports[i], s.data(i).to_vec()));
-            }
+/// Buffers for the next slot: a written slot's, when the writer has handed one back and it is
+/// slot-sized, else fresh ones.
+fn buffers(writer: &SnapshotWriter, bound: usize) -> (ChangeSet, AccountBatch) {
+    while let Some((changes, batch)) = writer.take_spare() {
+        if changes.heap_bytes() <= bound && batch.heap_bytes() <= bound {
+            return (changes, batch);
         }
     }
-
-    fn batch(&self) -> AccountBatch {
-        let mut b = AccountBatch::default();
-        for (pk, (lamports, data)) in &self.accounts {
-            let r = AccountRef { pubkey: pk, lamports: *lamports, owner: &OWNER, executable: false, data };
-            b.push(aldb_verify::spec::key_path(pk), &r);
-        }
-        b
-    }
-}
-
-fn slot_batch(tree: &Pleiades, accounts: &SlotAccounts) -> (Vec<aldb_core::Update>, AccountBatch) {
-    let refs = accounts.refs();
-    let updates = tree.hash_accounts(&refs);
-    let batch = AccountBatch::from_updates(&updates, &refs);
-    (updates, batch)
+    (ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS), AccountBatch::default())
 }
 
 /// Runs the simulation.
@@ -129,43 +116,15 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let n = 1u64 << a.leaves_log2;
     let config = Config::for_leaves(n, threads);
+    let work = Workload { seed: a.seed, slot_updates: a.slot_updates, data_len: a.data_len };
 
-    // Slot 0: the prefill, bulk-built.
-    let mut builder = BulkBuilder::new(config)?;
-    let mut mirror = Mirror::default();
-    const CHUNK: u64 = 65_536;
-    let mut first = 0;
-    while first < n {
-        let count = CHUNK.min(n - first) as usize;
-        let chunk = SlotAccounts::prefill(a.seed, first, count, a.data_len);
-        builder.push_accounts(&chunk.refs(), (0, first));
-        mirror.apply(&chunk);
-        first += count as u64;
-    }
-    let mut tree = builder.finish();
-    let mut window = KeyWindow::prefilled(n);
-
-    // With --resume, replay to the newest published slot and check it is the same workload.
-    let mut start = 1;
+    // With --resume, the newest published slot is replayed to (and checked); without, the
+    // directory must hold no snapshots yet.
     let published = if a.resume && a.dir.exists() { SnapshotReader::open(&a.dir)?.latest() } else { None };
-    if let Some(p) = published {
-        for slot in 1..=p.slot {
-            let ops = SlotOps::draw(a.seed, slot, a.slot_updates, &mut window);
-            let accounts = SlotAccounts::slot_new(a.seed, slot, &ops, a.data_len);
-            tree.commit_accounts(&accounts.refs());
-            mirror.apply(&accounts);
-        }
-        if tree.root() != p.root {
-            bail!(
-                "{} holds a different workload: replayed root at slot {} is {}, published {}",
-                a.dir.display(),
-                p.slot,
-                hash_to_base58(&tree.root()),
-                hash_to_base58(&p.root)
-            );
-        }
-        start = p.slot + 1;
-    } else if a.dir.exists() && !a.resume && SnapshotReader::open(&a.dir).map(|h| h.latest().is_some()).unwrap_or(false)
+    if published.is_none()
+        && a.dir.exists()
+        && !a.resume
+        && SnapshotReader::open(&a.dir).map(|h| h.latest().is_some()).unwrap_or(false)
     {
         bail!("{} already holds snapshots; pass --resume to continue them or use an empty directory", a.dir.display());
     }
@@ -208,6 +167,30 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         Ok(())
     };
 
+    // Slot 0, the prefill, bulk-built; every account state up to the run's first snapshot also
+    // goes to the startup spill, which that full snapshot is written from.
+    // Declared before the writer, so dropped after it has stopped: whatever way the run ends, no
+    // spill is left behind.
+    let _spill_dir = SpillDir(&a.dir);
+    let spill = StartupSpill::create(&a.dir, DEFAULT_SPILL_BITS)
+        .with_context(|| format!("cannot create the startup spill in {}", a.dir.display()))?;
+    let mut tree = base::prefill(config, a.seed, n, a.data_len, threads, &spill)?;
+    let mut window = KeyWindow::prefilled(n);
+    let mut start = 1;
+    if let Some(p) = published {
+        base::replay(&mut tree, &mut window, &spill, &work, p.slot)?;
+        if tree.root() != p.root {
+            bail!(
+                "{} holds a different workload: replayed root at slot {} is {}, published {}",
+                a.dir.display(),
+                p.slot,
+                hash_to_base58(&tree.root()),
+                hash_to_base58(&p.root)
+            );
+        }
+        start = p.slot + 1;
+    }
+
     let out = std::sync::Mutex::new(std::io::stdout());
     let on_publish = Box::new(move |p: &aldb_snapshot::Published| {
         if let Ok(mut o) = out.lock() {
@@ -230,52 +213,44 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         ..WriterConfig::new(&a.dir)
     };
     let writer = SnapshotWriter::start(wc, Some(on_publish))?;
-    let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
+    let bound = spare_bound(n);
 
-    // The first snapshot of a run is full.
-    let mut full = true;
+    // The first snapshot of a run is full, written from the spill: slot 0 of a new run, or the
+    // first slot after the replay of a resumed one (its own accounts spilled too).
+    let mut spill = Some(spill);
     if start == 1 {
+        let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
         tree.capture_all(&mut changes);
         record(0, tree.root())?;
-        let input = SlotInput {
-            slot: 0,
-            parent: None,
-            root: tree.root(),
-            changes: std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)),
-            accounts: mirror.batch(),
-            full,
-        };
-        writer.submit(input)?;
-        full = false;
+        let accounts = full_accounts(&mut spill)?;
+        writer.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes, accounts, full: true })?;
     }
     for slot in start..=a.slots {
         let t = std::time::Instant::now();
         let ops = SlotOps::draw(a.seed, slot, a.slot_updates, &mut window);
         let accounts = SlotAccounts::slot_new(a.seed, slot, &ops, a.data_len);
-        let (updates, batch) = slot_batch(&tree, &accounts);
+        let refs = accounts.refs();
+        let updates = tree.hash_accounts(&refs);
+        let (mut changes, mut batch) = buffers(&writer, bound);
+        let full = spill.is_some();
+        if let Some(s) = &spill {
+            base::spill_slot(s, slot, 0, &updates, &refs)?;
+        } else {
+            batch.fill_from_updates(&updates, &refs);
+        }
         let root = tree.commit_capture(updates, &mut changes);
-        mirror.apply(&accounts);
         // The record is durable before the slot is submitted, so every published slot has one.
         record(slot, root)?;
-        let (changes_now, accounts_now) = if full {
+        if full {
             tree.capture_all(&mut changes);
-            (std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), mirror.batch())
-        } else {
-            (std::mem::replace(&mut changes, ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS)), batch)
-        };
-        writer.submit(SlotInput {
-            slot,
-            parent: Some(slot - 1),
-            root,
-            changes: changes_now,
-            accounts: accounts_now,
-            full,
-        })?;
-        full = false;
+            batch = full_accounts(&mut spill)?;
+        }
+        writer.submit(SlotInput { slot, parent: Some(slot - 1), root, changes, accounts: batch, full })?;
         if let Some(rest) = std::time::Duration::from_millis(a.slot_ms).checked_sub(t.elapsed()) {
             std::thread::sleep(rest);
         }
     }
+    drop(spill);
     writer.flush().context("snapshot writer")?;
     let stats = writer.stats().clone();
     writer.shutdown()?;
@@ -287,6 +262,24 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         stats.bytes.load(std::sync::atomic::Ordering::Relaxed)
     );
     Ok(())
+}
+
+/// Removes the startup spill's directory when dropped. Once its full snapshot is written the spill
+/// removes itself; this covers a run that stops before that (an error, a resume with nothing to
+/// write).
+struct SpillDir<'a>(&'a std::path::Path);
+
+impl Drop for SpillDir<'_> {
+    fn drop(&mut self) {
+        let _ = aldb_snapshot::remove_leftover_spill(self.0);
+    }
+}
+
+/// The full snapshot's accounts: the finished spill, read back by the writer as it writes.
+fn full_accounts(spill: &mut Option<StartupSpill>) -> Result<AccountBatch> {
+    let s = spill.take().context("the startup spill was already written")?;
+    let done = s.finish().context("cannot finish the startup spill")?;
+    Ok(AccountBatch::from_spill(done))
 }
 
 #[cfg(test)]
