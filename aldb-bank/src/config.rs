@@ -1,5 +1,6 @@
 //! The sink's configuration: a JSON file named by [`CONFIG_ENV`], read once.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -84,6 +85,8 @@ struct Raw {
     queue_bytes: Option<usize>,
     #[serde(default)]
     direct_io: Option<bool>,
+    #[serde(default)]
+    metrics_addr: Option<String>,
 }
 
 /// The sink's settings. Relative paths in the file are relative to the file's directory.
@@ -110,6 +113,10 @@ pub struct SinkConfig {
     pub queue_bytes: usize,
     /// Files written past the page cache where the filesystem allows (default true).
     pub direct_io: bool,
+    /// Where `GET /metrics` serves the module's counters in the Prometheus text format, from a
+    /// thread of its own (default: not served). Port 0 takes a free port
+    /// ([`crate::BankRoots::metrics_addr`] says which).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl SinkConfig {
@@ -125,6 +132,7 @@ impl SinkConfig {
             queue_bound: 64,
             queue_bytes: 1 << 30,
             direct_io: true,
+            metrics_addr: None,
         }
     }
 
@@ -164,6 +172,12 @@ impl SinkConfig {
         if raw.threads == Some(0) {
             return Err("`threads` must be at least 1".into());
         }
+        let metrics_addr = match raw.metrics_addr.as_deref() {
+            None => None,
+            Some(a) => Some(a.trim().parse::<SocketAddr>().map_err(|e| {
+                format!("`metrics_addr`: {:?} is not an IP address and port such as \"127.0.0.1:9101\": {e}", clip(a))
+            })?),
+        };
         let genesis_hash = match (raw.genesis_hash.as_deref(), raw.ledger_path.as_ref()) {
             (Some(_), Some(_)) => return Err("`genesis_hash` and `ledger_path` are both set; set one".into()),
             (Some(h), None) => Some(parse_hash(h).map_err(|e| format!("`genesis_hash`: {e}"))?),
@@ -203,9 +217,15 @@ impl SinkConfig {
             queue_bound: queue_bound as usize,
             queue_bytes: queue_bytes as usize,
             direct_io: raw.direct_io.unwrap_or(d.direct_io),
+            metrics_addr,
             ..d
         })
     }
+}
+
+/// At most the first 100 characters of `s`, for an error message.
+fn clip(s: &str) -> &str {
+    s.char_indices().nth(100).map_or(s, |(i, _)| s.get(..i).unwrap_or(s))
 }
 
 fn parse_hash(s: &str) -> Result<[u8; 32], String> {

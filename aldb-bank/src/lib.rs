@@ -36,6 +36,7 @@ mod config;
 mod error;
 mod global;
 mod meta;
+mod metrics;
 mod roots;
 mod sink;
 

@@ -2,7 +2,10 @@
 //! feeds when one is configured.
 
 use std::collections::{BTreeSet, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 
 use aldb_core::{BulkBuilder, ChangeSet, Config, ForkEngine, ForkLimits, Update, hash_accounts};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput};
@@ -12,6 +15,7 @@ use crate::Account;
 use crate::config::{ConfigError, SinkConfig};
 use crate::error::BankError;
 use crate::meta::BankMeta;
+use crate::metrics::{MetricsServer, ModuleStats, Sources};
 use crate::sink::{BankId, Sink, SinkStats};
 
 /// The tree is sized for at least this many leaves, so a small genesis does not leave a layout
@@ -51,6 +55,10 @@ pub struct BankRoots {
     confirmed: BTreeSet<u64>,
     /// With a sink: slots confirmed before they froze here.
     early: BTreeSet<u64>,
+    /// The module's own counters, for metrics.
+    stats: Arc<ModuleStats>,
+    /// `GET /metrics`, when the config asks for it.
+    metrics: Option<MetricsServer>,
 }
 
 /// The default worker threads: [`crate::THREADS_ENV`], else up to 4 (fewer on smaller
@@ -72,6 +80,8 @@ impl BankRoots {
             refused: None,
             confirmed: BTreeSet::new(),
             early: BTreeSet::new(),
+            stats: Arc::default(),
+            metrics: None,
         }
     }
 
@@ -79,7 +89,19 @@ impl BankRoots {
     /// thread is started and its record log opened now.
     pub fn with_sink(config: &SinkConfig) -> Result<Self, BankError> {
         let mut roots = Self::new(config.threads.unwrap_or_else(default_threads));
-        roots.sink = Some(Sink::start(config).map_err(BankError::SinkStart)?);
+        let sink = Sink::start(config).map_err(BankError::SinkStart)?;
+        if let Some(addr) = config.metrics_addr {
+            let sources = Sources {
+                module: roots.stats.clone(),
+                sink: sink.stats().clone(),
+                writer: sink.writer_stats().clone(),
+            };
+            let server = MetricsServer::start(addr, sources)
+                .map_err(|e| BankError::SinkStart(format!("cannot serve metrics on {addr}: {e}")))?;
+            log::info!("aldb-bank: metrics at http://{}/metrics", server.addr());
+            roots.metrics = Some(server);
+        }
+        roots.sink = Some(sink);
         Ok(roots)
     }
 
@@ -110,11 +132,40 @@ impl BankRoots {
         }
     }
 
+    /// Counts a call's error for metrics and passes the result on.
+    fn counted<T>(&self, r: Result<T, BankError>) -> Result<T, BankError> {
+        if r.is_err() {
+            self.stats.call_errors.fetch_add(1, Relaxed);
+        }
+        r
+    }
+
+    /// Updates the gauges of what the module holds.
+    fn held_gauges(&self) {
+        self.stats.banks_held.store(self.bank_count() as u64, Relaxed);
+        self.stats.rooted_slot.store(self.base().map_or(0, |b| b.saturating_add(1)), Relaxed);
+    }
+
+    /// Where `GET /metrics` is served, when the config asked for it (the bound address: the real
+    /// port when port 0 was asked for).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::addr)
+    }
+
     /// Replaces everything held by the state `accounts` as of `slot`, which becomes the rooted
     /// slot, and returns its root. Zero-lamport accounts are absent; of two entries for one
     /// pubkey the later wins. With a sink the state is also written whole (a full snapshot
     /// file), and its root records made.
     pub fn build_base(&mut self, slot: u64, accounts: &[Account<'_>]) -> Result<Hash, BankError> {
+        let r = self.build_base_inner(slot, accounts);
+        if r.is_ok() {
+            self.stats.bases.fetch_add(1, Relaxed);
+        }
+        self.held_gauges();
+        self.counted(r)
+    }
+
+    fn build_base_inner(&mut self, slot: u64, accounts: &[Account<'_>]) -> Result<Hash, BankError> {
         self.check()?;
         // Drop the old tree (and its worker threads) before building the new one.
         self.engine = None;
@@ -142,6 +193,17 @@ impl BankRoots {
     /// deleted) and returns the root of its state. Freezing a slot again replaces its old version
     /// and that version's descendants. With a sink the bank's changes are queued for its file.
     pub fn freeze(&mut self, slot: u64, parent: u64, accounts: &[Account<'_>]) -> Result<Hash, BankError> {
+        let started = Instant::now();
+        let r = self.freeze_inner(slot, parent, accounts);
+        if r.is_ok() {
+            self.stats.freezes.fetch_add(1, Relaxed);
+            self.stats.freeze_time.observe(started.elapsed());
+        }
+        self.held_gauges();
+        self.counted(r)
+    }
+
+    fn freeze_inner(&mut self, slot: u64, parent: u64, accounts: &[Account<'_>]) -> Result<Hash, BankError> {
         self.check()?;
         let engine = match self.engine.as_mut() {
             Some(e) if e.base() == parent || e.bank_root(parent).is_some() => e,
@@ -171,7 +233,7 @@ impl BankRoots {
     /// Gives the sink a frozen bank's hash and block, for its root records; called right after
     /// the hash is computed. Without a sink it does nothing.
     pub fn bank_hash(&mut self, slot: u64, meta: BankMeta) -> Result<(), BankError> {
-        self.check()?;
+        self.counted(self.check())?;
         if let Some(sink) = &self.sink {
             sink.meta(slot, meta);
         }
@@ -182,7 +244,7 @@ impl BankRoots {
     /// yet confirmed are journaled `confirmed` and get their `confirmed` records, oldest first. A
     /// slot not frozen here yet is remembered and reported when it freezes.
     pub fn confirmed(&mut self, slot: u64) -> Result<(), BankError> {
-        self.check()?;
+        self.counted(self.check())?;
         if self.sink.is_none() {
             return Ok(());
         }
@@ -235,6 +297,12 @@ impl BankRoots {
     /// the newly final banks are journaled `finalized` and get their `finalized` records, and the
     /// dropped ones are journaled `abandoned`.
     pub fn root(&mut self, slot: u64) -> Result<bool, BankError> {
+        let r = self.root_inner(slot);
+        self.held_gauges();
+        self.counted(r)
+    }
+
+    fn root_inner(&mut self, slot: u64) -> Result<bool, BankError> {
         self.check()?;
         let Some(e) = self.engine.as_mut() else { return Ok(false) };
         if e.base() == slot {
@@ -253,12 +321,12 @@ impl BankRoots {
             }
             chain.reverse();
         }
-        e.root(slot)?;
+        let rooted = e.root(slot)?;
         if let Some(sink) = self.sink.as_mut() {
             let e = &*e;
             self.confirmed.retain(|&s| s > slot && e.bank_root(s).is_some());
             self.early.retain(|&s| s > slot);
-            sink.finalized(slot, chain);
+            sink.finalized(slot, chain, rooted.abandoned);
         }
         Ok(true)
     }
@@ -266,6 +334,12 @@ impl BankRoots {
     /// Drops bank `slot` and its descendants; returns their slots (none when it is not held).
     /// With a sink they are journaled `abandoned`.
     pub fn dead(&mut self, slot: u64) -> Result<Vec<u64>, BankError> {
+        let r = self.dead_inner(slot);
+        self.held_gauges();
+        self.counted(r)
+    }
+
+    fn dead_inner(&mut self, slot: u64) -> Result<Vec<u64>, BankError> {
         self.check()?;
         let dropped = match self.engine.as_mut() {
             Some(e) if e.bank_root(slot).is_some() => e.dead(slot)?,

@@ -30,10 +30,12 @@ fn a_full_config_resolves_paths_the_key_and_the_genesis_hash() {
         tmp.path(),
         "bank.json",
         r#"{"snapshot_dir": "snaps", "keep_slots": 50, "ledger_path": "ledger", "threads": 2,
-            "queue_bound": 8, "records": {"keypair": "id.json", "levels": ["finalized"]}}"#,
+            "queue_bound": 8, "records": {"keypair": "id.json", "levels": ["finalized"]},
+            "metrics_addr": "127.0.0.1:9101"}"#,
     );
     let c = SinkConfig::from_file(&path).unwrap();
     assert_eq!(c.snapshot_dir, tmp.path().join("snaps"));
+    assert_eq!(c.metrics_addr, Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9101))));
     assert_eq!((c.keep_slots, c.threads, c.queue_bound), (50, Some(2), 8));
     assert_eq!(c.genesis_hash, Some(genesis_hash_of_file(&tmp.path().join("ledger/genesis.bin")).unwrap()));
     let r = c.records.as_ref().unwrap();
@@ -82,6 +84,10 @@ fn every_mistake_is_an_error_naming_it() {
         ("{\"snapshot_dir\": \"s\", \"queue_bound\": 0}", "queue_bound"),
         ("{\"snapshot_dir\": \"s\", \"threads\": 0}", "threads"),
         ("{\"snapshot_dir\": \"\"}", "snapshot_dir"),
+        ("{\"snapshot_dir\": \"s\", \"metrics_addr\": \"localhost\"}", "metrics_addr"),
+        ("{\"snapshot_dir\": \"s\", \"metrics_addr\": \"127.0.0.1:99999\"}", "metrics_addr"),
+        ("{\"snapshot_dir\": \"s\", \"metrics_addr\": 9101}", "expected a string"),
+        ("{\"snapshot_dir\": \"s\", \"metrics_port\": 9101}", "metrics_port"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = write(tmp.path(), &format!("c{i}.json"), text);

@@ -7,10 +7,13 @@
 //! [`aldb_snapshot::SnapshotWriter`] in fork mode and makes the records. The writer keeps only
 //! its tables of where records live on disk and per-bank undo lists, never a second tree. The
 //! module never waits for the writer thread: a full queue merges or gives up a bank (counted in
-//! [`SinkStats`]), and a failing disk only stops files and records. No root depends on any of it.
+//! [`SinkStats`]), and a failing disk only delays files and records ([`retry`]: a write that
+//! fails for a reason that can pass is tried again while the queue absorbs what follows). No root
+//! depends on any of it.
 
 mod queue;
 mod records;
+mod retry;
 mod stats;
 mod worker;
 
@@ -20,7 +23,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread::JoinHandle;
 
 use aldb_core::ChangeSet;
-use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig, WriterStats};
 
 pub(crate) use queue::BankId;
 use queue::{Item, Pushed, Queue};
@@ -41,6 +44,7 @@ pub(crate) struct Sink {
     queue: Arc<Queue>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<SinkStats>,
+    writer_stats: Arc<WriterStats>,
     spares: Receiver<(ChangeSet, AccountBatch)>,
     /// Banks not written (and so neither their descendants) since the last base.
     lost: BTreeSet<u64>,
@@ -69,6 +73,7 @@ impl Sink {
         let writer = SnapshotWriter::start(wc, None)
             .map_err(|e| format!("cannot start the snapshot writer in {}: {e}", config.snapshot_dir.display()))?;
         let stats = Arc::new(SinkStats::default());
+        let writer_stats = writer.stats().clone();
         let queue = Arc::new(Queue::new(config.queue_bound, config.queue_bytes, stats.clone()));
         let (spare_tx, spares) = mpsc::sync_channel(SPARES);
         let worker = Worker {
@@ -80,17 +85,23 @@ impl Sink {
             metas: Default::default(),
             base_records: None,
             writer_failing: false,
+            dir: config.snapshot_dir.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("aldb-bank-sink".into())
             .spawn(move || worker.run())
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
         log::info!("aldb-bank: snapshot files and records in {}", config.snapshot_dir.display());
-        Ok(Self { queue, thread: Some(thread), stats, spares, lost: BTreeSet::new() })
+        Ok(Self { queue, thread: Some(thread), stats, writer_stats, spares, lost: BTreeSet::new() })
     }
 
     pub(crate) fn stats(&self) -> &Arc<SinkStats> {
         &self.stats
+    }
+
+    /// The snapshot writer's own counters (files published, bytes, fork tables).
+    pub(crate) fn writer_stats(&self) -> &Arc<WriterStats> {
+        &self.writer_stats
     }
 
     /// A change set to capture a freeze into, and a batch for its accounts: emptied ones back
@@ -148,11 +159,12 @@ impl Sink {
         }
     }
 
-    /// `slot` is the new root; `banks` the unrooted banks it finalized, oldest first.
-    pub(crate) fn finalized(&mut self, slot: u64, banks: Vec<BankId>) {
+    /// `slot` is the new root; `banks` the unrooted banks it finalized, oldest first, and
+    /// `abandoned` those it dropped.
+    pub(crate) fn finalized(&mut self, slot: u64, banks: Vec<BankId>, abandoned: Vec<u64>) {
         // Below the root nothing is frozen again; a lost root keeps every later bank lost.
         self.lost = self.lost.split_off(&slot);
-        self.queue.push(Item::Finalized(slot, banks));
+        self.queue.push(Item::Finalized(slot, banks, abandoned));
     }
 
     /// Banks dropped (a dead one and its descendants).
@@ -160,7 +172,7 @@ impl Sink {
         for s in dropped {
             self.lost.remove(s);
         }
-        self.queue.push(Item::Dead(slot));
+        self.queue.push(Item::Dead(slot, dropped.to_vec()));
     }
 
     /// Waits until everything queued so far is written (or refused) by the writer.

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use aldb_core::ChangeSet;
 use aldb_snapshot::SlotInput;
@@ -34,10 +35,11 @@ pub(crate) enum Item {
     Meta(u64, BankMeta),
     /// Banks newly confirmed, oldest first.
     Confirmed(Vec<BankId>),
-    /// A new root and the banks it finalized (its unrooted ancestors and itself), oldest first.
-    Finalized(u64, Vec<BankId>),
-    /// A bank dropped with its descendants.
-    Dead(u64),
+    /// A new root, the banks it finalized (its unrooted ancestors and itself, oldest first) and
+    /// the banks it abandoned (not descending from it).
+    Finalized(u64, Vec<BankId>, Vec<u64>),
+    /// A bank dropped, and the banks dropped with it (itself and its descendants).
+    Dead(u64, Vec<u64>),
     /// Answered once everything before it is written.
     Flush(std::sync::mpsc::Sender<()>),
 }
@@ -63,6 +65,34 @@ struct Inner {
     messages: usize,
     bytes: usize,
     closed: bool,
+    /// The bank the writer thread holds for a retry ([`Queue::hold`]).
+    held: Option<u64>,
+    /// Whether something pushed since the hold makes writing the held bank pointless.
+    held_doomed: bool,
+}
+
+/// Why [`Queue::wait_held`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum HeldWake {
+    /// The wait is over: time for the next try.
+    Retry,
+    /// The held bank's fork was dropped (dead, abandoned by a root, frozen again, or a new base
+    /// came): its file would never be served.
+    Doomed,
+    /// The queue was closed (the sink is stopping).
+    Closed,
+    /// Status messages waiting reached half their bound: holding on would start dropping them.
+    Crowded,
+}
+
+/// Whether `item`, queued after bank `held` failed, makes its file pointless.
+fn dooms(item: &Item, held: u64) -> bool {
+    match item {
+        Item::Base(_) => true,
+        Item::Bank(b) => b.slot == held,
+        Item::Dead(_, dropped) | Item::Finalized(_, _, dropped) => dropped.contains(&held),
+        Item::Meta(..) | Item::Confirmed(_) | Item::Flush(_) => false,
+    }
 }
 
 /// The bounded queue; see the [module documentation](self).
@@ -74,7 +104,8 @@ pub(crate) struct Queue {
     stats: Arc<SinkStats>,
 }
 
-fn size(input: &SlotInput) -> usize {
+/// Bytes of change set and account data an input holds.
+pub(crate) fn size(input: &SlotInput) -> usize {
     input.changes.heap_bytes() + input.accounts.heap_bytes()
 }
 
@@ -100,6 +131,7 @@ impl Queue {
         if q.closed {
             return false;
         }
+        q.held_doomed |= q.held.is_some();
         q.bytes += size(&input);
         q.banks += 1;
         q.items.push_back(Item::Base(input));
@@ -115,6 +147,8 @@ impl Queue {
         if q.closed {
             return Pushed::Lost;
         }
+        // A bank frozen again replaces the held version, whatever becomes of the new one.
+        q.held_doomed |= q.held == Some(input.slot);
         let n = size(&input);
         let fits_bytes = q.bytes.saturating_add(n) <= self.max_bytes;
         if q.banks < self.max_banks && fits_bytes {
@@ -142,6 +176,9 @@ impl Queue {
         };
         q.bytes = q.bytes.saturating_sub(before) + after;
         self.gauges(&q);
+        drop(q);
+        // A writer thread holding a bank may be waiting to hear of a new version of it.
+        self.ready.notify_one();
         Pushed::Merged
     }
 
@@ -149,6 +186,9 @@ impl Queue {
     /// stopped taking them).
     pub(crate) fn push(&self, item: Item) -> bool {
         let mut q = self.lock();
+        if let Some(held) = q.held {
+            q.held_doomed |= dooms(&item, held);
+        }
         if q.closed || q.messages >= MAX_MESSAGES {
             drop(q);
             SinkStats::add(&self.stats.messages_dropped, 1);
@@ -181,6 +221,44 @@ impl Queue {
                 return None;
             }
             q = self.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// The writer thread holds bank `slot` to write it again: from now on [`Queue::wait_held`]
+    /// tells when something queued (already, or pushed later) makes that pointless.
+    pub(crate) fn hold(&self, slot: u64) {
+        let mut q = self.lock();
+        q.held = Some(slot);
+        q.held_doomed = q.items.iter().any(|i| dooms(i, slot));
+    }
+
+    /// The held bank was written or given up.
+    pub(crate) fn release(&self) {
+        let mut q = self.lock();
+        q.held = None;
+        q.held_doomed = false;
+    }
+
+    /// Waits up to `timeout` while a bank is held, waking early when the held bank is doomed, the
+    /// queue closes or status messages crowd it. Pushes go on meanwhile; nothing is popped.
+    pub(crate) fn wait_held(&self, timeout: Duration) -> HeldWake {
+        let deadline = Instant::now() + timeout;
+        let mut q = self.lock();
+        loop {
+            if q.held_doomed {
+                return HeldWake::Doomed;
+            }
+            if q.closed {
+                return HeldWake::Closed;
+            }
+            if q.messages >= MAX_MESSAGES / 2 {
+                return HeldWake::Crowded;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return HeldWake::Retry;
+            }
+            q = self.ready.wait_timeout(q, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 

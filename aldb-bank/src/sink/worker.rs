@@ -1,14 +1,16 @@
 //! The writer thread: takes the queue in order, hands banks and marks to the fork-mode snapshot
 //! writer (which may make it wait for the disk; replay never does) and makes the root records.
+//! A bank whose write fails for a reason that can pass is held and tried again (`retry`).
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 
 use aldb_core::ChangeSet;
-use aldb_snapshot::{AccountBatch, SlotMark, SnapshotWriter};
+use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotWriter};
 
 use super::queue::{BankId, Item, Queue};
 use super::records::Records;
@@ -35,6 +37,8 @@ pub(crate) struct Worker {
     pub(crate) base_records: Option<BankId>,
     /// Whether the writer's refusal was logged (once per run of refusals).
     pub(crate) writer_failing: bool,
+    /// The snapshot directory, looked at to tell a failure that can pass from one that cannot.
+    pub(crate) dir: PathBuf,
 }
 
 impl Worker {
@@ -68,13 +72,13 @@ impl Worker {
             Item::Base(input) => {
                 let base = BankId { slot: input.slot, parent: None, root: input.root };
                 self.metas.clear();
-                self.submit(input);
+                self.write(input);
                 // The base is final and confirmed as built (the journal says so at once).
                 self.mark(base.slot, SlotMark::Confirmed);
                 self.mark(base.slot, SlotMark::Finalized);
                 self.base_records = Some(base);
             }
-            Item::Bank(input) => self.submit(input),
+            Item::Bank(input) => self.write(input),
             Item::Meta(slot, meta) => {
                 if self.metas.len() >= MAX_METAS {
                     self.metas.pop_first();
@@ -93,7 +97,7 @@ impl Worker {
                     }
                 }
             }
-            Item::Finalized(slot, banks) => {
+            Item::Finalized(slot, banks, _) => {
                 self.base_records();
                 self.mark(slot, SlotMark::Finalized);
                 for b in &banks {
@@ -104,7 +108,7 @@ impl Worker {
                 // Banks below the root are final or gone: their metadata is no longer asked for.
                 self.metas = self.metas.split_off(&slot);
             }
-            Item::Dead(slot) => self.mark(slot, SlotMark::Abandoned),
+            Item::Dead(slot, _) => self.mark(slot, SlotMark::Abandoned),
             Item::Flush(done) => {
                 if let Err(e) = self.writer.flush() {
                     log::debug!("aldb-bank: flush: {e}");
@@ -125,21 +129,13 @@ impl Worker {
         }
     }
 
-    fn submit(&mut self, input: aldb_snapshot::SlotInput) {
-        let slot = input.slot;
-        match self.writer.submit(input) {
-            Ok(()) => self.writer_failing = false,
-            Err(e) => self.writer_error(slot, "write", &e),
-        }
-    }
-
     fn mark(&mut self, slot: u64, mark: SlotMark) {
         if let Err(e) = self.writer.mark(slot, mark) {
             self.writer_error(slot, "mark", &e);
         }
     }
 
-    fn writer_error(&mut self, slot: u64, what: &str, e: &aldb_snapshot::SnapshotError) {
+    pub(crate) fn writer_error(&mut self, slot: u64, what: &str, e: &aldb_snapshot::SnapshotError) {
         SinkStats::add(&self.stats.writer_errors, 1);
         if !self.writer_failing {
             log::error!("aldb-bank: snapshot writer refused to {what} slot {slot} (files stop until restart): {e}");
@@ -147,7 +143,7 @@ impl Worker {
         }
     }
 
-    /// Hands emptied buffers back and logs the banks the writer refused.
+    /// Hands emptied buffers back and counts the banks the writer refused.
     fn collect(&mut self) {
         while let Some(spare) = self.writer.take_spare() {
             if spare.0.heap_bytes() + spare.1.heap_bytes() > MAX_SPARE_BYTES {
@@ -157,10 +153,26 @@ impl Worker {
                 break;
             }
         }
-        let refused = self.writer.stats().fork_refused.load(Ordering::Relaxed);
-        self.stats.banks_refused.store(refused, Ordering::Relaxed);
         for r in self.writer.take_refused() {
-            log::warn!("aldb-bank: snapshot of slot {} not written: {}", r.slot, r.error);
+            self.refused(r.slot, &r.error);
         }
+    }
+
+    /// Gives back the buffers of an input the writer no longer needs, emptied, for the next
+    /// freezes to fill.
+    pub(crate) fn recycle(&self, input: SlotInput) {
+        let SlotInput { mut changes, mut accounts, .. } = input;
+        if changes.heap_bytes() + accounts.heap_bytes() > MAX_SPARE_BYTES {
+            return;
+        }
+        changes.clear();
+        accounts.clear();
+        let _ = self.spares.try_send((changes, accounts));
+    }
+
+    /// A bank the writer did not write and that is not tried again.
+    pub(crate) fn refused(&self, slot: u64, error: &aldb_snapshot::SnapshotError) {
+        SinkStats::add(&self.stats.banks_refused, 1);
+        log::warn!("aldb-bank: snapshot of slot {slot} not written: {error}");
     }
 }

@@ -1,0 +1,209 @@
+//! Writing a bank, and holding it through a failure that can pass.
+//!
+//! The writer thread hands each bank to the fork-mode snapshot writer and waits for the answer.
+//! A write that fails for a reason that can pass (a full disk, an I/O error, too many open files)
+//! does not lose the bank: the thread holds a copy of it and tries again with a growing wait
+//! ([`RETRY_FIRST`] doubling up to [`RETRY_MAX`]), taking nothing else from the queue meanwhile,
+//! so files, statuses and records stay in the order a run without the failure has them. Replay
+//! never waits: the queue absorbs the banks frozen meanwhile, merging a chain into its newest
+//! queued bank when full, as it does when the disk is slow.
+//!
+//! A failed write publishes nothing: the writer writes each file under a temporary name, syncs
+//! it, renames it into place and syncs the directory, and removes the temporary file of a write
+//! that failed; the tables are rolled back to the parent's state and a file number is used only
+//! once a rename succeeded. So the retry writes exactly the file a first-time success would have,
+//! under the same name.
+//!
+//! The bank is given up, and counted, when writing it can no longer matter or cannot succeed:
+//!
+//! - its fork died, a root passed it, a new version of its slot or a new base came
+//!   (`retries_abandoned`);
+//! - the failure is one no wait cures ([`classify`]): the snapshot directory is gone or is not a
+//!   directory (an operator removed or replaced it), or the writer refused the input itself
+//!   (its parent not written, a bound, a damaged file it must read): `banks_refused`, and its
+//!   descendants are refused as their parent is not written, as before;
+//! - status messages waiting behind it reach half their bound, so holding on would start dropping
+//!   statuses and records (`banks_refused`);
+//! - the sink stops (one last try first).
+//!
+//! An input larger than [`MAX_KEPT_BYTES`] (a base of a large state) is not copied, so it is not
+//! tried again: a failure refuses it as before, and files resume at the next start.
+
+use std::io::ErrorKind;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use aldb_snapshot::{SlotInput, SnapshotError};
+
+use super::queue::{HeldWake, size};
+use super::stats::SinkStats;
+use super::worker::Worker;
+
+/// First wait before a held bank is tried again; doubles per failed try up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// Longest wait between tries: a try that fails early (the file cannot be created) costs
+/// microseconds, and a short wait ends the streak soon after the disk is back.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Inputs holding more bytes than this are not copied before they are written, so not tried
+/// again: the copy would double the largest allocation the module makes (a base's whole state).
+const MAX_KEPT_BYTES: usize = 256 << 20;
+
+/// Why a failed write is not tried again, when it is not.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Permanent {
+    /// The snapshot directory is gone or is not a directory.
+    Directory(&'static str),
+    /// The writer refused the input itself, or the filesystem the operation: the same answer
+    /// would come again.
+    Refused,
+}
+
+/// Whether a failed write may succeed if tried again as it is: an I/O error while the snapshot
+/// directory is still a directory may pass (space freed, the device back, descriptors closed, a
+/// read-only remount undone); anything else is `Err`.
+pub(crate) fn classify(e: &SnapshotError, dir: &Path) -> Result<(), Permanent> {
+    let SnapshotError::Io { source, .. } = e else { return Err(Permanent::Refused) };
+    if matches!(source.kind(), ErrorKind::InvalidInput | ErrorKind::InvalidData | ErrorKind::Unsupported) {
+        return Err(Permanent::Refused);
+    }
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Permanent::Directory("is not a directory")),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            Err(Permanent::Directory("is gone"))
+        }
+        // The directory cannot be looked at either (an I/O error): that too may pass.
+        Err(_) => Ok(()),
+    }
+}
+
+/// A copy to hand to the writer, keeping the original for another try.
+fn copy(input: &SlotInput) -> SlotInput {
+    SlotInput {
+        slot: input.slot,
+        parent: input.parent,
+        root: input.root,
+        changes: input.changes.clone(),
+        accounts: input.accounts.clone(),
+        full: input.full,
+    }
+}
+
+/// How holding a bank ended.
+enum Outcome {
+    Written,
+    Abandoned,
+    Refused(SnapshotError, String),
+}
+
+impl Worker {
+    /// Writes a bank (or a base) and waits for the writer's answer; a failure that can pass is
+    /// held and tried again (see the [module documentation](self)).
+    pub(crate) fn write(&mut self, input: SlotInput) {
+        let slot = input.slot;
+        if size(&input) > MAX_KEPT_BYTES {
+            if let Some(e) = self.attempt(input) {
+                self.refused(slot, &e);
+            }
+            return;
+        }
+        let Some(e) = self.attempt(copy(&input)) else {
+            self.recycle(input);
+            return;
+        };
+        match classify(&e, &self.dir) {
+            Ok(()) => self.hold(input, &e),
+            Err(why) => {
+                if let Permanent::Directory(what) = why {
+                    log::error!(
+                        "aldb-bank: the snapshot directory {} {what}; slot {slot} and its descendants are not written",
+                        self.dir.display()
+                    );
+                }
+                self.refused(slot, &e);
+                self.recycle(input);
+            }
+        }
+    }
+
+    /// Hands one input to the writer and waits until it is written or refused; returns the
+    /// refusal. Other refusals the writer reports are counted as they come.
+    fn attempt(&mut self, input: SlotInput) -> Option<SnapshotError> {
+        let slot = input.slot;
+        if let Err(e) = self.writer.submit(input) {
+            // The writer thread is gone: nothing can be tried again.
+            self.writer_error(slot, "write", &e);
+            return None;
+        }
+        self.writer_failing = false;
+        if let Err(e) = self.writer.flush() {
+            log::debug!("aldb-bank: flush: {e}");
+        }
+        let mut mine = None;
+        for r in self.writer.take_refused() {
+            if r.slot == slot && mine.is_none() {
+                mine = Some(r.error);
+            } else {
+                self.refused(r.slot, &r.error);
+            }
+        }
+        mine
+    }
+
+    /// Holds `input`, whose write just failed with `first`, and tries it again until it is
+    /// written or given up.
+    fn hold(&mut self, input: SlotInput, first: &SnapshotError) {
+        let slot = input.slot;
+        log::error!("aldb-bank: writing slot {slot} failed, holding it and trying again: {first}");
+        let started = Instant::now();
+        self.stats.start_streak();
+        self.queue.hold(slot);
+        let mut wait = RETRY_FIRST;
+        let mut tries = 0u64;
+        let outcome = loop {
+            let last = match self.queue.wait_held(wait) {
+                HeldWake::Doomed => break Outcome::Abandoned,
+                HeldWake::Crowded => {
+                    break Outcome::Refused(
+                        SnapshotError::Input(format!("slot {slot}: {first}")),
+                        "status messages waiting behind it reached half their bound".into(),
+                    );
+                }
+                HeldWake::Retry => false,
+                HeldWake::Closed => true,
+            };
+            tries += 1;
+            SinkStats::add(&self.stats.write_retries, 1);
+            let Some(e) = self.attempt(copy(&input)) else { break Outcome::Written };
+            match classify(&e, &self.dir) {
+                Err(Permanent::Directory(what)) => {
+                    break Outcome::Refused(e, format!("the snapshot directory {} {what}", self.dir.display()));
+                }
+                Err(Permanent::Refused) => break Outcome::Refused(e, "the writer refused it".into()),
+                Ok(()) if last => break Outcome::Refused(e, "the sink is stopping".into()),
+                Ok(()) => {
+                    log::debug!("aldb-bank: slot {slot}: try {tries} failed, next in {:?}: {e}", wait * 2);
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+            }
+        };
+        self.queue.release();
+        self.stats.end_streak();
+        let took = started.elapsed();
+        match outcome {
+            Outcome::Written => {
+                SinkStats::add(&self.stats.write_recoveries, 1);
+                log::warn!("aldb-bank: slot {slot} written after {tries} more tries over {took:.1?}");
+            }
+            Outcome::Abandoned => {
+                SinkStats::add(&self.stats.retries_abandoned, 1);
+                log::warn!("aldb-bank: slot {slot} given up after {tries} more tries: its fork is gone");
+            }
+            Outcome::Refused(e, why) => {
+                log::error!("aldb-bank: slot {slot} given up after {tries} more tries over {took:.1?}: {why}");
+                self.refused(slot, &e);
+            }
+        }
+        self.recycle(input);
+    }
+}
