@@ -1,19 +1,21 @@
 //! History on object storage (`docs/OBJECT-STORE.md`).
 //!
-//! - [`Shipper`] copies a snapshot directory's published files and its record log to an
-//!   S3-compatible bucket, in publish order and idempotently, and writes a [`Manifest`] last,
+//! - [`Shipper`] copies a snapshot directory's published files, its record log and its
+//!   vote-evidence log to an S3-compatible bucket, in publish order and idempotently, and writes a [`Manifest`] last,
 //!   naming only objects whose upload completed. The bucket keeps its own archive, independent of
 //!   the directory's `keep_slots`.
 //! - [`ObjectStoreSource`] is what a reader (Hyades) serves from: it reads the manifest, fetches
 //!   the files a slot needs into a bounded local cache directory, verifies each completely before
 //!   it enters the cache, and keeps that directory in exactly the layout of a snapshot
-//!   directory, so `aldb_format::SnapshotReader` reads it unchanged.
+//!   directory, so `aldb_format::SnapshotReader` reads it unchanged; a [`LogMirror`] there holds
+//!   the copy of the logs the ordinary followers read.
 //! - [`open_bucket`] builds the client from an `s3://BUCKET/PREFIX` URL.
 
 mod bucket;
 mod cache;
 mod error;
 mod local;
+mod logs;
 pub mod manifest;
 pub mod metrics;
 mod mirror;
@@ -23,5 +25,5 @@ pub use bucket::{BucketOptions, open_bucket, parse_url};
 pub use cache::{CacheConfig, Lease, ObjectStoreSource};
 pub use error::{BucketError, ShipError, SourceError};
 pub use manifest::Manifest;
-pub use mirror::{LogMirror, LogSync};
+pub use mirror::{DEFAULT_VOTE_KEEP_SLOTS, LogMirror, LogSync};
 pub use shipper::{ShipConfig, ShipReport, Shipper};

@@ -1,6 +1,7 @@
 //! What the shipper reads from a snapshot directory: published snapshot files, slot files and
-//! part files alike (never a `.tmp`, never a `*.damaged`), each verified as a reader would before it is shipped, and the
-//! record-log segments up to the end of their last complete entry.
+//! part files alike (never a `.tmp`, never a `*.damaged`), each verified as a reader would before
+//! it is shipped, and the record-log and vote-evidence segments up to the end of their last
+//! complete entry.
 
 use std::fs::File;
 use std::io::Read;
@@ -99,10 +100,10 @@ fn read_footer(path: &Path, at: u64) -> Result<[u8; FOOTER_LEN], ReadError> {
     Ok(footer)
 }
 
-/// A record-log segment's shippable bytes.
+/// A log segment's shippable bytes.
 #[derive(Debug)]
 pub(crate) struct LocalSegment {
-    /// The file name (`records-<first slot>.log`).
+    /// The file name (`records-<first slot>.log`, `votes-<first slot>.log`).
     pub(crate) file_name: String,
     pub(crate) first_slot: u64,
     /// The segment's bytes up to the end of its last complete entry: a torn or unfinished append
@@ -111,6 +112,29 @@ pub(crate) struct LocalSegment {
     pub(crate) last_slot: Option<u64>,
     /// A newer segment exists: this one will not grow again.
     pub(crate) sealed: bool,
+}
+
+/// The segments of `dir`'s vote-evidence log, oldest first.
+pub(crate) fn list_vote_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, ShipError> {
+    let votes = dir.join(aldb_format::votes::VOTES_DIR);
+    aldb_format::votes::list_segments(&votes).map_err(|e| match e {
+        aldb_format::votes::VoteLogError::Io { op, path, source } => ShipError::Io { op, path, source },
+        other => ShipError::Io { op: "list", path: votes.clone(), source: std::io::Error::other(other.to_string()) },
+    })
+}
+
+/// Reads a vote-evidence segment and cuts it after its last valid entry (the writer never cuts
+/// before it). `None` when it vanished (pruned).
+pub(crate) fn read_vote_segment(first_slot: u64, path: &Path, sealed: bool) -> Result<Option<LocalSegment>, ShipError> {
+    let mut bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ShipError::Io { op: "read", path: path.to_path_buf(), source: e }),
+    };
+    let extent = aldb_format::votes::segment_extent(&bytes);
+    bytes.truncate(extent.end);
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot: extent.newest_slot, sealed }))
 }
 
 /// The segments of `dir`'s record log, oldest first.

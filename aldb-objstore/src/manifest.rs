@@ -20,6 +20,8 @@ pub const MANIFEST_FORMAT: &str = "aldb-objstore-manifest";
 pub const MANIFEST_VERSION: u32 = 2;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
+/// Where vote-evidence log segments live under the prefix, as under a snapshot directory.
+pub const VOTES_PREFIX: &str = aldb_format::votes::VOTES_DIR;
 /// Where the slot-status journal's epochs live under the prefix.
 pub const JOURNAL_PREFIX: &str = "status";
 
@@ -84,15 +86,18 @@ pub struct JournalObject {
     pub checksum: String,
 }
 
-/// A record-log segment, uploaded up to the end of its last complete entry.
+/// A segment of the record log or of the vote-evidence log, uploaded up to the end of its last
+/// complete entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentObject {
-    /// The object name under the prefix: `records/records-<first slot, 20 digits>.log`.
+    /// The object name under the prefix: `records/records-<first slot, 20 digits>.log` or
+    /// `votes/votes-<first slot, 20 digits>.log`.
     pub name: String,
     /// The segment's first slot (from its name).
     pub first_slot: u64,
-    /// The newest slot of a record in the shipped bytes, if any.
+    /// The newest slot an entry of the shipped bytes names (a record's, or a bank's or block's),
+    /// if any.
     pub last_slot: Option<u64>,
     /// The bytes readers may use: the object's first `size` bytes. The object may be longer (a
     /// later upload of the same growing segment); its first `size` bytes are these.
@@ -121,6 +126,10 @@ pub struct Manifest {
     pub snapshots: Vec<SnapshotObject>,
     /// Record-log segments, by ascending first slot.
     pub record_segments: Vec<SegmentObject>,
+    /// Vote-evidence log segments, by ascending first slot; absent when the directory keeps no
+    /// vote log (so a manifest without one reads in a build that does not know the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vote_segments: Vec<SegmentObject>,
     /// The slot-status journal, when the directory has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_journal: Option<JournalObject>,
@@ -135,6 +144,7 @@ impl Default for Manifest {
             snapshot_format: aldb_format::FORMAT_VERSION,
             snapshots: Vec::new(),
             record_segments: Vec::new(),
+            vote_segments: Vec::new(),
             status_journal: None,
         }
     }
@@ -178,6 +188,11 @@ pub fn journal_object_name(epoch: u64) -> String {
 /// The object name of a record-log segment.
 pub fn segment_object_name(file_name: &str) -> String {
     format!("{RECORDS_PREFIX}/{file_name}")
+}
+
+/// The object name of a vote-evidence log segment.
+pub fn vote_segment_object_name(file_name: &str) -> String {
+    format!("{VOTES_PREFIX}/{file_name}")
 }
 
 /// A servable slot as the manifest describes it: the newest file naming it, whose chain from its
@@ -235,20 +250,12 @@ impl Manifest {
             }
             prev = Some(s.seq);
         }
-        let mut prev = None;
-        for g in &m.record_segments {
-            let first = g.name.strip_prefix(&format!("{RECORDS_PREFIX}/")).and_then(segment_first_slot);
-            if first != Some(g.first_slot) {
-                return Err(format!("segment entry {:?} does not name first slot {}", g.name, g.first_slot));
-            }
-            if prev.is_some_and(|p| p >= g.first_slot) {
-                return Err(format!("segment entries are not in ascending order at {:?}", g.name));
-            }
-            if parse_checksum(&g.checksum).is_none() {
-                return Err(format!("segment entry {:?}: bad checksum {:?}", g.name, g.checksum));
-            }
-            prev = Some(g.first_slot);
-        }
+        check_segments(&m.record_segments, |n| {
+            n.strip_prefix(&format!("{RECORDS_PREFIX}/")).and_then(segment_first_slot)
+        })?;
+        check_segments(&m.vote_segments, |n| {
+            n.strip_prefix(&format!("{VOTES_PREFIX}/")).and_then(aldb_format::votes::segment_first_slot)
+        })?;
         if let Some(j) = &m.status_journal {
             if j.name != journal_object_name(j.epoch) {
                 return Err(format!("journal entry {:?} does not name epoch {}", j.name, j.epoch));
@@ -299,6 +306,25 @@ impl Manifest {
     }
 }
 
+/// Checks a list of segment entries: names that spell their first slot (`first_of` parses the
+/// object name), ascending, with well-formed checksums.
+fn check_segments(segments: &[SegmentObject], first_of: impl Fn(&str) -> Option<u64>) -> Result<(), String> {
+    let mut prev = None;
+    for g in segments {
+        if first_of(&g.name) != Some(g.first_slot) {
+            return Err(format!("segment entry {:?} does not name first slot {}", g.name, g.first_slot));
+        }
+        if prev.is_some_and(|p| p >= g.first_slot) {
+            return Err(format!("segment entries are not in ascending order at {:?}", g.name));
+        }
+        if parse_checksum(&g.checksum).is_none() {
+            return Err(format!("segment entry {:?}: bad checksum {:?}", g.name, g.checksum));
+        }
+        prev = Some(g.first_slot);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +368,17 @@ mod tests {
         assert!(edited(&|x| x.snapshots[1].oldest_seq = 3).is_err());
         assert!(edited(&|x| x.snapshots[1].checksum = "xyz".into()).is_err());
         assert!(edited(&|x| x.record_segments[0].first_slot = 11).is_err());
+        // Vote segments: named under `votes/` with the vote log's spelling, and absent from the
+        // JSON when there are none, so a build that does not know them reads such a manifest.
+        assert!(!String::from_utf8(bytes.clone()).unwrap().contains("vote_segments"));
+        let vote = SegmentObject {
+            name: vote_segment_object_name(&aldb_format::votes::segment_name(10)),
+            ..m.record_segments[0].clone()
+        };
+        assert!(edited(&|x| x.vote_segments = vec![vote.clone()]).is_ok());
+        assert!(edited(&|x| x.vote_segments = vec![m.record_segments[0].clone()]).is_err(), "a record segment");
+        assert!(edited(&|x| x.record_segments = vec![vote.clone()]).is_err(), "a vote segment");
+        assert!(edited(&|x| x.vote_segments = vec![vote.clone(), vote.clone()]).is_err(), "not ascending");
         assert!(edited(&|x| x.snapshots[0].root = "ab".into()).is_err());
         assert!(edited(&|x| x.snapshots[0].gap = Some(WriterGap { after: Some(3) })).is_ok());
         let journal = JournalObject { name: journal_object_name(2), epoch: 2, size: 48, checksum: checksum_hex(9) };

@@ -1,7 +1,8 @@
-//! A replica's copy of the logs the bucket holds: the record-log segments and the slot-status
-//! journal, kept in the cache directory in exactly a snapshot directory's layout
-//! (`records/records-<first slot>.log`, `slot-status.log`), so `RecordLogReader` and
-//! `StatusFollower` follow them unchanged, as they follow a writer's directory.
+//! A replica's copy of the logs the bucket holds: the record-log segments, the vote-evidence
+//! segments and the slot-status journal, kept in the cache directory in exactly a snapshot
+//! directory's layout (`records/records-<first slot>.log`, `votes/votes-<first slot>.log`,
+//! `slot-status.log`), so `RecordLogReader`, `VoteLogReader` and `StatusFollower` follow them
+//! unchanged, as they follow a writer's directory.
 //!
 //! Shipped log objects only grow (a newer upload of a segment starts with the bytes of every
 //! earlier one, and a replaced journal is shipped under a new epoch), so the copy grows by
@@ -15,13 +16,17 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path as FsPath, PathBuf};
 
-use aldb_format::records::{RECORDS_DIR, segment_name};
 use aldb_format::status::STATUS_FILE;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::cache::ObjectStoreSource;
 use crate::error::SourceError;
+use crate::logs::SegmentLog;
 use crate::manifest::{Manifest, parse_checksum};
+
+/// Slots of vote evidence a replica copies by default: about an hour of 400 ms slots. A
+/// mainnet slot's votes are some 450 KB, so this is about 4 GB of disk beside the file cache.
+pub const DEFAULT_VOTE_KEEP_SLOTS: u64 = 9_000;
 
 /// The temporary name a new journal epoch is written under before it is renamed into place.
 const JOURNAL_TMP: &str = ".slot-status.log.mirror.tmp";
@@ -53,6 +58,8 @@ pub struct LogSync {
     pub new_segments: usize,
     /// Segments removed from the copy (older than the window kept, or no longer in the bucket).
     pub dropped_segments: usize,
+    /// Of [`LogSync::new_segments`], those of the vote-evidence log.
+    pub new_vote_segments: usize,
     /// The journal was replaced by a new epoch.
     pub new_journal: bool,
 }
@@ -65,23 +72,29 @@ pub struct LogMirror {
     /// Record slots kept: segments whose newest record is more than this many slots older than
     /// the newest shipped record are not copied (a reader serves a bounded window anyway).
     keep_slots: u64,
+    /// Vote-evidence slots kept, the same way (a slot's votes are far larger than its record).
+    vote_keep_slots: u64,
     segments: BTreeMap<u64, Copied>,
+    votes: BTreeMap<u64, Copied>,
     journal: Option<(u64, Copied)>,
 }
 
 impl LogMirror {
-    /// A copy in `dir` (the cache directory) keeping about `keep_slots` slots of records. What
-    /// an earlier process left there is removed: the copy is rebuilt from the bucket, so no
-    /// byte of it was not checked against the manifest by this process.
+    /// A copy in `dir` (the cache directory) keeping about `keep_slots` slots of records and
+    /// [`DEFAULT_VOTE_KEEP_SLOTS`] of vote evidence. What an earlier process left there is
+    /// removed: the copy is rebuilt from the bucket, so no byte of it was not checked against
+    /// the manifest by this process.
     pub fn new(dir: &FsPath, keep_slots: u64) -> Result<Self, SourceError> {
         let io = |op, path: &FsPath, e| SourceError::Io { op, path: path.to_path_buf(), source: e };
-        let records = dir.join(RECORDS_DIR);
-        match std::fs::remove_dir_all(&records) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("remove", &records, e)),
+        for log in SegmentLog::ALL {
+            let sub = dir.join(log.dir_name());
+            match std::fs::remove_dir_all(&sub) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("remove", &sub, e)),
+            }
+            std::fs::create_dir_all(&sub).map_err(|e| io("create", &sub, e))?;
         }
-        std::fs::create_dir_all(&records).map_err(|e| io("create", &records, e))?;
         for name in [STATUS_FILE, JOURNAL_TMP] {
             let p = dir.join(name);
             match std::fs::remove_file(&p) {
@@ -90,7 +103,21 @@ impl LogMirror {
                 Err(e) => return Err(io("remove", &p, e)),
             }
         }
-        Ok(Self { dir: dir.to_path_buf(), keep_slots, segments: BTreeMap::new(), journal: None })
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            keep_slots,
+            vote_keep_slots: DEFAULT_VOTE_KEEP_SLOTS,
+            segments: BTreeMap::new(),
+            votes: BTreeMap::new(),
+            journal: None,
+        })
+    }
+
+    /// Keeps about `slots` slots of vote evidence instead: the segments reaching the newest
+    /// `slots` slots the bucket's vote log names, and every later one.
+    pub fn with_vote_keep(mut self, slots: u64) -> Self {
+        self.vote_keep_slots = slots;
+        self
     }
 
     /// The directory the copy is in.
@@ -98,8 +125,16 @@ impl LogMirror {
         &self.dir
     }
 
-    fn segment_path(&self, first_slot: u64) -> PathBuf {
-        self.dir.join(RECORDS_DIR).join(segment_name(first_slot))
+    fn segment_path(&self, log: SegmentLog, first_slot: u64) -> PathBuf {
+        self.dir.join(log.dir_name()).join(log.segment_name(first_slot))
+    }
+
+    /// What is copied of `log`'s segments, and the slots of it kept.
+    fn copied(&mut self, log: SegmentLog) -> (&mut BTreeMap<u64, Copied>, u64) {
+        match log {
+            SegmentLog::Records => (&mut self.segments, self.keep_slots),
+            SegmentLog::Votes => (&mut self.votes, self.vote_keep_slots),
+        }
     }
 }
 
@@ -120,12 +155,15 @@ fn replace(tmp: &FsPath, dest: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl ObjectStoreSource {
-    /// Brings `mirror` up to the manifest last read: new bytes of the kept record-log segments
-    /// and of the journal, each checked against the manifest's checksum before it is written.
+    /// Brings `mirror` up to the manifest last read: new bytes of the kept record-log and
+    /// vote-evidence segments and of the journal, each checked against the manifest's checksum
+    /// before it is written.
     pub async fn sync_logs(&self, mirror: &mut LogMirror) -> Result<LogSync, SourceError> {
         let Some(m) = self.manifest() else { return Ok(LogSync::default()) };
         let mut out = LogSync::default();
-        self.sync_segments(mirror, &m, &mut out).await?;
+        for log in SegmentLog::ALL {
+            self.sync_segments(mirror, log, &m, &mut out).await?;
+        }
         self.sync_journal(mirror, &m, &mut out).await?;
         Ok(out)
     }
@@ -159,43 +197,53 @@ impl ObjectStoreSource {
         Ok((got, next))
     }
 
-    async fn sync_segments(&self, mirror: &mut LogMirror, m: &Manifest, out: &mut LogSync) -> Result<(), SourceError> {
-        let newest = m.record_segments.iter().filter_map(|g| g.last_slot).max();
-        let Some(newest) = newest else { return Ok(()) };
-        let floor = newest.saturating_sub(mirror.keep_slots);
+    async fn sync_segments(
+        &self,
+        mirror: &mut LogMirror,
+        log: SegmentLog,
+        m: &Manifest,
+        out: &mut LogSync,
+    ) -> Result<(), SourceError> {
+        let entries = log.entries(m);
+        let newest = entries.iter().filter_map(|g| g.last_slot).max();
+        let (copied_map, keep_slots) = mirror.copied(log);
+        let floor = newest.map(|n| n.saturating_sub(keep_slots));
         // From the first segment reaching the window on, every segment: the copy has no holes.
-        let start = m.record_segments.iter().position(|g| g.last_slot.is_some_and(|l| l >= floor));
-        let wanted = start.map_or(&[][..], |i| &m.record_segments[i..]);
+        let start = floor.and_then(|f| entries.iter().position(|g| g.last_slot.is_some_and(|l| l >= f)));
+        let wanted = start.map_or(&[][..], |i| &entries[i..]);
         let keep: Vec<u64> = wanted.iter().map(|g| g.first_slot).collect();
-        let gone: Vec<u64> = mirror.segments.keys().copied().filter(|f| !keep.contains(f)).collect();
+        let gone: Vec<u64> = copied_map.keys().copied().filter(|f| !keep.contains(f)).collect();
         for first in gone {
-            let p = mirror.segment_path(first);
+            let p = mirror.segment_path(log, first);
             match std::fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(SourceError::Io { op: "remove", path: p, source: e }),
             }
-            mirror.segments.remove(&first);
+            mirror.copied(log).0.remove(&first);
             out.dropped_segments += 1;
         }
         for g in wanted {
-            let held = mirror.segments.get(&g.first_slot).cloned();
+            let held = mirror.copied(log).0.get(&g.first_slot).cloned();
             let copied = held.clone().unwrap_or(Copied { len: 0, hash: Xxh3::new() });
             if copied.len >= g.size {
                 continue;
             }
             let (bytes, next) = self.fetch_extension(&g.name, &copied, g.size, &g.checksum).await?;
-            let path = mirror.segment_path(g.first_slot);
+            let path = mirror.segment_path(log, g.first_slot);
             let io = |op, e| SourceError::Io { op, path: path.clone(), source: e };
             if held.is_some() {
                 append(&path, &bytes).map_err(|e| io("append", e))?;
             } else {
-                let tmp = mirror.dir.join(RECORDS_DIR).join(format!(".{}.tmp", segment_name(g.first_slot)));
+                let tmp = mirror.dir.join(log.dir_name()).join(format!(".{}.tmp", log.segment_name(g.first_slot)));
                 replace(&tmp, &path, &bytes).map_err(|e| io("write", e))?;
                 out.new_segments += 1;
+                if log == SegmentLog::Votes {
+                    out.new_vote_segments += 1;
+                }
             }
             out.bytes += bytes.len() as u64;
-            mirror.segments.insert(g.first_slot, next);
+            mirror.copied(log).0.insert(g.first_slot, next);
         }
         Ok(())
     }

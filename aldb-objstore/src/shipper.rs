@@ -1,6 +1,6 @@
-//! The shipper: copies a snapshot directory's published files and record log to a bucket, in
-//! publish order, idempotently, and names what is complete in the manifest it writes last
-//! (`docs/OBJECT-STORE.md`).
+//! The shipper: copies a snapshot directory's published files, record log and vote-evidence log
+//! to a bucket, in publish order, idempotently, and names what is complete in the manifest it
+//! writes last (`docs/OBJECT-STORE.md`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -15,9 +15,10 @@ use tokio::io::AsyncReadExt;
 
 use crate::error::ShipError;
 use crate::local::{self, LocalSegment, LocalSnapshot};
+use crate::logs::SegmentLog;
 use crate::manifest::{
     JournalObject, MANIFEST_NAME, Manifest, SegmentObject, SnapshotObject, WriterGap, checksum_hex,
-    journal_object_name, root_hex, segment_object_name,
+    journal_object_name, root_hex,
 };
 use crate::metrics::ShipMetrics;
 use aldb_format::format::{FLAG_AFTER_GAP, FileKind};
@@ -32,6 +33,9 @@ pub struct ShipConfig {
     /// The newest record-log segment grows by one entry a slot and is shipped whole each time
     /// (as an immutable snapshot of its complete entries): at most once per this long.
     pub records_interval: Duration,
+    /// The newest vote-evidence segment grows by a block's votes a slot and is shipped whole
+    /// each time, like the record log's: at most once per this long.
+    pub votes_interval: Duration,
     /// Write the manifest after this many uploads as well as at the end of a pass, so a crash
     /// in a long pass (a shipper catching up) repeats little.
     pub manifest_every: usize,
@@ -51,13 +55,14 @@ pub struct ShipConfig {
 }
 
 impl ShipConfig {
-    /// Defaults for a directory: a pass a second, the live segment at most every 10 s, a manifest
+    /// Defaults for a directory: a pass a second, each log's live segment at most every 10 s, a manifest
     /// every 32 uploads, keep everything, 5 attempts from 200 ms, 64 MiB parts.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
             interval: Duration::from_secs(1),
             records_interval: Duration::from_secs(10),
+            votes_interval: Duration::from_secs(10),
             manifest_every: 32,
             archive_slots: None,
             max_attempts: 5,
@@ -96,8 +101,8 @@ pub struct Shipper {
     cfg: ShipConfig,
     manifest: Option<Manifest>,
     metrics: ShipMetrics,
-    /// When each growing segment was last uploaded.
-    segment_uploaded: HashMap<u64, Instant>,
+    /// When each growing segment of each log was last uploaded.
+    segment_uploaded: HashMap<(SegmentLog, u64), Instant>,
     /// Sequence numbers already counted as missed.
     missed: BTreeSet<u64>,
     /// The archive's stray objects (left by a crash between a manifest and its deletions) are
@@ -138,7 +143,8 @@ impl Shipper {
     }
 
     fn object(&self, name: &str) -> Path {
-        // Names are the writer's (`[0-9-]+.snap`, `[0-9-]+.part`, `records/records-[0-9]+.log`): valid parts.
+        // Names are the writer's (`[0-9-]+.snap`, `[0-9-]+.part`, `records/records-[0-9]+.log`,
+        // `votes/votes-[0-9]+.log`): valid parts.
         name.split('/').fold(self.prefix.clone(), |p, part| p.child(part))
     }
 
@@ -280,7 +286,7 @@ impl Shipper {
     }
 
     /// One pass: every published snapshot file the manifest does not name yet, by ascending
-    /// sequence number, then the record-log segments, then the manifest; then the archive's
+    /// sequence number, then the record-log and vote-evidence segments, then the manifest; then the archive's
     /// retention. A failed request (after its retries) ends the pass with an error, after
     /// writing a manifest that names what did complete.
     pub async fn ship_once(&mut self) -> Result<ShipReport, ShipError> {
@@ -376,7 +382,10 @@ impl Shipper {
                 since_manifest = 0;
             }
         }
-        self.ship_segments(report, newest_local, lag_bytes).await?;
+        for kind in SegmentLog::ALL {
+            lag_bytes = self.ship_segments(report, kind, lag_bytes).await?;
+        }
+        self.update_lag(newest_local, lag_bytes);
         match journal {
             Some(bytes) => self.ship_journal(report, bytes).await,
             None => Ok(()),
@@ -407,46 +416,54 @@ impl Shipper {
         self.metrics.lag_bytes.set(i64::try_from(lag_bytes).unwrap_or(i64::MAX));
     }
 
+    /// Ships the segments of log `kind` that grew since the manifest named them (the growing one at
+    /// most once per its interval, a sealed one at once). Returns `lag_bytes` plus the growth
+    /// left for a later pass.
     async fn ship_segments(
         &mut self,
         report: &mut ShipReport,
-        newest_local: Option<u64>,
+        kind: SegmentLog,
         mut lag_bytes: u64,
-    ) -> Result<(), ShipError> {
-        let segments = local::list_record_segments(&self.cfg.dir)?;
+    ) -> Result<u64, ShipError> {
+        let interval = match kind {
+            SegmentLog::Records => self.cfg.records_interval,
+            SegmentLog::Votes => self.cfg.votes_interval,
+        };
+        let segments = kind.list(&self.cfg.dir)?;
         let count = segments.len();
         for (i, (first, path)) in segments.into_iter().enumerate() {
-            let Some(seg) = local::read_segment(first, &path, i + 1 < count)? else { continue };
+            let Some(seg) = kind.read(first, &path, i + 1 < count)? else { continue };
             if seg.last_slot.is_none() {
                 continue;
             }
             let shipped =
-                self.manifest.as_ref().and_then(|m| m.record_segments.iter().find(|g| g.first_slot == first)).cloned();
+                self.manifest.as_ref().and_then(|m| kind.entries(m).iter().find(|g| g.first_slot == first)).cloned();
             let sum = xxhash_rust::xxh3::xxh3_128(&seg.bytes);
             if let Some(g) = &shipped {
                 if g.size == seg.bytes.len() as u64 && g.checksum == checksum_hex(sum) {
                     if g.sealed != seg.sealed {
-                        self.set_segment(&seg, sum);
+                        self.set_segment(kind, &seg, sum);
                         report.already_present += 1;
                     }
                     continue;
                 }
                 if !is_prefix_of(g, &seg) {
                     log::error!(
-                        "record log segment {} no longer starts with the {} bytes shipped: the bucket's copy is kept",
+                        "{} segment {} no longer starts with the {} bytes shipped: the bucket's copy is kept",
+                        kind.dir_name(),
                         seg.file_name,
                         g.size
                     );
                     self.metrics.failures.inc();
                     continue;
                 }
-                let recent = self.segment_uploaded.get(&first).is_some_and(|t| t.elapsed() < self.cfg.records_interval);
+                let recent = self.segment_uploaded.get(&(kind, first)).is_some_and(|t| t.elapsed() < interval);
                 if !seg.sealed && recent {
                     lag_bytes += seg.bytes.len() as u64 - g.size;
                     continue;
                 }
             }
-            let at = self.object(&segment_object_name(&seg.file_name));
+            let at = self.object(&kind.object_name(&seg.file_name));
             let bytes = Bytes::from(seg.bytes.clone());
             let store = self.store.clone();
             self.retry("put", &at, || store.put(&at, PutPayload::from(bytes.clone()))).await?;
@@ -454,11 +471,10 @@ impl Shipper {
             self.metrics.upload_bytes.inc_by(bytes.len() as u64);
             report.uploaded += 1;
             report.bytes += bytes.len() as u64;
-            self.segment_uploaded.insert(first, Instant::now());
-            self.set_segment(&seg, sum);
+            self.segment_uploaded.insert((kind, first), Instant::now());
+            self.set_segment(kind, &seg, sum);
         }
-        self.update_lag(newest_local, lag_bytes);
-        Ok(())
+        Ok(lag_bytes)
     }
 
     /// Ships the journal's intact bytes when they changed: over the same object while they
@@ -515,24 +531,25 @@ impl Shipper {
         Ok(())
     }
 
-    fn set_segment(&mut self, seg: &LocalSegment, sum: u128) {
+    fn set_segment(&mut self, kind: SegmentLog, seg: &LocalSegment, sum: u128) {
         let Some(m) = self.manifest.as_mut() else { return };
         let entry = SegmentObject {
-            name: segment_object_name(&seg.file_name),
+            name: kind.object_name(&seg.file_name),
             first_slot: seg.first_slot,
             last_slot: seg.last_slot,
             size: seg.bytes.len() as u64,
             checksum: checksum_hex(sum),
             sealed: seg.sealed,
         };
-        match m.record_segments.binary_search_by_key(&seg.first_slot, |g| g.first_slot) {
-            Ok(i) => m.record_segments[i] = entry,
-            Err(i) => m.record_segments.insert(i, entry),
+        let entries = kind.entries_mut(m);
+        match entries.binary_search_by_key(&seg.first_slot, |g| g.first_slot) {
+            Ok(i) => entries[i] = entry,
+            Err(i) => entries.insert(i, entry),
         }
     }
 
     /// With an archive retention, drops from the manifest the files no kept slot reaches and
-    /// the sealed segments older than every kept slot, writes the manifest, and only then
+    /// the sealed segments of both logs older than every kept slot, writes the manifest, and only then
     /// deletes those objects: a reader never finds a manifest naming a deleted object.
     async fn prune_archive(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
         let (Some(keep), Some(m)) = (self.cfg.archive_slots, self.manifest.as_mut()) else { return Ok(()) };
@@ -552,14 +569,18 @@ impl Shipper {
             }
             keep
         });
-        let last_first = m.record_segments.last().map(|g| g.first_slot);
-        m.record_segments.retain(|g| {
-            let keep = !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot);
-            if !keep {
-                gone.push(g.name.clone());
-            }
-            keep
-        });
+        for kind in SegmentLog::ALL {
+            let entries = kind.entries_mut(m);
+            let last_first = entries.last().map(|g| g.first_slot);
+            entries.retain(|g| {
+                let keep =
+                    !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot);
+                if !keep {
+                    gone.push(g.name.clone());
+                }
+                keep
+            });
+        }
         if !gone.is_empty() {
             self.write_manifest(report).await?;
         }
@@ -580,8 +601,9 @@ impl Shipper {
         Ok(())
     }
 
-    /// Snapshot objects under the prefix numbered below `min_seq` that the manifest does not
-    /// name: left by a crash between a manifest write and the deletions it allowed.
+    /// Objects under the prefix that a crash between a manifest write and the deletions it
+    /// allowed left behind: snapshot objects numbered below `min_seq` and log segments older
+    /// than the oldest of their log, that the manifest does not name.
     async fn strays(&self, min_seq: u64) -> Result<Vec<String>, ShipError> {
         use futures_util::TryStreamExt;
         let listed: Vec<_> = self.store.list(Some(&self.prefix)).try_collect().await.map_err(|e| ShipError::Store {
@@ -590,14 +612,25 @@ impl Shipper {
             source: e,
         })?;
         let Some(m) = self.manifest.as_ref() else { return Ok(Vec::new()) };
-        Ok(listed
-            .into_iter()
-            .filter_map(|o| o.location.filename().map(str::to_string))
-            .filter(|n| {
-                aldb_format::format::parse_published_name(n)
-                    .is_some_and(|(seq, _, _)| u64::from(seq) < min_seq && m.snapshot(u64::from(seq)).is_none())
-            })
-            .collect())
+        let mut out = Vec::new();
+        for o in listed {
+            let Some(n) = o.location.filename() else { continue };
+            let snapshot = aldb_format::format::parse_published_name(n)
+                .is_some_and(|(seq, _, _)| u64::from(seq) < min_seq && m.snapshot(u64::from(seq)).is_none());
+            if snapshot && o.location == self.object(n) {
+                out.push(n.to_string());
+                continue;
+            }
+            for kind in SegmentLog::ALL {
+                let name = kind.object_name(n);
+                let oldest = kind.entries(m).first().map(|g| g.first_slot);
+                let stray = kind.first_slot_of(n).is_some_and(|f| oldest.is_some_and(|o| f < o));
+                if stray && o.location == self.object(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Passes until `stop` completes, pausing `interval` between them; a failed pass is logged

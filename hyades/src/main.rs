@@ -60,6 +60,10 @@ struct Cli {
     /// Root records kept in memory and served.
     #[arg(long, default_value_t = hyades::records::DEFAULT_RECORD_KEEP)]
     record_keep: usize,
+    /// A replica's copy of the bucket's vote-evidence log keeps about this many slots (a
+    /// mainnet slot's votes are some 450 KB on disk); older slots' votes answer "pruned".
+    #[arg(long, default_value_t = aldb_objstore::DEFAULT_VOTE_KEEP_SLOTS)]
+    vote_keep_slots: u64,
     /// Most open connections (HTTP and WebSocket); more are answered 503 and closed.
     #[arg(long, default_value_t = hyades::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -149,6 +153,7 @@ fn main() -> Result<()> {
             record_poll_interval: Duration::from_millis(cli.record_poll_ms),
             record_buffer: cli.record_buffer,
             record_keep: cli.record_keep,
+            vote_keep_slots: cli.vote_keep_slots,
             limits: hyades::Limits { max_response_bytes: cli.max_response_bytes, ..hyades::Limits::default() },
             max_connections: cli.max_connections,
             header_timeout,

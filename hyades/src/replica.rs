@@ -6,8 +6,9 @@
 //! bounded cache first ([`ObjectStoreSource`] fetches each file, verifies it completely and only
 //! then gives it its published name) and is answered by the `SnapshotReader` over the cache,
 //! which checks every proof against the root before answering; a fetched file whose header does
-//! not carry the root the manifest listed is refused. The record log and the slot-status journal
-//! are copied into the cache directory ([`LogMirror`]), where the ordinary followers read them.
+//! not carry the root the manifest listed is refused. The record log, the vote-evidence log and
+//! the slot-status journal are copied into the cache directory ([`LogMirror`]), where the
+//! ordinary followers read them.
 //!
 //! Queries are synchronous (the dispatcher is), the bucket is not: a query whose slot is cached
 //! takes its lease without waiting; one that must fetch blocks its thread on the runtime, through
@@ -68,9 +69,15 @@ fn read_error(dir: &std::path::Path, e: SourceError) -> ReadError {
 }
 
 impl Replica {
-    /// Opens the bucket and the cache in `dir`, reads the manifest and copies the logs. Must run
-    /// on a multi-threaded runtime (a query that fetches blocks its worker in place).
-    pub async fn open(store: &StoreConfig, dir: PathBuf, keep_record_slots: u64) -> Result<Self, SourceError> {
+    /// Opens the bucket and the cache in `dir`, reads the manifest and copies the logs: about
+    /// `keep_record_slots` slots of records and `keep_vote_slots` of vote evidence. Must run on a
+    /// multi-threaded runtime (a query that fetches blocks its worker in place).
+    pub async fn open(
+        store: &StoreConfig,
+        dir: PathBuf,
+        keep_record_slots: u64,
+        keep_vote_slots: u64,
+    ) -> Result<Self, SourceError> {
         let handle = Handle::current();
         if handle.runtime_flavor() == RuntimeFlavor::CurrentThread {
             return Err(SourceError::Manifest("a replica needs the multi-threaded tokio runtime".into()));
@@ -78,7 +85,7 @@ impl Replica {
         let (client, prefix) = aldb_objstore::open_bucket(&store.url, &store.bucket)
             .map_err(|e| SourceError::Manifest(format!("cannot open {}: {e}", store.url)))?;
         let src = ObjectStoreSource::open(client, prefix, CacheConfig::new(&dir, store.cache_bytes)).await?;
-        let mirror = LogMirror::new(&dir, keep_record_slots)?;
+        let mirror = LogMirror::new(&dir, keep_record_slots)?.with_vote_keep(keep_vote_slots);
         let r = Self {
             src,
             index: RwLock::new(Arc::new(Index::default())),

@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 pub use crate::protocol::{Method, RpcError, codes};
 use crate::records::{RecordFeed, RecordQueryError};
 use crate::source::Source;
-use crate::votes::{ServedVotes, VoteFeed, VoteQueryError};
+use crate::votes::{ServedVotes, VoteFeed};
 
 /// Slots with a logged bank that `getSlotVotes` without a slot tries, newest first, for one it
 /// can serve: the newest banks have no votes yet, and at `confirmed` no snapshot yet.
@@ -662,9 +662,6 @@ impl Rpc {
     /// The vote evidence of `slot`, which must also be served at `want` like a proof: the two are
     /// joined by the client. The snapshot's root must be the root the bank hash commits to.
     fn slot_votes(&self, slot: u64, want: Option<Level>) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
-        if self.hyades.replica().is_some() {
-            return Err(VoteQueryError::NotShipped.to_rpc());
-        }
         let (info, level) = self.resolve(Some(slot), want)?;
         let votes = self.votes.slot_votes(slot).map_err(|e| e.to_rpc())?;
         if votes.root != info.root {
@@ -682,10 +679,7 @@ impl Rpc {
 
     /// The newest slot whose evidence can be served at `want`, with votes on it.
     fn newest_slot_votes(&self, want: Option<Level>) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
-        if self.hyades.replica().is_some() {
-            return Err(VoteQueryError::NotShipped.to_rpc());
-        }
-        let Some((_, newest)) = self.votes.range() else { return Err(VoteQueryError::NothingRecorded.to_rpc()) };
+        let Some((_, newest)) = self.votes.range() else { return Err(self.votes.nothing_recorded().to_rpc()) };
         let mut first_error = None;
         for slot in self.votes.banks_down_from(newest, NEWEST_VOTED_TRIES) {
             match self.slot_votes(slot, want) {

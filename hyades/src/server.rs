@@ -165,6 +165,10 @@ pub struct Config {
     pub record_buffer: usize,
     /// Root records kept in memory and served; older ones answer "pruned".
     pub record_keep: usize,
+    /// A replica's copy of the vote-evidence log keeps the segments reaching the newest this
+    /// many slots of it; older slots' votes answer "pruned". Unused for a directory, whose
+    /// writer prunes its own log.
+    pub vote_keep_slots: u64,
     /// Most open connections on the RPC listener, HTTP and WebSocket together; one more is
     /// answered 503 and closed at once.
     pub max_connections: usize,
@@ -205,6 +209,7 @@ impl Config {
             record_poll_interval: Duration::from_millis(20),
             record_buffer: 4096,
             record_keep: DEFAULT_RECORD_KEEP,
+            vote_keep_slots: aldb_objstore::DEFAULT_VOTE_KEEP_SLOTS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -310,9 +315,10 @@ impl Service {
                 Source::Directory(Arc::new(reader))
             }
             Some(store) => {
-                let replica = Replica::open(store, config.dir.clone(), config.record_keep as u64)
-                    .await
-                    .map_err(|e| ServeError::Store(e.to_string()))?;
+                let replica =
+                    Replica::open(store, config.dir.clone(), config.record_keep as u64, config.vote_keep_slots)
+                        .await
+                        .map_err(|e| ServeError::Store(e.to_string()))?;
                 let m = replica.source().metrics();
                 metrics
                     .register_all(vec![
@@ -367,10 +373,10 @@ impl Service {
             }
         }
 
-        // The vote-evidence log likewise; a bucket replica has none (the log is not shipped).
+        // The vote-evidence log likewise; a replica's is the copy in its cache directory.
         let votes = Arc::new(match &config.store {
             None => VoteFeed::open(&config.dir),
-            Some(_) => VoteFeed::default(),
+            Some(_) => VoteFeed::replica(&config.dir),
         });
         {
             let votes = votes.clone();

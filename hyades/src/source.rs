@@ -72,8 +72,8 @@ impl Source {
         }
     }
 
-    /// Brings in what the logs beside the snapshots say (a bucket: the manifest, the record log
-    /// and the journal copied into the cache directory). Blocking. Runs before the journal is
+    /// Brings in what the logs beside the snapshots say (a bucket: the manifest, the record log,
+    /// the vote-evidence log and the journal copied into the cache directory). Blocking. Runs before the journal is
     /// read, so every slot the journal names is in the index [`Source::refresh`] builds next.
     pub fn sync(&self) -> Result<(), ReadError> {
         match self {

@@ -4,7 +4,9 @@
 //! the snapshots ([`aldb_format::votes`]).
 //!
 //! The feed follows the log as the record feed follows the record log: a poller reads what was
-//! appended, and queries read the few entries they need back from the log's segments. Nothing
+//! appended, and queries read the few entries they need back from the log's segments. A bucket
+//! replica follows the copy of the shipped log in its cache directory
+//! ([`aldb_objstore::LogMirror`]), which has the directory's layout, so it answers alike. Nothing
 //! here judges a vote (its hash, signer or stake): the client does, against its own validator
 //! set, and computes the bank hash itself from `h` and the root.
 
@@ -25,16 +27,19 @@ use crate::protocol::{RpcError, codes};
 /// The vote-evidence log of the served directory, as far as the poller has read it.
 #[derive(Debug)]
 pub struct VoteFeed {
-    /// `None` when there is no directory to follow (a bucket replica: the log is not shipped).
+    /// `None` when there is no log to follow.
     reader: Option<RwLock<VoteLogReader>>,
     /// Blocks after a slot searched for votes on it.
     window: u64,
+    /// The log followed is a replica's copy of the bucket's: an empty one says the bucket holds
+    /// none.
+    replica: bool,
 }
 
 impl Default for VoteFeed {
     /// A feed with no log: every query answers that no vote evidence is recorded.
     fn default() -> Self {
-        Self { reader: None, window: DEFAULT_WINDOW }
+        Self { reader: None, window: DEFAULT_WINDOW, replica: false }
     }
 }
 
@@ -43,7 +48,8 @@ impl Default for VoteFeed {
 pub enum VoteQueryError {
     /// The log holds no bank at all (no log: the plugin does not record vote evidence).
     NothingRecorded,
-    /// The log was not read: a bucket replica, whose bucket holds no vote log.
+    /// A bucket replica whose bucket holds no vote log (the directory keeps none, or it was not
+    /// shipped yet).
     NotShipped,
     /// Older than the oldest bank the log keeps.
     Pruned {
@@ -107,8 +113,8 @@ impl VoteQueryError {
             ),
             VoteQueryError::NotShipped => RpcError::new(
                 codes::NOTHING_PUBLISHED,
-                "no vote evidence here: a bucket replica serves none (the vote-evidence log is not shipped); ask \
-                 the Hyades of the snapshot directory",
+                "no vote evidence recorded: the bucket holds no vote-evidence log (the shipped directory has \
+                 none, or aldb-ship has not shipped it yet)",
             ),
             VoteQueryError::Pruned { slot, oldest, newest } => RpcError::with_data(
                 codes::SLOT_PRUNED,
@@ -170,7 +176,12 @@ pub struct ServedVotes {
 impl VoteFeed {
     /// A feed following the log under `snapshot_dir` (missing until the plugin writes one).
     pub fn open(snapshot_dir: &Path) -> Self {
-        Self { reader: Some(RwLock::new(VoteLogReader::new(snapshot_dir))), window: DEFAULT_WINDOW }
+        Self { reader: Some(RwLock::new(VoteLogReader::new(snapshot_dir))), window: DEFAULT_WINDOW, replica: false }
+    }
+
+    /// A feed following a replica's copy of the bucket's log in its cache directory `cache_dir`.
+    pub fn replica(cache_dir: &Path) -> Self {
+        Self { replica: true, ..Self::open(cache_dir) }
     }
 
     /// A feed searching `window` blocks after a slot for its votes.
@@ -219,12 +230,17 @@ impl VoteFeed {
         out
     }
 
+    /// Why nothing at all can be served: no log, or an empty one.
+    pub fn nothing_recorded(&self) -> VoteQueryError {
+        if self.replica { VoteQueryError::NotShipped } else { VoteQueryError::NothingRecorded }
+    }
+
     /// The evidence of `slot`, or why there is none to serve.
     pub fn slot_votes(&self, slot: u64) -> Result<ServedVotes, VoteQueryError> {
-        let Some(r) = &self.reader else { return Err(VoteQueryError::NotShipped) };
+        let Some(r) = &self.reader else { return Err(self.nothing_recorded()) };
         let r = r.read().unwrap_or_else(PoisonError::into_inner);
         let (Some(oldest), Some(newest)) = (r.oldest_slot(), r.newest_slot()) else {
-            return Err(VoteQueryError::NothingRecorded);
+            return Err(self.nothing_recorded());
         };
         let found = r.slot_votes(slot, self.window).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
         let Some(SlotVotes { bank, votes, searched_to }) = found else {

@@ -78,8 +78,27 @@ pub fn segment_first_slot(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Segment files of a vote log directory by first slot, oldest first; none when it is missing.
-fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, VoteLogError> {
+/// What a copy of a segment (a shipper's) may take of its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentExtent {
+    /// Just past its last valid entry: the writer never cuts bytes before it, so these bytes are
+    /// a prefix of every later state of the file.
+    pub end: usize,
+    /// The newest slot a valid entry names; `None` without one.
+    pub newest_slot: Option<u64>,
+}
+
+/// The extent of a segment whose bytes are `bytes`, read as a reader reads a closed segment
+/// (damaged spans skipped, so a valid entry after damage counts).
+pub fn segment_extent(bytes: &[u8]) -> SegmentExtent {
+    let body = bytes.get(VOTES_HEADER_LEN..).unwrap_or_default();
+    let s = entry::scan(body, VOTES_HEADER_LEN, false);
+    SegmentExtent { end: s.end.min(bytes.len()), newest_slot: s.entries.iter().map(|(_, e)| e.slot()).max() }
+}
+
+/// Segment files of a vote log directory (`votes/`) by first slot, oldest first; none when it is
+/// missing.
+pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, VoteLogError> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,

@@ -10,7 +10,8 @@ use aldb_objstore::{BucketOptions, ShipConfig, Shipper, metrics, open_bucket};
 use anyhow::Context;
 use clap::Parser;
 
-/// Ships published snapshot files and the record log to a bucket, then writes the manifest.
+/// Ships published snapshot files, the record log and the vote-evidence log to a bucket, then
+/// writes the manifest.
 #[derive(Parser, Debug)]
 #[command(name = "aldb-ship", version)]
 struct Args {
@@ -38,6 +39,9 @@ struct Args {
     /// Seconds between uploads of the growing record-log segment.
     #[arg(long, default_value_t = 10)]
     records_interval_s: u64,
+    /// Seconds between uploads of the growing vote-evidence segment.
+    #[arg(long, default_value_t = 10)]
+    votes_interval_s: u64,
     /// Serve Prometheus metrics on this address (`GET /metrics`).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
@@ -80,6 +84,7 @@ async fn main() -> anyhow::Result<()> {
     cfg.archive_slots = args.archive_slots;
     cfg.interval = Duration::from_millis(args.interval_ms);
     cfg.records_interval = Duration::from_secs(args.records_interval_s);
+    cfg.votes_interval = Duration::from_secs(args.votes_interval_s);
     let mut shipper = Shipper::new(store, prefix, cfg).context("metrics")?;
     if let Some(addr) = args.metrics_addr {
         let listener = TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;

@@ -1,0 +1,278 @@
+//! The vote-evidence log (`votes/`) on the bucket, against a real object store (SeaweedFS on
+//! loopback): shipped in order and idempotently beside the snapshots and records, never past the
+//! last valid entry of a segment being written, named in the manifest only once uploaded whole,
+//! pruned with the archive; and a replica's copy of it, read by the ordinary `VoteLogReader`,
+//! answers every slot as the directory's log does.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use aldb_fixture::votes::Voter;
+use aldb_format::votes::{
+    AldbCommitment, BankEntry, VOTES_DIR, VoteLog, VoteLogEntry, VoteLogOptions, VoteLogReader, VotesEntry,
+    encode_entry, list_segments,
+};
+use aldb_objstore::manifest::{MANIFEST_NAME, Manifest, parse_checksum};
+use aldb_objstore::{CacheConfig, LogMirror, ObjectStoreSource, ShipConfig, Shipper};
+use object_store::ObjectStore;
+use object_store::path::Path;
+
+use common::faulty::DiesAtPut;
+use common::weed::Weed;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn ship_config(dir: &std::path::Path) -> ShipConfig {
+    let mut c = ShipConfig::new(dir);
+    c.records_interval = std::time::Duration::ZERO;
+    c.votes_interval = std::time::Duration::ZERO;
+    c.retry_backoff = std::time::Duration::from_millis(10);
+    c
+}
+
+/// Segments of a few slots, so a short history spans several.
+fn log_options() -> VoteLogOptions {
+    VoteLogOptions { segment_bytes: 64 << 20, segment_slots: 4 }
+}
+
+fn voters() -> Vec<Voter> {
+    (0..3u8).map(|i| Voter::new([40 + i; 32], (i == 2).then_some([60; 32]), [80 + i; 32])).collect()
+}
+
+fn bank(slot: u64) -> BankEntry {
+    let mut h = [0xAB; 32];
+    h[..8].copy_from_slice(&slot.to_le_bytes());
+    let root = [slot as u8 ^ 0x55; 32];
+    BankEntry {
+        slot,
+        parent: slot.saturating_sub(1),
+        bank_hash: aldb_verify::votes::bank_hash(&h, &root, None),
+        aldb: Some(AldbCommitment { h, root }),
+        hard_forks: None,
+    }
+}
+
+/// Slot `s`'s bank and its block's signed votes on `s - 1` (the first voter's twice).
+fn slot_entries(s: u64, voters: &[Voter]) -> Vec<VoteLogEntry> {
+    let prev = bank(s - 1).bank_hash;
+    let mut txs: Vec<Vec<u8>> = voters.iter().map(|v| v.vote(s - 1, &prev)).collect();
+    txs.push(txs[0].clone());
+    vec![VoteLogEntry::Bank(bank(s)), VoteLogEntry::Votes(VotesEntry { slot: s, transactions: txs })]
+}
+
+fn append_slots(dir: &std::path::Path, slots: std::ops::RangeInclusive<u64>) {
+    let vs = voters();
+    let mut log = VoteLog::open_with(dir, log_options()).unwrap();
+    for s in slots {
+        log.append(&slot_entries(s, &vs)).unwrap();
+    }
+}
+
+/// The vote segments of a directory by object name, with their bytes.
+fn local_vote_files(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    list_segments(&dir.join(VOTES_DIR))
+        .unwrap()
+        .into_iter()
+        .map(|(_, p)| (format!("votes/{}", p.file_name().unwrap().to_string_lossy()), std::fs::read(p).unwrap()))
+        .collect()
+}
+
+fn object(prefix: &Path, name: &str) -> Path {
+    name.split('/').fold(prefix.clone(), |p, part| p.child(part))
+}
+
+async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Manifest> {
+    match store.get(&prefix.child(MANIFEST_NAME)).await {
+        Ok(g) => Some(Manifest::decode(&g.bytes().await.unwrap()).unwrap()),
+        Err(object_store::Error::NotFound { .. }) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Every vote segment the manifest names exists and begins with the manifest's bytes.
+async fn assert_votes_trustworthy(store: &Arc<dyn ObjectStore>, prefix: &Path, m: &Manifest) {
+    for g in &m.vote_segments {
+        let b = store.get(&object(prefix, &g.name)).await.unwrap().bytes().await.unwrap();
+        let head = &b[..g.size as usize];
+        assert_eq!(parse_checksum(&g.checksum), Some(xxhash_rust::xxh3::xxh3_128(head)), "{}", g.name);
+    }
+}
+
+/// What a reader of `dir`'s vote log answers for every slot of `slots`.
+fn answers(dir: &std::path::Path, slots: std::ops::RangeInclusive<u64>) -> Vec<String> {
+    let mut r = VoteLogReader::new(dir);
+    r.refresh().unwrap();
+    let mut out = vec![format!("range {:?}..={:?}, damaged {}", r.oldest_slot(), r.newest_slot(), r.damaged_entries())];
+    out.extend(slots.map(|s| format!("{s}: {:?}", r.slot_votes(s, 32).unwrap())));
+    out
+}
+
+/// A directory with snapshots, records and a vote log over several segments, the newest with a
+/// torn append: the shipped segments are the local ones up to their last valid entry, the
+/// sealed ones flagged so; the replica's copy answers every slot as the directory does; the
+/// segment grows after the writer reopens (cutting the torn bytes) and both the bucket and the
+/// copy grow with it; a pass with nothing new uploads nothing.
+#[test]
+fn the_vote_log_is_shipped_and_a_replica_copy_answers_as_the_directory() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = rt();
+    let dir = tempfile::tempdir().unwrap();
+    common::write_history(dir.path(), 5, 200, 12, 1000);
+    append_slots(dir.path(), 100..=109);
+    let newest_seg = list_segments(&dir.path().join(VOTES_DIR)).unwrap().pop().unwrap().1;
+    let whole = std::fs::read(&newest_seg).unwrap();
+    let torn = encode_entry(&slot_entries(110, &voters())[1]).unwrap();
+    std::fs::write(&newest_seg, [&whole[..], &torn[..torn.len() / 2]].concat()).unwrap();
+    let local = local_vote_files(dir.path());
+    assert_eq!(local.len(), 3, "{:?}", local.keys());
+
+    let (store, prefix) = weed.bucket("votes");
+    let mut shipper = Shipper::new(store.clone(), prefix.clone(), ship_config(dir.path())).unwrap();
+    let report = rt.block_on(shipper.ship_once()).unwrap();
+    assert!(report.uploaded >= 12 + 1 + 3, "{report:?}");
+    let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    rt.block_on(assert_votes_trustworthy(&store, &prefix, &m));
+    let names: Vec<&str> = m.vote_segments.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, local.keys().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(m.vote_segments.iter().map(|g| g.sealed).collect::<Vec<_>>(), [true, true, false]);
+    assert_eq!(m.vote_segments.last().unwrap().last_slot, Some(109));
+    for g in &m.vote_segments {
+        let b = rt.block_on(async { store.get(&object(&prefix, &g.name)).await.unwrap().bytes().await.unwrap() });
+        let want = if g.sealed { local[&g.name].clone() } else { whole.clone() };
+        assert_eq!(b.to_vec(), want, "{}: the torn append is never shipped", g.name);
+    }
+
+    // The replica's copy, read by the ordinary reader, answers as the directory.
+    let cache = tempfile::tempdir().unwrap();
+    let src = rt
+        .block_on(ObjectStoreSource::open(store.clone(), prefix.clone(), CacheConfig::new(cache.path(), 1 << 30)))
+        .unwrap();
+    let mut mirror = LogMirror::new(cache.path(), 1000).unwrap();
+    let synced = rt.block_on(src.sync_logs(&mut mirror)).unwrap();
+    assert_eq!(synced.new_vote_segments, 3, "{synced:?}");
+    let mut copy = VoteLogReader::new(cache.path());
+    copy.refresh().unwrap();
+    let v = copy.slot_votes(105, 32).unwrap().unwrap();
+    assert_eq!((v.bank, v.votes.len(), v.searched_to), (bank(105), 3, 109), "three distinct signed votes");
+    assert_eq!(answers(cache.path(), 95..=116), answers(dir.path(), 95..=116));
+
+    // The writer reopens (cutting the torn bytes) and goes on: the shipped bytes are a prefix
+    // of the grown segment, so the same object grows; the copy appends.
+    append_slots(dir.path(), 110..=111);
+    let report = rt.block_on(shipper.ship_once()).unwrap();
+    assert_eq!(report.uploaded, 1, "only the grown segment: {report:?}");
+    let m2 = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    rt.block_on(assert_votes_trustworthy(&store, &prefix, &m2));
+    assert_eq!(m2.vote_segments.last().unwrap().last_slot, Some(111));
+    assert_eq!(shipper.metrics().failures.get(), 0);
+    rt.block_on(src.refresh_manifest()).unwrap();
+    let synced = rt.block_on(src.sync_logs(&mut mirror)).unwrap();
+    assert_eq!((synced.new_segments, synced.dropped_segments), (0, 0), "{synced:?}");
+    assert!(synced.bytes > 0);
+    assert_eq!(answers(cache.path(), 95..=116), answers(dir.path(), 95..=116));
+
+    // A new segment, then nothing new: the sealed one goes up once more, then nothing.
+    append_slots(dir.path(), 112..=118);
+    rt.block_on(shipper.ship_once()).unwrap();
+    let again = rt.block_on(shipper.ship_once()).unwrap();
+    assert_eq!((again.uploaded, again.manifests), (0, 0), "{again:?}");
+    let m3 = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    assert_eq!(m3.vote_segments.iter().filter(|g| !g.sealed).count(), 1);
+    rt.block_on(src.refresh_manifest()).unwrap();
+    rt.block_on(src.sync_logs(&mut mirror)).unwrap();
+    assert_eq!(answers(cache.path(), 95..=120), answers(dir.path(), 95..=120));
+
+    // A replica keeping fewer slots copies only the segments reaching them.
+    let small = tempfile::tempdir().unwrap();
+    let src2 = rt
+        .block_on(ObjectStoreSource::open(store.clone(), prefix.clone(), CacheConfig::new(small.path(), 1 << 30)))
+        .unwrap();
+    let mut few = LogMirror::new(small.path(), 1000).unwrap().with_vote_keep(3);
+    rt.block_on(src2.sync_logs(&mut few)).unwrap();
+    let mut r = VoteLogReader::new(small.path());
+    r.refresh().unwrap();
+    assert_eq!(r.newest_slot(), Some(118));
+    assert_eq!(r.oldest_slot(), Some(112), "the segments of 112..=115 and 116..=118");
+}
+
+/// A shipper killed at its k-th PUT of a pass that grows one vote segment and starts another
+/// leaves the manifest of the pass before, still true of every object it names (a grown object
+/// begins with the bytes named); started again it completes, and the bucket's vote segments are
+/// the directory's.
+#[test]
+fn a_killed_shipper_names_only_whole_vote_segments() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = rt();
+    let (store, _) = weed.bucket("votecrash");
+    for dies_at in [1, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        common::write_history(dir.path(), 6, 100, 3, 1000);
+        append_slots(dir.path(), 100..=105);
+        let prefix = Path::from(format!("k{dies_at}"));
+        let mut cfg = ship_config(dir.path());
+        cfg.max_attempts = 1;
+        let mut healthy = Shipper::new(store.clone(), prefix.clone(), cfg.clone()).unwrap();
+        rt.block_on(healthy.ship_once()).unwrap();
+        drop(healthy);
+        let before = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+        assert_eq!(before.vote_segments.len(), 2);
+        // Segment 104 grows and is sealed, segment 108 starts: two PUTs, then the manifest's.
+        append_slots(dir.path(), 106..=110);
+        let faulty: Arc<dyn ObjectStore> =
+            Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at });
+        let mut shipper = Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap();
+        let err = rt.block_on(shipper.ship_once()).unwrap_err();
+        assert!(err.to_string().contains("killed"), "{err}");
+        let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+        assert_eq!(m, before, "k={dies_at}: the manifest is the last one written");
+        rt.block_on(assert_votes_trustworthy(&store, &prefix, &m));
+        let mut shipper = Shipper::new(store.clone(), prefix.clone(), cfg).unwrap();
+        rt.block_on(shipper.ship_once()).unwrap();
+        let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+        rt.block_on(assert_votes_trustworthy(&store, &prefix, &m));
+        let local = local_vote_files(dir.path());
+        assert_eq!(m.vote_segments.len(), 3, "k={dies_at}");
+        for (name, bytes) in &local {
+            let b = rt.block_on(async { store.get(&object(&prefix, name)).await.unwrap().bytes().await.unwrap() });
+            assert_eq!(&b.to_vec(), bytes, "k={dies_at}: {name}");
+        }
+    }
+}
+
+/// With an archive retention the sealed vote segments older than every kept slot leave the
+/// manifest first and the bucket after; the newest segment stays.
+#[test]
+fn the_archive_retention_prunes_old_vote_segments() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = rt();
+    let dir = tempfile::tempdir().unwrap();
+    common::write_history(dir.path(), 7, 100, 16, 1000);
+    append_slots(dir.path(), 100..=115);
+    let (store, prefix) = weed.bucket("voteprune");
+    let mut cfg = ship_config(dir.path());
+    cfg.archive_slots = Some(5);
+    let mut shipper = Shipper::new(store.clone(), prefix.clone(), cfg).unwrap();
+    let report = rt.block_on(shipper.ship_once()).unwrap();
+    assert!(report.deleted > 0, "{report:?}");
+    let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    // The newest 5 slots are 111..=115; files older than them stay only as their chain needs.
+    assert!(m.servable().contains_key(&111));
+    assert!(!m.vote_segments.is_empty());
+    for g in &m.vote_segments {
+        assert!(!g.sealed || g.last_slot.unwrap() >= 111, "{g:?}");
+    }
+    let local = local_vote_files(dir.path());
+    let named: Vec<&String> = m.vote_segments.iter().map(|g| &g.name).collect();
+    for name in local.keys() {
+        let there = rt.block_on(store.head(&object(&prefix, name))).is_ok();
+        assert_eq!(there, named.contains(&name), "{name}");
+    }
+    assert!(named.len() < local.len(), "some segment was pruned");
+}

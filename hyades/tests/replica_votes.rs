@@ -1,0 +1,173 @@
+//! `getSlotVotes` on a replica (SeaweedFS on loopback): the shipper ships the directory's
+//! vote-evidence log, and a Hyades serving the bucket answers every slot byte for byte as the
+//! Hyades of the directory does, errors included (pruned, not voted on yet, no snapshot yet);
+//! votes shipped later are served; a light client trusting only votes accepts what the replica
+//! serves. A bucket without a vote log says so.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use aldb_fixture::votes::Voter;
+use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, VoteLogOptions, VotesEntry};
+use aldb_objstore::{ShipConfig, Shipper};
+use aldb_snapshot::WriterConfig;
+use aldb_verify::votes::{Validator, ValidatorSet, VoteEvidence, bank_hash, verify_account_by_votes};
+use common::weed::Weed;
+use common::{Model, Server, b58};
+use hyades::{StoreConfig, codes};
+use serde_json::{Value, json};
+
+const URL: &str = "s3://votes/mainnet";
+
+fn voters() -> Vec<Voter> {
+    (0..4u8).map(|i| Voter::new([40 + i; 32], (i % 2 == 1).then_some([60 + i; 32]), [80 + i; 32])).collect()
+}
+
+fn bank(slot: u64, root: [u8; 32]) -> BankEntry {
+    let mut h = [0xAB; 32];
+    h[..8].copy_from_slice(&slot.to_le_bytes());
+    BankEntry {
+        slot,
+        parent: slot.saturating_sub(1),
+        bank_hash: bank_hash(&h, &root, None),
+        aldb: Some(AldbCommitment { h, root }),
+        hard_forks: None,
+    }
+}
+
+/// Block `block`'s votes: every voter on `slot`.
+fn votes_in(block: u64, slot: u64, b: &BankEntry, vs: &[Voter]) -> VoteLogEntry {
+    VoteLogEntry::Votes(VotesEntry {
+        slot: block,
+        transactions: vs.iter().map(|v| v.vote(slot, &b.bank_hash)).collect(),
+    })
+}
+
+fn shipper(dir: &std::path::Path, weed: &Weed, url: &str) -> Shipper {
+    let (store, prefix) = aldb_objstore::open_bucket(url, &weed.options()).unwrap();
+    let mut cfg = ShipConfig::new(dir);
+    cfg.records_interval = Duration::ZERO;
+    cfg.votes_interval = Duration::ZERO;
+    cfg.status_interval = Duration::ZERO;
+    cfg.retry_backoff = Duration::from_millis(10);
+    Shipper::new(store, prefix, cfg).unwrap()
+}
+
+fn replica(weed: &Weed, url: &str, cache: &std::path::Path) -> Server {
+    let store = StoreConfig { url: url.into(), bucket: weed.options(), cache_bytes: 1 << 30 };
+    Server::start_with(cache, |c| {
+        c.store = Some(store);
+        c.poll_interval = Duration::from_millis(20);
+    })
+}
+
+/// One request's raw answer.
+fn ask(s: &Server, method: &str, params: &Value) -> String {
+    let (status, body) =
+        s.post_raw(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string());
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Model::new(WriterConfig { keep_slots: 1000, direct_io: false, ..WriterConfig::new(dir.path()) }, 17);
+    m.commit_random(200);
+    for _ in 1..=12 {
+        m.commit_random(20);
+    }
+    m.flush();
+    let vs = voters();
+    // Banks 0..=12, each voted on by all four in the next block; segments of four slots, the
+    // first pruned as a writer keeping few slots prunes it.
+    let mut log = VoteLog::open_with(dir.path(), VoteLogOptions { segment_bytes: 64 << 20, segment_slots: 4 }).unwrap();
+    let banks: Vec<BankEntry> = (0..=12).map(|s| bank(s, m.root(s))).collect();
+    for s in 0..=12u64 {
+        let mut entries = vec![VoteLogEntry::Bank(banks[s as usize])];
+        if s > 0 {
+            entries.push(votes_in(s, s - 1, &banks[s as usize - 1], &vs));
+        }
+        log.append(&entries).unwrap();
+    }
+    assert_eq!(log.prune(4).unwrap(), 1);
+    let mut ship = shipper(dir.path(), &weed, URL);
+    rt.block_on(ship.ship_once()).unwrap();
+    assert_eq!(ship.manifest().unwrap().vote_segments.len(), 3);
+
+    let local = Server::start(dir.path());
+    let cache = tempfile::tempdir().unwrap();
+    let r = replica(&weed, URL, cache.path());
+    wait_until("the replica's slot 12", || r.call("getStateRoot", json!([12])).get("result").is_some());
+
+    // Every slot, byte for byte: served ones, pruned ones, the one not voted on yet, and ones
+    // without a snapshot yet.
+    let mut served = 0;
+    for slot in 0..=15u64 {
+        let params = json!([slot]);
+        let (a, b) = (ask(&r, "getSlotVotes", &params), ask(&local, "getSlotVotes", &params));
+        assert_eq!(a, b, "slot {slot}: replica and directory differ");
+        served += usize::from(serde_json::from_str::<Value>(&a).unwrap().get("result").is_some());
+    }
+    assert_eq!(served, 12 - 4, "slots 4..=11");
+    assert_eq!(ask(&r, "getSlotVotes", &json!([])), ask(&local, "getSlotVotes", &json!([])));
+    let e = r.err("getSlotVotes", json!([2]), codes::SLOT_PRUNED);
+    assert_eq!(e["data"], json!({"slot": 2, "oldestVotedSlot": 4, "newestVotedSlot": 12}));
+    let e = r.err("getSlotVotes", json!([12]), codes::SLOT_NOT_COMMITTED);
+    assert_eq!(e["data"], json!({"slot": 12, "searchedTo": 12}));
+    r.err("getSlotVotes", json!([14]), codes::SLOT_NOT_COMMITTED);
+
+    // A client trusting only votes accepts the replica's evidence joined with its proof.
+    let members: Vec<Validator> = vs
+        .iter()
+        .map(|v| Validator { vote_account: v.vote_account(), authorized_voter: v.authorized_voter(), stake: 100 })
+        .collect();
+    let set = ValidatorSet::new(&members).unwrap();
+    let key = *m.states[&8].keys().next().unwrap();
+    let votes = r.ok("getSlotVotes", json!([8]))["value"].clone();
+    let proof = r.ok("getAccountProof", json!([b58(&key), {"slot": 8}]))["value"].clone();
+    let doc = json!({
+        "version": votes["version"], "slot": votes["slot"], "h": votes["h"], "root": votes["root"],
+        "hardForks": votes["hardForks"], "votes": votes["votes"],
+        "pubkey": b58(&key), "account": proof["account"], "proof": proof["proof"],
+    });
+    let ok = verify_account_by_votes(&VoteEvidence::from_json_value(&doc).unwrap(), &set).unwrap();
+    assert_eq!((ok.accepted.slot, ok.accepted.voters), (8, 4));
+    assert_eq!(ok.account.unwrap().lamports, m.states[&8][&key].lamports);
+
+    // Votes on 12 land in block 13 and are shipped: the replica serves them as the directory.
+    log.append(&[votes_in(13, 12, &banks[12], &vs)]).unwrap();
+    rt.block_on(ship.ship_once()).unwrap();
+    wait_until("votes on 12 at the replica", || r.call("getSlotVotes", json!([12])).get("result").is_some());
+    assert_eq!(ask(&r, "getSlotVotes", &json!([12])), ask(&local, "getSlotVotes", &json!([12])));
+    assert_eq!(ask(&r, "getSlotVotes", &json!([])), ask(&local, "getSlotVotes", &json!([])));
+
+    // A bucket whose directory keeps no vote log.
+    let bare = tempfile::tempdir().unwrap();
+    let mut b = Model::new(WriterConfig { direct_io: false, ..WriterConfig::new(bare.path()) }, 5);
+    b.commit_random(30);
+    b.flush();
+    rt.block_on(shipper(bare.path(), &weed, "s3://votes/bare").ship_once()).unwrap();
+    let bare_cache = tempfile::tempdir().unwrap();
+    let rb = replica(&weed, "s3://votes/bare", bare_cache.path());
+    wait_until("the bare replica's slot 0", || rb.call("getStateRoot", json!([0])).get("result").is_some());
+    let e = rb.err("getSlotVotes", json!([0]), codes::NOTHING_PUBLISHED);
+    assert!(e["message"].as_str().unwrap().contains("the bucket holds no vote-evidence log"), "{e}");
+    rb.err("getSlotVotes", json!([]), codes::NOTHING_PUBLISHED);
+    drop((rb, r, local));
+    b.finish();
+    m.finish();
+}
