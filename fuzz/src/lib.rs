@@ -7,6 +7,7 @@ pub mod plugin;
 pub mod relayer;
 pub mod replay;
 pub mod rpc;
+pub mod seeds;
 pub mod snapshot;
 pub mod verify;
 pub mod votes;

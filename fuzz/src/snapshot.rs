@@ -13,7 +13,6 @@ use aldb_format::format::{
     self, END_MAGIC, FOOTER_LEN, FileKind, HEADER_LEN, Header, MAGIC, file_name, published_name,
 };
 use aldb_format::records::{LoggedRecord, RECORDS_DIR, RecordLogReader, parse_segment};
-use aldb_verify::record::RECORD_LEN;
 
 /// A directory private to this process, removed at exit: on tmpfs when there is one, so the
 /// targets that go through files do not wear the disk.
@@ -143,10 +142,11 @@ fn read_segment(segment: &[u8], cut: usize) {
             at = span.end;
         }
         assert!(*offset >= at, "entry at {offset} overlaps what came before (up to {at})");
-        let record_at = offset + 4;
-        assert_eq!(segment.get(record_at..record_at + RECORD_LEN), Some(&rec.record.encode()[..]));
+        // 187 bytes, or 219 with SLOT_BANK_HASH: the entry's length says which.
+        let (record_at, record_len) = (offset + 4, rec.record.encoded_len());
+        assert_eq!(segment.get(record_at..record_at + record_len), Some(&rec.record.encode()[..]));
         check_logged(std::slice::from_ref(rec));
-        at = record_at + RECORD_LEN + 1 + 96 * rec.attestations.len() + 8;
+        at = record_at + record_len + 1 + 96 * rec.attestations.len() + 8;
     }
     assert!(spans.next().is_none(), "a damaged span after the last entry");
     assert!(scan.end >= at && scan.end <= segment.len().max(LOG_HEADER_LEN));

@@ -4,7 +4,7 @@
 //! targets call them, and aldb-verify's `fuzz_regressions` test replays the checked-in inputs
 //! through them.
 
-use aldb_verify::record::{Attestation, Quorum, RECORD_LEN, RootRecord, record_hash};
+use aldb_verify::record::{Attestation, Quorum, RECORD_LEN, RECORD_LEN_WITH_BANK_HASH, RootRecord, record_hash};
 use aldb_verify::record_json::{attested_record_from_json_value, attested_record_to_json_value};
 use aldb_verify::{Proof, hash_from_base58, hash_to_base58};
 use serde_json::Value;
@@ -34,34 +34,41 @@ pub fn proof_json(data: &[u8]) {
     }
 }
 
-/// `RootRecord::decode` on the first 187 bytes and on the whole input: an accepted record encodes
-/// back to its bytes and reads back unchanged through its §9.5 document. The bytes after the
-/// record, 96 at a time, are attestations (identity, signature) as the record log stores them:
-/// verifying arbitrary keys and signatures, alone and in a quorum, must not panic.
+/// `RootRecord::decode` on the first 187 bytes, on the first 219 (a record with
+/// `SLOT_BANK_HASH`) and on the whole input: an accepted record is as long as its flags say,
+/// encodes back to its bytes and reads back unchanged through its §9.5 document. The bytes after
+/// the record (after 187 when none decodes), 96 at a time, are attestations (identity,
+/// signature) as the record log stores them: verifying arbitrary keys and signatures, alone and
+/// in a quorum, must not panic.
 pub fn record_wire(data: &[u8]) {
-    let head = &data[..data.len().min(RECORD_LEN)];
-    for bytes in [head, data] {
+    let mut head: Option<RootRecord> = None;
+    for len in [RECORD_LEN, RECORD_LEN_WITH_BANK_HASH, data.len()] {
+        let bytes = &data[..data.len().min(len)];
         let Ok(record) = RootRecord::decode(bytes) else { continue };
         let encoded = record.encode();
         assert_eq!(&encoded[..], bytes, "accepted record bytes do not re-encode to themselves");
+        assert_eq!(record.encoded_len(), bytes.len());
+        assert_eq!(record.bank_hash.is_some(), bytes.len() == RECORD_LEN_WITH_BANK_HASH, "length and flag disagree");
         assert_eq!(record.hash(), record_hash(&encoded));
         let _ = record.extends(&record, &record.hash());
         let doc = attested_record_to_json_value(&record, &[]);
         let back = attested_record_from_json_value(&doc).expect("the JSON form of a valid record reads back");
         assert_eq!(back.record, record);
         assert_eq!(back.record_hash, record.hash());
+        head = head.or(Some(record));
     }
-    if data.len() > RECORD_LEN {
+    let record_len = head.as_ref().map_or(RECORD_LEN, RootRecord::encoded_len);
+    if data.len() > record_len {
         // The record's own hash when it decodes, so a real attestation verifies.
-        let hash = RootRecord::decode(head).map_or_else(
-            |_| {
+        let hash = head.as_ref().map_or_else(
+            || {
                 let mut h = [0u8; 32];
-                h.copy_from_slice(&head[..32]);
+                h.copy_from_slice(&data[..32]);
                 h
             },
-            |r| r.hash(),
+            RootRecord::hash,
         );
-        let attestations: Vec<Attestation> = data[RECORD_LEN..]
+        let attestations: Vec<Attestation> = data[record_len..]
             .chunks_exact(96)
             .take(8)
             .map(|c| {
