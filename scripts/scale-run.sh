@@ -162,12 +162,21 @@ fi
 sim_secs=$(python3 -c "import time; print(round(time.time() - $t0, 1))")
 # What the continuous shipper missed (files the directory pruned before it shipped them), then a
 # last pass so the bucket holds the final slot and the whole record log.
+# The continuous shipper may still be uploading (a full snapshot of many GB): let its manifest reach
+# the last slot rather than cut an upload short (the next pass would start it again and the bucket
+# would keep the abandoned part's bytes), for up to an hour.
+for _ in $(seq 1 3600); do
+  shipped=$(curl -s "http://$ship_metrics/metrics" | awk '/^aldb_ship_shipped_slot/ {printf "%d", $2}')
+  [[ -n "$shipped" ]] && ((shipped < slots)) || break
+  sleep 1
+done
 missed=$(curl -s "http://$ship_metrics/metrics" | awk '/^aldb_ship_missed_files_total/ {printf "%d", $2}')
 kill "$ship_pid"
 wait "$ship_pid" 2>/dev/null || true
 nice -n 15 "$bin/aldb-ship" --dir "$dir" --bucket "$store" --endpoint "$endpoint" --allow-http --once \
   >>"$work/ship.log" 2>&1 || { echo "aldb-ship --once failed:" >&2; tail -20 "$work/ship.log" >&2; exit 1; }
-echo "simulated and shipped in ${sim_secs} s; simulator peak RSS $(cat "$work/simulate.maxrss") KiB;" \
+ship_secs=$(python3 -c "import time; print(round(time.time() - $t0, 1))")
+echo "simulated in ${sim_secs} s, the bucket complete at ${ship_secs} s; simulator peak RSS $(cat "$work/simulate.maxrss") KiB;" \
   "files the shipper missed: ${missed:-0}"
 if [[ "${missed:-0}" != 0 ]]; then
   echo "the shipper missed ${missed} files the directory pruned first: raise KEEP or SLOT_MS" >&2
@@ -196,11 +205,11 @@ done
 
 python3 - "$work" "$leaves_log2" "$slots" "$slot_updates" "$queries" "$seed" "$bin/aldb" "$filer/buckets/$bucket/run" \
   "${names[*]}" "${urls[*]}" "${hyades_pids[*]}" "$keep" "$refresh" "$slot_ms" "$threads" "$sim_secs" \
-  "${missed:-0}" "$stagger" <<'PY'
+  "${missed:-0}" "$stagger" "$ship_secs" <<'PY'
 import json, os, random, re, shutil, signal, subprocess, sys, threading, time, urllib.request
 
 (work, leaves_log2, slots, slot_updates, queries, seed, aldb, bucket_http, names, urls, pids, keep, refresh,
- slot_ms, threads, sim_secs, missed, stagger) = sys.argv[1:]
+ slot_ms, threads, sim_secs, missed, stagger, ship_secs) = sys.argv[1:]
 stagger = stagger == "1"
 leaves_log2, slots, slot_updates, queries, seed = int(leaves_log2), int(slots), int(slot_updates), int(queries), int(seed)
 names, urls, pids = names.split(), urls.split(), [int(p) for p in pids.split()]
@@ -398,7 +407,7 @@ print(f"bytes per updated account per slot (files of the slots after the full on
 print(json.dumps({
     "leaves": 1 << leaves_log2, "slots": slots, "slot_updates": slot_updates, "keep": int(keep),
     "refresh_slots": int(refresh), "slot_ms": int(slot_ms), "threads": int(threads), "seed": seed,
-    "simulate_and_ship_secs": float(sim_secs), "ship_missed_files": int(float(missed)),
+    "simulate_secs": float(sim_secs), "simulate_and_ship_secs": float(ship_secs), "ship_missed_files": int(float(missed)),
     "simulator_peak_rss_kib": sim_rss, "hyades_peak_rss_kib": rss,
     "proofs_per_sec": rates, "queries_per_hyades": len(qs), "proofs_verified": verified,
     "local_answered": local_answered, "bucket_only": local_pruned,
