@@ -93,7 +93,8 @@ fn copy(input: &SlotInput) -> SlotInput {
 enum Outcome {
     Written,
     Abandoned,
-    Refused(SnapshotError, String),
+    /// Given up: why, and the last failure.
+    Refused(String),
 }
 
 impl Worker {
@@ -164,10 +165,9 @@ impl Worker {
             let last = match self.queue.wait_held(wait) {
                 HeldWake::Doomed => break Outcome::Abandoned,
                 HeldWake::Crowded => {
-                    break Outcome::Refused(
-                        SnapshotError::Input(format!("slot {slot}: {first}")),
-                        "status messages waiting behind it reached half their bound".into(),
-                    );
+                    break Outcome::Refused(format!(
+                        "status messages waiting behind it reached half their bound; last failure: {first}"
+                    ));
                 }
                 HeldWake::Retry => false,
                 HeldWake::Closed => true,
@@ -177,10 +177,10 @@ impl Worker {
             let Some(e) = self.attempt(copy(&input)) else { break Outcome::Written };
             match classify(&e, &self.dir) {
                 Err(Permanent::Directory(what)) => {
-                    break Outcome::Refused(e, format!("the snapshot directory {} {what}", self.dir.display()));
+                    break Outcome::Refused(format!("the snapshot directory {} {what}: {e}", self.dir.display()));
                 }
-                Err(Permanent::Refused) => break Outcome::Refused(e, "the writer refused it".into()),
-                Ok(()) if last => break Outcome::Refused(e, "the sink is stopping".into()),
+                Err(Permanent::Refused) => break Outcome::Refused(e.to_string()),
+                Ok(()) if last => break Outcome::Refused(format!("the sink is stopping: {e}")),
                 Ok(()) => {
                     log::debug!("aldb-bank: slot {slot}: try {tries} failed, next in {:?}: {e}", wait * 2);
                     wait = (wait * 2).min(RETRY_MAX);
@@ -199,9 +199,9 @@ impl Worker {
                 SinkStats::add(&self.stats.retries_abandoned, 1);
                 log::warn!("aldb-bank: slot {slot} given up after {tries} more tries: its fork is gone");
             }
-            Outcome::Refused(e, why) => {
-                log::error!("aldb-bank: slot {slot} given up after {tries} more tries over {took:.1?}: {why}");
-                self.refused(slot, &e);
+            Outcome::Refused(why) => {
+                log::error!("aldb-bank: slot {slot} given up after {tries} more tries over {took:.1?}");
+                self.refused(slot, &why);
             }
         }
         self.recycle(input);

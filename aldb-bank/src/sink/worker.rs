@@ -171,7 +171,7 @@ impl Worker {
     }
 
     /// A bank the writer did not write and that is not tried again.
-    pub(crate) fn refused(&self, slot: u64, error: &aldb_snapshot::SnapshotError) {
+    pub(crate) fn refused(&self, slot: u64, error: &dyn std::fmt::Display) {
         SinkStats::add(&self.stats.banks_refused, 1);
         log::warn!("aldb-bank: snapshot of slot {slot} not written: {error}");
     }
