@@ -24,6 +24,8 @@
 //!   metrics_addr: "127.0.0.1:9900",
 //!   // Serve accepted roots as JSON at http://ADDR/roots?from=SLOT&limit=N. Default: off.
 //!   roots_addr: "127.0.0.1:9901",
+//!   // Warn when an endpoint has sent no record for this long (0: never). Default 30000.
+//!   quiet_warning_ms: 30000,
 //! }
 //! ```
 //!
@@ -64,6 +66,11 @@ impl Default for RawBackoff {
     }
 }
 
+/// A source silent for half a minute: some 75 slots, where a healthy feed sends a record a slot.
+fn default_quiet_warning_ms() -> u64 {
+    30_000
+}
+
 fn default_commitment() -> String {
     "finalized".to_string()
 }
@@ -99,6 +106,9 @@ pub struct RawConfig {
     /// `GET /roots` listener, e.g. `"127.0.0.1:9901"`; none by default.
     #[serde(default)]
     pub roots_addr: Option<String>,
+    /// Warn once an endpoint has sent no record for this many milliseconds; 0 never warns.
+    #[serde(default = "default_quiet_warning_ms")]
+    pub quiet_warning_ms: u64,
 }
 
 /// A checked configuration.
@@ -129,6 +139,8 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     /// Where to serve accepted roots as JSON (`GET /roots`), if anywhere.
     pub roots_addr: Option<SocketAddr>,
+    /// An endpoint that sends no record for this long is logged as quiet (`None`: never).
+    pub quiet_warning: Option<Duration>,
 }
 
 /// At most 100 characters of a value quoted in an error: the file may hold anything.
@@ -264,6 +276,7 @@ impl Config {
             start_slot: raw.start_slot,
             backoff_initial: Duration::from_millis(raw.reconnect.initial_ms),
             backoff_max: Duration::from_millis(raw.reconnect.max_ms),
+            quiet_warning: (raw.quiet_warning_ms > 0).then(|| Duration::from_millis(raw.quiet_warning_ms)),
         })
     }
 }
@@ -302,6 +315,13 @@ mod tests {
         assert_eq!(c.cursor_file, Path::new("/base/c"));
         assert_eq!(c.start_slot, 0);
         assert_eq!(c.backoff_initial, Duration::from_millis(100));
+        assert_eq!(c.quiet_warning, Some(Duration::from_secs(30)));
+        let c = Config::parse(&text("quiet_warning_ms: 250,"), Path::new("")).expect("valid");
+        assert_eq!(c.quiet_warning, Some(Duration::from_millis(250)));
+        let c = Config::parse(&text("quiet_warning_ms: 0,"), Path::new("")).expect("valid");
+        assert_eq!(c.quiet_warning, None);
+        assert!(matches!(Config::parse(&text("quiet_warning_ms: -1,"), Path::new("")), Err(ConfigError::Parse { .. })));
+        assert!(matches!(Config::parse(&text("quiet_warning: 5,"), Path::new("")), Err(ConfigError::Parse { .. })));
         assert!(matches!(Config::parse(&text("colour: 1,"), Path::new("")), Err(ConfigError::Parse { .. })));
         assert!(matches!(
             Config::parse(&text("reconnect: {initial_ms: 5, x: 1},"), Path::new("")),

@@ -331,7 +331,7 @@ async fn session(
                 continue;
             }
         };
-        inc(&stats.records, 1);
+        stats.record_seen();
         let (outsiders, trimmed) = trim_attestations(&mut record, &shared.quorum);
         inc(&stats.outsiders, outsiders as u64);
         inc(&stats.attestations_trimmed, trimmed as u64);

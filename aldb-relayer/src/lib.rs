@@ -25,6 +25,7 @@ mod error;
 pub mod follow;
 mod http;
 pub mod metrics;
+mod quiet;
 mod ratelog;
 mod relayer;
 pub mod roots;

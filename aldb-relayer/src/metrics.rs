@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::http::Response;
-use crate::stats::{EndpointStats, Stats};
+use crate::stats::{EndpointStats, Stats, clock_ms};
 use families::Families;
 
 /// Picks one counter of an endpoint.
@@ -91,7 +91,16 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
         "Well-formed records from an endpoint dropped without being held, by reason.",
         endpoint_dropped.iter().map(|(l, v)| (&l[..], *v)),
     );
-    let per: [(&str, &str, Field); 9] = [
+    let now = clock_ms();
+    let silence: Vec<([(&str, &str); 1], f64)> = (stats.endpoints.iter().enumerate())
+        .map(|(i, e)| ([("endpoint", url(i))], e.seconds_since_record(now)))
+        .collect();
+    f.gauges(
+        "aldb_relayer_endpoint_seconds_since_record",
+        "Seconds since the endpoint's last well-formed record (since the start, before the first).",
+        silence.iter().map(|(l, v)| (&l[..], *v)),
+    );
+    let per: [(&str, &str, Field); 10] = [
         ("records", "Well-formed records received.", |e| &e.records),
         ("bad_messages", "Messages that are not a valid record notification.", |e| &e.bad_messages),
         ("bad_signatures", "Attestations by configured identities that do not verify.", |e| &e.bad_signatures),
@@ -103,6 +112,7 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
         ("attestations_trimmed", "Attestations past the per-identity limit of one record, dropped.", |e| {
             &e.attestations_trimmed
         }),
+        ("quiet_warnings", "Times the endpoint sent no record for quiet_warning_ms.", |e| &e.quiet_warnings),
     ];
     for (name, help, field) in per {
         let samples: Vec<([(&str, &str); 1], f64)> =
@@ -150,7 +160,13 @@ mod tests {
         assert!(text.contains("aldb_relayer_endpoint_dropped_total{endpoint=\"ws://a/ws\",reason=\"unsigned\"} 5\n"));
         assert!(text.contains("aldb_relayer_dropped_total{reason=\"identity_quota\"} 6\n"));
         assert!(text.contains("aldb_relayer_candidates 7\n"));
-        assert_eq!(text.matches("# TYPE").count(), 19);
+        assert_eq!(text.matches("# TYPE").count(), 21);
+        assert!(text.contains("aldb_relayer_endpoint_quiet_warnings_total{endpoint=\"ws://a/ws\"} 0\n"));
+        let silent = text
+            .lines()
+            .find_map(|l| l.strip_prefix("aldb_relayer_endpoint_seconds_since_record{endpoint=\"ws://a/ws\"} "))
+            .expect("a silence gauge per endpoint");
+        assert!(silent.parse::<f64>().is_ok_and(|s| s >= 0.0), "{silent}");
     }
 
     /// Every family the relayer exported before its exposition moved onto the `prometheus` crate,

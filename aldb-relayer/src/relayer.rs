@@ -135,6 +135,10 @@ impl Relayer {
                 }
             }));
         }
+        if let Some(period) = config.quiet_warning {
+            let urls = Arc::new(config.endpoints.clone());
+            followers.push(tokio::spawn(crate::quiet::watch(stats.clone(), urls, period, stop_rx.clone())));
+        }
         for (i, url) in config.endpoints.iter().enumerate() {
             followers.push(tokio::spawn(follow(i, url.clone(), shared.clone(), tx.clone(), stop_rx.clone())));
         }

@@ -1,7 +1,16 @@
 //! Counters: what each endpoint sent that was wrong, and what the chain did.
 
 use std::fmt::Write as _;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Milliseconds on the process's monotonic clock (from its first reading): when things
+/// happened, for the atomics below.
+pub fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
 
 /// Counters of one endpoint.
 #[derive(Debug, Default)]
@@ -34,6 +43,25 @@ pub struct EndpointStats {
     pub dropped_slot_full: AtomicU64,
     /// Attestations dropped before the acceptor: past the per-identity limit of a record.
     pub attestations_trimmed: AtomicU64,
+    /// [`clock_ms`] at the last well-formed record received; before the first, when the
+    /// counters were made (the relayer's start).
+    pub last_record_ms: AtomicU64,
+    /// Times the endpoint went quiet for the configured period (each silence once).
+    pub quiet_warnings: AtomicU64,
+}
+
+impl EndpointStats {
+    /// Seconds since the last well-formed record (since the start, before the first), as of
+    /// `now_ms` on [`clock_ms`].
+    pub fn seconds_since_record(&self, now_ms: u64) -> f64 {
+        now_ms.saturating_sub(self.last_record_ms.load(Ordering::Relaxed)) as f64 / 1000.0
+    }
+
+    /// Notes a well-formed record received now.
+    pub(crate) fn record_seen(&self) {
+        inc(&self.records, 1);
+        self.last_record_ms.store(clock_ms(), Ordering::Relaxed);
+    }
 }
 
 /// All counters.
@@ -78,7 +106,9 @@ pub(crate) fn inc(c: &AtomicU64, n: u64) {
 impl Stats {
     /// Counters for `endpoints` endpoints.
     pub fn new(endpoints: usize) -> Self {
-        Self { endpoints: (0..endpoints).map(|_| EndpointStats::default()).collect(), ..Self::default() }
+        let now = clock_ms();
+        let endpoint = || EndpointStats { last_record_ms: AtomicU64::new(now), ..EndpointStats::default() };
+        Self { endpoints: (0..endpoints).map(|_| endpoint()).collect(), ..Self::default() }
     }
 
     /// One line per endpoint and a total, for the log.

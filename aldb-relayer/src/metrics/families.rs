@@ -66,6 +66,18 @@ impl Families {
         }
     }
 
+    /// A gauge with one sample per label set.
+    pub(crate) fn gauges<'a>(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels<'a>, f64)>) {
+        let metrics = self.family(name, MetricType::GAUGE, help);
+        for (labels, value) in samples {
+            let mut g = Gauge::default();
+            g.set_value(value);
+            let mut m = labelled(labels);
+            m.set_gauge(g);
+            metrics.push(m);
+        }
+    }
+
     /// A gauge with one unlabelled sample.
     pub(crate) fn gauge(&mut self, name: &str, help: &str, value: impl Value) {
         let mut g = Gauge::default();
