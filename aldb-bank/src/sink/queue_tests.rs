@@ -125,3 +125,59 @@ fn a_bank_merged_into_its_parent_proves_its_own_state() {
         }
     }
 }
+
+/// An empty bank input: the hold only looks at slots.
+fn empty(slot: u64, parent: u64) -> SlotInput {
+    SlotInput {
+        slot,
+        parent: Some(parent),
+        root: [0; 32],
+        changes: ChangeSet::new(CAPTURE_OPTIONS),
+        accounts: AccountBatch::default(),
+        full: false,
+    }
+}
+
+#[test]
+fn a_held_bank_is_doomed_only_by_what_drops_or_replaces_it() {
+    use std::time::Duration;
+
+    use super::HeldWake;
+    let queue = Queue::new(8, 1 << 20, Arc::new(SinkStats::default()));
+    let short = Duration::from_millis(1);
+
+    // Already queued when the hold begins: a dead fork holding it.
+    queue.push(Item::Dead(4, vec![4, 5, 6]));
+    queue.hold(5);
+    assert_eq!(queue.wait_held(short), HeldWake::Doomed);
+    queue.release();
+
+    // Pushed while held: other forks dying, roots keeping it, banks on it change nothing.
+    queue.hold(7);
+    queue.push(Item::Dead(8, vec![8, 9]));
+    queue.push(Item::Finalized(6, Vec::new(), vec![5]));
+    assert_eq!(queue.push_bank(empty(10, 7)), Pushed::Queued);
+    assert_eq!(queue.wait_held(short), HeldWake::Retry);
+    // A root that abandons it.
+    queue.push(Item::Finalized(9, Vec::new(), vec![7, 10]));
+    assert_eq!(queue.wait_held(short), HeldWake::Doomed);
+    queue.release();
+
+    // A new version of the held slot, and a new base.
+    queue.hold(11);
+    assert_eq!(queue.push_bank(empty(11, 6)), Pushed::Queued);
+    assert_eq!(queue.wait_held(short), HeldWake::Doomed);
+    queue.release();
+    queue.hold(12);
+    assert_eq!(queue.wait_held(short), HeldWake::Retry);
+    let base = SlotInput { parent: None, full: true, ..empty(20, 0) };
+    assert!(queue.push_base(base));
+    assert_eq!(queue.wait_held(short), HeldWake::Doomed);
+    queue.release();
+
+    // Closing wakes the holder for a last try (on a queue without that base in it).
+    let queue = Queue::new(8, 1 << 20, Arc::new(SinkStats::default()));
+    queue.hold(13);
+    queue.close();
+    assert_eq!(queue.wait_held(Duration::from_secs(60)), HeldWake::Closed);
+}
