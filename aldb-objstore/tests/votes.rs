@@ -114,8 +114,8 @@ fn answers(dir: &std::path::Path, slots: std::ops::RangeInclusive<u64>) -> Vec<S
     out
 }
 
-/// A directory with snapshots, records and a vote log over several segments, the newest with a
-/// torn append: the shipped segments are the local ones up to their last valid entry, the
+/// A directory with snapshots, records and a vote log over several segments, the oldest with a
+/// damaged entry and the newest with a torn append: the shipped segments are the local ones up to their last valid entry, the
 /// sealed ones flagged so; the replica's copy answers every slot as the directory does; the
 /// segment grows after the writer reopens (cutting the torn bytes) and both the bucket and the
 /// copy grow with it; a pass with nothing new uploads nothing.
@@ -130,6 +130,11 @@ fn the_vote_log_is_shipped_and_a_replica_copy_answers_as_the_directory() {
     let whole = std::fs::read(&newest_seg).unwrap();
     let torn = encode_entry(&slot_entries(110, &voters())[1]).unwrap();
     std::fs::write(&newest_seg, [&whole[..], &torn[..torn.len() / 2]].concat()).unwrap();
+    // A damaged entry inside the oldest segment: shipped as it is, skipped alike by every reader.
+    let oldest_seg = list_segments(&dir.path().join(VOTES_DIR)).unwrap()[0].1.clone();
+    let mut bytes = std::fs::read(&oldest_seg).unwrap();
+    bytes[aldb_format::votes::VOTES_HEADER_LEN + 20] ^= 0x01;
+    std::fs::write(&oldest_seg, bytes).unwrap();
     let local = local_vote_files(dir.path());
     assert_eq!(local.len(), 3, "{:?}", local.keys());
 
@@ -159,6 +164,7 @@ fn the_vote_log_is_shipped_and_a_replica_copy_answers_as_the_directory() {
     assert_eq!(synced.new_vote_segments, 3, "{synced:?}");
     let mut copy = VoteLogReader::new(cache.path());
     copy.refresh().unwrap();
+    assert_eq!((copy.damaged_entries(), copy.bank(100)), (1, None), "slot 100's bank entry is the damaged one");
     let v = copy.slot_votes(105, 32).unwrap().unwrap();
     assert_eq!((v.bank, v.votes.len(), v.searched_to), (bank(105), 3, 109), "three distinct signed votes");
     assert_eq!(answers(cache.path(), 95..=116), answers(dir.path(), 95..=116));
