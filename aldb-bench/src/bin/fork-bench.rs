@@ -201,6 +201,78 @@ fn hash_anchor(pool: &rayon::ThreadPool, keys: &[[u8; 32]], n: usize) -> f64 {
     ms(t)
 }
 
+/// CPU time of the process and of each engine worker, and the process's minor faults: what a
+/// freeze costs the machine, which machine load changes much less than its wall time.
+mod cpu {
+    use std::path::PathBuf;
+
+    /// One reading of the counters.
+    pub(crate) struct Sample {
+        /// CPU time of the whole process (all threads, user and system), ns.
+        pub(crate) process_ns: u64,
+        /// Minor page faults of the whole process.
+        pub(crate) minflt: u64,
+        /// CPU time of each engine worker thread, ns.
+        pub(crate) workers: Vec<u64>,
+    }
+
+    /// The engine's worker threads (named `pleiades-*`), found once.
+    pub(crate) struct Clock {
+        workers: Vec<PathBuf>,
+    }
+
+    impl Clock {
+        pub(crate) fn new() -> Self {
+            let mut workers = Vec::new();
+            if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+                for task in dir.flatten() {
+                    let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                    if comm.starts_with("pleiades-") {
+                        workers.push(task.path().join("schedstat"));
+                    }
+                }
+            }
+            Self { workers }
+        }
+
+        pub(crate) fn sample(&self) -> Sample {
+            let (process_ns, minflt) = usage();
+            let workers = self
+                .workers
+                .iter()
+                .map(|p| {
+                    let s = std::fs::read_to_string(p).unwrap_or_default();
+                    s.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0)
+                })
+                .collect();
+            Sample { process_ns, minflt, workers }
+        }
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn usage() -> (u64, u64) {
+        // SAFETY: getrusage only writes the struct it is given, which is plain data.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_SELF is always valid.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+            return (0, 0);
+        }
+        let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+        (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_minflt as u64)
+    }
+
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    fn usage() -> (u64, u64) {
+        (0, 0)
+    }
+
+    /// What happened between two samples: process CPU ms, minor faults, each worker's CPU ms.
+    pub(crate) fn between(a: &Sample, b: &Sample) -> (f64, u64, Vec<f64>) {
+        let w = a.workers.iter().zip(&b.workers).map(|(x, y)| y.saturating_sub(*x) as f64 / 1e6).collect();
+        ((b.process_ns.saturating_sub(a.process_ns)) as f64 / 1e6, b.minflt.saturating_sub(a.minflt), w)
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -271,6 +343,8 @@ impl Bench {
         let mut freeze = Vec::new();
         let mut root = Vec::new();
         let (mut anchor, mut ratio, mut hashes) = (Vec::new(), Vec::new(), 0u64);
+        let (mut cpu, mut cpu_ratio, mut faults, mut imbalance) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let clock = cpu::Clock::new();
         for i in 0..o.warmup + o.slots {
             let updates = self.updates(n);
             let count = match self.work.as_mut() {
@@ -278,18 +352,33 @@ impl Bench {
                 None => None,
             };
             self.slot += 1;
+            let c0 = clock.sample();
             let t = Instant::now();
             self.engine.freeze(self.slot, self.engine.head(), updates)?;
             let f = ms(t);
+            let c1 = clock.sample();
             self.max_held = self.max_held.max(self.engine.held_bytes());
             let r = self.root_lagging(o.root_lag)?;
             if i >= o.warmup {
                 freeze.push(f);
                 root.push(r);
+                let (c, flt, workers) = cpu::between(&c0, &c1);
+                cpu.push(c);
+                faults.push(flt as f64);
+                let busiest = workers.iter().copied().fold(0.0, f64::max);
+                let mean = workers.iter().sum::<f64>() / workers.len().max(1) as f64;
+                if mean > 0.0 {
+                    imbalance.push(busiest / mean);
+                }
                 if let Some(h) = count {
+                    let a0 = clock.sample();
                     let a = hash_anchor(&self.anchor_pool, &self.anchor_keys, h as usize);
+                    let (ac, _, _) = cpu::between(&a0, &clock.sample());
                     anchor.push(a);
                     ratio.push(f / a);
+                    if ac > 0.0 {
+                        cpu_ratio.push(c / ac);
+                    }
                     hashes += h;
                 }
             }
@@ -299,6 +388,7 @@ impl Bench {
         let r = sorted(root);
         let a = sorted(anchor);
         let q = sorted(ratio);
+        let (cpu, cpu_ratio, faults, imbalance) = (sorted(cpu), sorted(cpu_ratio), sorted(faults), sorted(imbalance));
         let mean = f.iter().sum::<f64>() / f.len().max(1) as f64;
         let per_update = hashes as f64 / (a.len().max(1) * n) as f64;
         println!(
@@ -320,7 +410,27 @@ impl Bench {
             percentile(&q, 10.0),
             percentile(&q, 90.0),
         );
+        println!(
+            "  process CPU per freeze p50 {:.2} ms (p90 {:.2}); CPU / anchor CPU p50 {:.2} (p10 {:.2}, p90 {:.2}); \
+             busiest worker / mean p50 {:.2} (p90 {:.2}); minor faults p50 {} max {}",
+            percentile(&cpu, 50.0),
+            percentile(&cpu, 90.0),
+            percentile(&cpu_ratio, 50.0),
+            percentile(&cpu_ratio, 10.0),
+            percentile(&cpu_ratio, 90.0),
+            percentile(&imbalance, 50.0),
+            percentile(&imbalance, 90.0),
+            percentile(&faults, 50.0),
+            faults.last().copied().unwrap_or(f64::NAN),
+        );
         Ok(json!({
+            "cpu_p50_ms": round(percentile(&cpu, 50.0)),
+            "cpu_ratio_to_anchor_p50": round(percentile(&cpu_ratio, 50.0)),
+            "cpu_ratio_to_anchor_p10": round(percentile(&cpu_ratio, 10.0)),
+            "cpu_ratio_to_anchor_p90": round(percentile(&cpu_ratio, 90.0)),
+            "worker_imbalance_p50": round(percentile(&imbalance, 50.0)),
+            "minor_faults_p50": percentile(&faults, 50.0),
+            "minor_faults_max": faults.last().copied(),
             "updates": n,
             "freezes": f.len(),
             "p50_ms": round(percentile(&f, 50.0)),
