@@ -89,13 +89,12 @@ impl Shard {
         prefetch(&self.buckets[self.bucket_of(path)]);
     }
 
-    /// Hints the CPU to fetch the first leaf of the bucket `path` falls in; its header should
-    /// have been fetched a little earlier, as reading it here waits for it.
+    /// Hints the CPU to fetch the leaves of the bucket `path` falls in (a leaf is a cache line);
+    /// its header should have been fetched a little earlier, as reading it here waits for it.
     #[inline]
     pub(crate) fn prefetch_leaves(&self, path: &Hash) {
-        let b = self.buckets[self.bucket_of(path)];
-        if b.len != 0 {
-            prefetch(self.slab.first_ptr(b));
+        for leaf in self.slab.get(self.buckets[self.bucket_of(path)]) {
+            prefetch(leaf);
         }
     }
 

@@ -144,11 +144,6 @@ impl LeafSlab {
         &c.pages[page][off..off + b.len as usize]
     }
 
-    /// Address of a bucket's first leaf, for prefetching.
-    pub(crate) fn first_ptr(&self, b: BucketRef) -> *const Leaf {
-        self.get(b).as_ptr()
-    }
-
     /// Replaces a bucket's leaves with `leaves`, reusing its chunk when the class stays the same.
     pub(crate) fn store(&mut self, old: BucketRef, leaves: &[Leaf]) -> BucketRef {
         let len = leaves.len() as u32;
