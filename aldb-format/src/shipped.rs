@@ -13,6 +13,15 @@
 //! number the archive may still lack (every published file below it is archived, or was refused
 //! as damaged and never will be). It is replaced atomically (temporary file, `fsync`, rename,
 //! directory `fsync`), so a reader sees the old value or the new one.
+//!
+//! The vote-evidence log (`votes/`) is shipped too, and held the same way by a second file,
+//! `shipped-votes.slot`: one line `aldb-shipped-votes 1 <slot>\n`, where `<slot>` is the first
+//! slot (the name) of the lowest vote segment the archive may still lack (every segment named
+//! below it is archived sealed, had no valid entry, or was refused as damaged). A second file,
+//! not a new version of `shipped.seq`, so a writer that knows only the snapshot hold keeps reading
+//! its file unchanged; both are written by the same shipper pass, the vote hold after the
+//! snapshot hold. The evidence writer, holding for the shipper, deletes no segment named at or
+//! above it and none while the file does not exist ([`crate::votes::VoteLog::prune_held`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -20,7 +29,11 @@ use std::path::Path;
 /// Name of the hold file in a snapshot directory.
 pub const SHIPPED_FILE: &str = "shipped.seq";
 
+/// Name of the vote-evidence log's hold file in a snapshot directory.
+pub const VOTES_SHIPPED_FILE: &str = "shipped-votes.slot";
+
 const MAGIC: &str = "aldb-shipped 1 ";
+const VOTES_MAGIC: &str = "aldb-shipped-votes 1 ";
 
 /// Why the hold file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -36,10 +49,12 @@ pub enum ShippedError {
         source: std::io::Error,
     },
     /// The file exists but is not a hold file of this version.
-    #[error("{path}: not an archive hold (expected `{MAGIC}<seq>`): {found:?}")]
+    #[error("{path}: not an archive hold (expected `{expected}<number>`): {found:?}")]
     Malformed {
         /// The file.
         path: String,
+        /// The prefix its line must start with.
+        expected: &'static str,
         /// What it holds (at most 64 bytes of it).
         found: String,
     },
@@ -51,7 +66,27 @@ fn io(path: &Path, source: std::io::Error) -> ShippedError {
 
 /// Reads the hold of `dir`: `Ok(None)` when nothing was shipped yet (no file).
 pub fn read_shipped(dir: &Path) -> Result<Option<u64>, ShippedError> {
-    let path = dir.join(SHIPPED_FILE);
+    read_hold(dir, SHIPPED_FILE, MAGIC)
+}
+
+/// Replaces the hold of `dir` with `seq`, durably.
+pub fn write_shipped(dir: &Path, seq: u64) -> Result<(), ShippedError> {
+    write_hold(dir, SHIPPED_FILE, MAGIC, seq)
+}
+
+/// Reads the vote-evidence log's hold of `dir` (the first slot of the lowest vote segment the
+/// archive may still lack): `Ok(None)` when no vote segment was shipped yet (no file).
+pub fn read_votes_shipped(dir: &Path) -> Result<Option<u64>, ShippedError> {
+    read_hold(dir, VOTES_SHIPPED_FILE, VOTES_MAGIC)
+}
+
+/// Replaces the vote-evidence log's hold of `dir` with `first_slot`, durably.
+pub fn write_votes_shipped(dir: &Path, first_slot: u64) -> Result<(), ShippedError> {
+    write_hold(dir, VOTES_SHIPPED_FILE, VOTES_MAGIC, first_slot)
+}
+
+fn read_hold(dir: &Path, file: &str, magic: &'static str) -> Result<Option<u64>, ShippedError> {
+    let path = dir.join(file);
     let text = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -59,24 +94,24 @@ pub fn read_shipped(dir: &Path) -> Result<Option<u64>, ShippedError> {
     };
     let malformed = || ShippedError::Malformed {
         path: path.display().to_string(),
+        expected: magic,
         found: String::from_utf8_lossy(&text[..text.len().min(64)]).into_owned(),
     };
     let s = std::str::from_utf8(&text).map_err(|_| malformed())?;
-    let seq = s
-        .strip_prefix(MAGIC)
+    let value = s
+        .strip_prefix(magic)
         .and_then(|rest| rest.strip_suffix('\n'))
         .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|digits| digits.parse::<u64>().ok())
         .ok_or_else(malformed)?;
-    Ok(Some(seq))
+    Ok(Some(value))
 }
 
-/// Replaces the hold of `dir` with `seq`, durably.
-pub fn write_shipped(dir: &Path, seq: u64) -> Result<(), ShippedError> {
-    let path = dir.join(SHIPPED_FILE);
-    let tmp = dir.join(format!("{SHIPPED_FILE}.tmp"));
+fn write_hold(dir: &Path, file: &str, magic: &str, value: u64) -> Result<(), ShippedError> {
+    let path = dir.join(file);
+    let tmp = dir.join(format!("{file}.tmp"));
     let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-    f.write_all(format!("{MAGIC}{seq}\n").as_bytes()).map_err(|e| io(&tmp, e))?;
+    f.write_all(format!("{magic}{value}\n").as_bytes()).map_err(|e| io(&tmp, e))?;
     f.sync_all().map_err(|e| io(&tmp, e))?;
     drop(f);
     std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
@@ -99,6 +134,33 @@ mod tests {
         for bad in ["", "aldb-shipped 1 \n", "aldb-shipped 1 12", "aldb-shipped 2 12\n", "aldb-shipped 1 -3\n", "x"] {
             std::fs::write(dir.path().join(SHIPPED_FILE), bad).unwrap();
             let err = read_shipped(dir.path()).unwrap_err();
+            assert!(matches!(err, ShippedError::Malformed { .. }), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn votes_hold_round_trips_apart_from_the_snapshot_hold_and_refuses_malformed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_votes_shipped(dir.path()).unwrap(), None);
+        write_shipped(dir.path(), 3).unwrap();
+        assert_eq!(read_votes_shipped(dir.path()).unwrap(), None, "the snapshot hold is not the vote hold");
+        write_votes_shipped(dir.path(), 300).unwrap();
+        assert_eq!(read_votes_shipped(dir.path()).unwrap(), Some(300));
+        assert_eq!(read_shipped(dir.path()).unwrap(), Some(3));
+        write_votes_shipped(dir.path(), u64::MAX).unwrap();
+        assert_eq!(read_votes_shipped(dir.path()).unwrap(), Some(u64::MAX));
+        assert!(!dir.path().join(format!("{VOTES_SHIPPED_FILE}.tmp")).exists());
+        for bad in [
+            "",
+            "aldb-shipped 1 12\n",
+            "aldb-shipped-votes 2 12\n",
+            "aldb-shipped-votes 1 12",
+            "aldb-shipped-votes 1 \n",
+            "aldb-shipped-votes 1 1 2\n",
+            "aldb-shipped-votes 1 18446744073709551616\n",
+        ] {
+            std::fs::write(dir.path().join(VOTES_SHIPPED_FILE), bad).unwrap();
+            let err = read_votes_shipped(dir.path()).unwrap_err();
             assert!(matches!(err, ShippedError::Malformed { .. }), "{bad:?}: {err}");
         }
     }

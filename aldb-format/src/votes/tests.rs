@@ -188,6 +188,42 @@ fn pruning_deletes_old_segments_and_readers_forget_them() {
 }
 
 #[test]
+fn pruning_held_for_the_shipper_keeps_what_the_archive_may_lack() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+    for s in 2..=45 {
+        log.append(&slot_entries(s)).unwrap();
+    }
+    let names = |log: &VoteLog| list_segments(log.dir()).unwrap().iter().map(|(f, _)| *f).collect::<Vec<_>>();
+    assert_eq!(names(&log), [2, 12, 22, 32, 42]);
+    // No hold file: nothing is deleted, however old.
+    assert_eq!(log.prune_held(1000).unwrap(), 0);
+    assert_eq!(names(&log), [2, 12, 22, 32, 42]);
+    // A hold that cannot be read holds everything too.
+    std::fs::write(dir.path().join(crate::shipped::VOTES_SHIPPED_FILE), "aldb-shipped-votes 9 40\n").unwrap();
+    assert_eq!(log.prune_held(1000).unwrap(), 0);
+    // The shipper lacks segment 12 and later: only 2 goes, though keep_from allows more.
+    crate::shipped::write_votes_shipped(dir.path(), 12).unwrap();
+    assert_eq!(log.prune_held(1000).unwrap(), 1);
+    assert_eq!(names(&log), [12, 22, 32, 42]);
+    crate::shipped::write_votes_shipped(dir.path(), 32).unwrap();
+    // keep_from still rules: 22 holds slot 25.
+    assert_eq!(log.prune_held(25).unwrap(), 1);
+    assert_eq!(names(&log), [22, 32, 42]);
+    assert_eq!(log.prune_held(1000).unwrap(), 1);
+    assert_eq!(names(&log), [32, 42]);
+    // A hold past everything still never deletes the newest segment.
+    crate::shipped::write_votes_shipped(dir.path(), u64::MAX).unwrap();
+    assert_eq!(log.prune_held(1000).unwrap(), 1);
+    assert_eq!(names(&log), [42]);
+    // The hold file is not a segment: the log reopens and reads as before.
+    drop(log);
+    let log = VoteLog::open_with(dir.path(), opts).unwrap();
+    assert_eq!(log.newest_slot(), Some(45));
+}
+
+#[test]
 fn a_segment_with_a_damaged_header_is_read_and_a_new_one_started() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = VoteLog::open(dir.path()).unwrap();

@@ -163,11 +163,34 @@ impl VoteLog {
     /// Deletes every segment but the newest whose entries are all of slots below `keep_from`.
     /// Returns how many were deleted.
     pub fn prune(&mut self, keep_from: u64) -> Result<usize, VoteLogError> {
+        self.prune_below(keep_from, u64::MAX)
+    }
+
+    /// [`prune`](Self::prune) for a log shipped to an archive: it also keeps every segment named
+    /// at or above the archive's vote hold (`shipped-votes.slot` in the snapshot directory,
+    /// [`crate::shipped::read_votes_shipped`]), and every segment while that file does not exist
+    /// or cannot be read (a warning says why), so a shipper that falls behind finds every segment
+    /// it has not archived yet.
+    pub fn prune_held(&mut self, keep_from: u64) -> Result<usize, VoteLogError> {
+        let snapshot_dir = self.dir.parent().unwrap_or(&self.dir);
+        let hold = match crate::shipped::read_votes_shipped(snapshot_dir) {
+            Ok(hold) => hold.unwrap_or(0),
+            Err(e) => {
+                log::warn!("vote-evidence retention held for the shipper: {e}");
+                0
+            }
+        };
+        self.prune_below(keep_from, hold)
+    }
+
+    /// Deletes every segment but the newest whose entries are all below `keep_from` and whose
+    /// name (first slot) is below `hold`.
+    fn prune_below(&mut self, keep_from: u64, hold: u64) -> Result<usize, VoteLogError> {
         let newest = self.segments.len().saturating_sub(1);
         let mut deleted = 0;
         let mut kept = Vec::with_capacity(self.segments.len());
         for (i, seg) in std::mem::take(&mut self.segments).into_iter().enumerate() {
-            if i < newest && seg.max_slot < keep_from {
+            if i < newest && seg.max_slot < keep_from && seg.first < hold {
                 match std::fs::remove_file(&seg.path) {
                     Ok(()) => deleted += 1,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => deleted += 1,
