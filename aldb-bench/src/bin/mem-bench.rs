@@ -7,14 +7,18 @@
 //! into the engine's part and the rest (with snapshots on: the writer's tables of every bucket's
 //! and node's record, its per-slot buffers, and the last slot's change set and accounts).
 //!
-//! The full first snapshot needs every account's data in one batch, so with snapshots on the
-//! tree that fits beside it here is 2^24 accounts at most; the per-leaf parts do not depend on
-//! the tree's size beyond its bucket layout, which is the same from 2^22 on.
+//! The first full snapshot is written the way the plugin writes it after a streaming startup:
+//! the prefill's accounts are appended to a [`StartupSpill`] as the bulk build takes their
+//! hashes, and the writer reads them back from there, so no account data is ever all in memory.
+//! `--in-memory-full` instead hands the writer every account in one [`AccountBatch`] (the path
+//! before streaming startup, kept to compare); the tree that fits beside that batch here is 2^24
+//! accounts at most. The per-leaf parts do not depend on the tree's size beyond its bucket
+//! layout, which is the same from 2^22 on.
 
 use std::time::Instant;
 
 use aldb_core::{BulkBuilder, ChangeSet, Config};
-use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_snapshot::{AccountBatch, DEFAULT_SPILL_BITS, SlotInput, SnapshotWriter, StartupSpill, WriterConfig};
 use aldb_workload::{KeyWindow, SlotAccounts, SlotOps};
 use serde_json::json;
 
@@ -50,6 +54,18 @@ struct Opts {
     /// Run without the snapshot writer.
     #[arg(long)]
     no_snapshots: bool,
+    /// Hand the writer the first full snapshot's accounts in one in-memory batch instead of
+    /// through the startup spill the plugin uses.
+    #[arg(long, conflicts_with = "no_snapshots")]
+    in_memory_full: bool,
+}
+
+/// Where the first full snapshot's accounts are gathered while the tree is built.
+enum FullAccounts {
+    /// On disk, as the plugin's streaming startup keeps them.
+    Spill(StartupSpill),
+    /// In one batch.
+    Batch(AccountBatch),
 }
 
 /// Anonymous resident memory (`RssAnon`): the heap and the engine's arrays, not the pages of
@@ -79,6 +95,15 @@ fn trim_heap() {
     }
 }
 
+/// How the first full snapshot gets its accounts, as the output names it.
+fn full_from(snapshots: bool, in_memory: bool) -> &'static str {
+    match (snapshots, in_memory) {
+        (false, _) => "none",
+        (true, true) => "batch",
+        (true, false) => "spill",
+    }
+}
+
 fn per_leaf(bytes: Option<u64>, leaves: u64) -> Option<f64> {
     bytes.map(|b| (b as f64 / leaves as f64 * 10.0).round() / 10.0)
 }
@@ -91,43 +116,73 @@ fn main() -> anyhow::Result<()> {
         Config::new(auto.threads, o.shard_bits.unwrap_or(auto.shard_bits), o.bucket_bits.unwrap_or(auto.bucket_bits))?;
     let snapshots = !o.no_snapshots;
     println!(
-        "mem-bench: leaves=2^{} slots={} slot_updates={} threads={} shard_bits={} bucket_bits={} snapshots={}",
-        o.leaves_log2, o.slots, o.slot_updates, config.threads, config.shard_bits, config.bucket_bits, snapshots
+        "mem-bench: leaves=2^{} slots={} slot_updates={} threads={} shard_bits={} bucket_bits={} snapshots={} \
+         full_from={}",
+        o.leaves_log2,
+        o.slots,
+        o.slot_updates,
+        config.threads,
+        config.shard_bits,
+        config.bucket_bits,
+        snapshots,
+        full_from(snapshots, o.in_memory_full)
     );
     let tmp = tempfile::tempdir()?;
     let rss_before = rss_bytes();
     let started = Instant::now();
     let mut builder = BulkBuilder::new(config)?;
-    let mut full = snapshots.then(|| AccountBatch::with_capacity(n as usize, n as usize * o.data_len));
+    // The writer starts before the build, as the plugin's does: the spill lives in its directory.
+    let writer = snapshots
+        .then(|| SnapshotWriter::start(WriterConfig { keep_slots: 4 * o.slots, ..WriterConfig::new(tmp.path()) }, None))
+        .transpose()?;
+    let mut full = match &writer {
+        None => None,
+        Some(_) if o.in_memory_full => {
+            Some(FullAccounts::Batch(AccountBatch::with_capacity(n as usize, n as usize * o.data_len)))
+        }
+        Some(w) => Some(FullAccounts::Spill(w.startup_spill(DEFAULT_SPILL_BITS)?)),
+    };
     let mut first = 0;
     while first < n {
         let count = (n - first).min(65_536) as usize;
         let chunk = SlotAccounts::prefill(o.seed, first, count, o.data_len);
         let refs = chunk.refs();
         builder.push_accounts(&refs, (0, 0));
-        if let Some(batch) = full.as_mut() {
-            for r in &refs {
-                batch.push(aldb_verify::spec::key_path(r.pubkey), r);
+        match full.as_mut() {
+            Some(FullAccounts::Batch(batch)) => {
+                for r in &refs {
+                    batch.push(aldb_verify::spec::key_path(r.pubkey), r);
+                }
             }
+            Some(FullAccounts::Spill(spill)) => {
+                for r in &refs {
+                    spill.append(&aldb_verify::spec::key_path(r.pubkey), (0, 0), r)?;
+                }
+            }
+            None => {}
         }
         first += count as u64;
     }
     let mut tree = builder.finish();
     println!("build: {} leaves in {:.1} s", tree.len(), started.elapsed().as_secs_f64());
-    let writer = match full {
-        Some(accounts) => {
-            let w =
-                SnapshotWriter::start(WriterConfig { keep_slots: 4 * o.slots, ..WriterConfig::new(tmp.path()) }, None)?;
+    let writer = match (writer, full) {
+        (Some(w), Some(full)) => {
+            let accounts = match full {
+                FullAccounts::Batch(batch) => batch,
+                FullAccounts::Spill(spill) => AccountBatch::from_spill(spill.finish()?),
+            };
+            let written = Instant::now();
             let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
             tree.capture_all(&mut changes);
             w.submit(SlotInput { slot: 0, parent: None, root: tree.root(), changes, accounts, full: true })?;
             w.flush()?;
+            println!("full snapshot: written in {:.1} s", written.elapsed().as_secs_f64());
             // The writer hands its inputs' buffers back for reuse; the full snapshot's would
             // hold every account's data for as long as the run.
             while w.take_spare().is_some() {}
             Some(w)
         }
-        None => None,
+        _ => None,
     };
     let mut window = KeyWindow::prefilled(n);
     for slot in 1..=o.slots {
@@ -178,6 +233,7 @@ fn main() -> anyhow::Result<()> {
         "shard_bits": config.shard_bits,
         "bucket_bits": config.bucket_bits,
         "snapshots": snapshots,
+        "full_from": full_from(snapshots, o.in_memory_full),
         "rss_before_bytes": rss_before,
         "rss_after_bytes": rss_after,
         "rss_file_bytes": rss_file_bytes(),
