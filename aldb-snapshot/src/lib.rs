@@ -15,6 +15,7 @@ mod batch;
 mod error;
 mod file_builder;
 mod forks;
+mod leaf_table;
 mod path_index;
 pub mod records;
 mod serializer;

@@ -29,6 +29,7 @@ use aldb_format::store::{Files, MappedFile};
 use crate::batch::AccountBatch;
 use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane, Kind};
+use crate::leaf_table::{LeafTable, LeafView, tag};
 use crate::path_index::{PathEntry, PathIndex};
 
 /// What the writer reads of a change set: the levels it stores (even levels, without the one
@@ -37,15 +38,6 @@ use crate::path_index::{PathEntry, PathIndex};
 /// capture that includes them is accepted.
 pub const CAPTURE_OPTIONS: CaptureOptions =
     CaptureOptions::ALL.with_level_step(2).without_leaf_values().without_levels_above_buckets(1);
-
-/// One leaf of a bucket as the writer keeps it in memory: enough to match the leaves of a
-/// changed bucket to their records without reading anything back.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LeafView {
-    /// The first 8 bytes of the key path, as a big-endian integer.
-    pub(crate) prefix: u64,
-    pub(crate) account: Ref,
-}
 
 /// One slot's input to the writer.
 #[derive(Debug)]
@@ -101,9 +93,8 @@ pub(crate) struct Serializer {
     oldest: u32,
     started: bool,
     /// The leaves of every bucket's current record, so a changed bucket is rewritten without
-    /// reading its old record back from disk (files are written past the page cache, so that
-    /// read would be a device round trip per bucket). 16 bytes per leaf.
-    bucket_leaves: Vec<Arc<[LeafView]>>,
+    /// reading its old record back from disk (see [`crate::leaf_table`]). About 11 bytes per leaf.
+    bucket_leaves: LeafTable,
     direct: bool,
     io: Option<IoLane>,
     scratch: Scratch,
@@ -123,18 +114,17 @@ pub(crate) struct Serializer {
 }
 
 /// One entry of the writer's tables, as a fork-mode write found or left it: a node's reference,
-/// or a bucket's reference with its leaves (shared, not copied, with the table).
+/// or a bucket's reference with a copy of its leaves.
 #[derive(Clone, Debug)]
 pub(crate) enum TableEntry {
     /// `nodes[level][index]`.
     Node { level: u8, index: u64, r: Ref },
     /// `buckets[index]` and `bucket_leaves[index]`.
-    Bucket { index: u64, r: Ref, leaves: Arc<[LeafView]> },
+    Bucket { index: u64, r: Ref, leaves: Box<[LeafView]> },
 }
 
 impl TableEntry {
-    /// Bytes this entry holds: itself, and for a bucket its leaves (counted by every list that
-    /// shares them, an upper bound).
+    /// Bytes this entry holds: itself, and for a bucket its leaves.
     pub(crate) fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + match self {
@@ -217,7 +207,7 @@ impl Serializer {
             cycle_start: 0,
             oldest: 0,
             started: false,
-            bucket_leaves: Vec::new(),
+            bucket_leaves: LeafTable::default(),
             direct,
             io: None,
             scratch: Scratch::default(),
@@ -238,6 +228,14 @@ impl Serializer {
     /// Whether the tables hold a state to write deltas against.
     pub(crate) fn started(&self) -> bool {
         self.started
+    }
+
+    /// Bytes of the tables on the heap: node and bucket references, and the buckets' leaves.
+    pub(crate) fn table_bytes(&self) -> usize {
+        let refs = self.nodes.iter().map(Vec::capacity).sum::<usize>() + self.buckets.capacity();
+        refs * std::mem::size_of::<Ref>()
+            + self.nodes.capacity() * std::mem::size_of::<Vec<Ref>>()
+            + self.bucket_leaves.heap_bytes()
     }
 
     /// Keeps the files at and above `seq` open whatever the current chain reaches: other forks
@@ -285,7 +283,7 @@ impl Serializer {
             TableEntry::Bucket { index, .. } => TableEntry::Bucket {
                 index,
                 r: self.buckets[index as usize],
-                leaves: self.bucket_leaves[index as usize].clone(),
+                leaves: self.bucket_leaves.leaves(index as usize).into(),
             },
         }
     }
@@ -297,7 +295,8 @@ impl Serializer {
                 TableEntry::Node { level, index, r } => self.nodes[usize::from(*level)][*index as usize] = *r,
                 TableEntry::Bucket { index, r, leaves } => {
                     self.buckets[*index as usize] = *r;
-                    self.bucket_leaves[*index as usize] = leaves.clone();
+                    // The list was read from the table, so it fits the table's length field.
+                    let _ = self.bucket_leaves.set(*index as usize, leaves);
                 }
             }
         }
@@ -402,10 +401,11 @@ impl Serializer {
             let mut views = Vec::with_capacity(leaves.len());
             for &a in &leaves {
                 let (path, _, _) = self.files.leaf(a, b as u64, h.bucket_bits)?;
-                views.push(LeafView { prefix: prefix_of(&path), account: a });
+                views.push(LeafView::new(&path, h.bucket_bits, a));
             }
-            self.bucket_leaves[b] = views.into();
+            self.bucket_leaves.set(b, &views).map_err(|e| too_large(b, e))?;
         }
+        self.bucket_leaves.seal();
         let root = self.files.hash(h.root_ref)?;
         if root != h.root {
             return Err(SnapshotError::corrupt(path, "the top record's hash is not the header's root"));
@@ -427,7 +427,7 @@ impl Serializer {
         self.nodes =
             (0..l).map(|d| if node_stored(d, l) { vec![Ref::NULL; 1usize << d] } else { Vec::new() }).collect();
         self.buckets = vec![Ref::NULL; 1usize << bucket_bits];
-        self.bucket_leaves = (0..1usize << bucket_bits).map(|_| Arc::default()).collect();
+        self.bucket_leaves = LeafTable::new(bucket_bits);
         self.files = Files::default();
         self.cursor = 0;
     }
@@ -469,6 +469,9 @@ impl Serializer {
         };
         let result = self.write_files(&mut lane, input, seq);
         self.io = Some(lane);
+        if input.full {
+            self.bucket_leaves.seal();
+        }
         result
     }
 
@@ -612,7 +615,7 @@ impl Serializer {
             s.hint.clear();
             for b in chunk_lo..chunk_hi {
                 let before = s.hint.len();
-                s.hint.extend(self.bucket_leaves[b].iter().map(|lv| lv.account).filter(|&r| stale(r)));
+                s.hint.extend(self.bucket_leaves.leaves(b).iter().map(|lv| lv.account()).filter(|&r| stale(r)));
                 if s.hint.len() > before || stale(self.buckets[b]) {
                     s.hint.push(self.buckets[b]);
                 }
@@ -712,7 +715,7 @@ impl Serializer {
                     k += 1;
                 }
                 let is_changed = k < s.chunk_changed.len() && s.chunk_changed[k] as usize == b;
-                let carry = stale(self.buckets[b]) || self.bucket_leaves[b].iter().any(|lv| stale(lv.account));
+                let carry = stale(self.buckets[b]) || self.bucket_leaves.leaves(b).iter().any(|lv| stale(lv.account()));
                 if !is_changed && carry {
                     s.refresh.push(b as u64);
                 }
@@ -728,12 +731,12 @@ impl Serializer {
         let (mut near, mut far) = (order().skip(PREFETCH_BUCKETS), order().skip(2 * PREFETCH_BUCKETS));
         let visits = changes.buckets().map(|c| (c.index, Some(c))).chain(s.refresh.iter().map(|&b| (b, None)));
         for (b, change) in visits {
-            if let Some(a) = far.next().filter(|&a| (a as usize) < self.bucket_leaves.len()) {
-                prefetch(&self.bucket_leaves[a as usize]);
+            if let Some(a) = far.next().filter(|&a| (a as usize) < self.buckets.len()) {
+                self.bucket_leaves.prefetch_block(a as usize);
                 prefetch(&self.buckets[a as usize]);
             }
-            if let Some(leaves) = near.next().and_then(|a| self.bucket_leaves.get(a as usize)) {
-                prefetch(leaves.as_ptr());
+            if let Some(a) = near.next() {
+                self.bucket_leaves.prefetch_leaves(a as usize);
             }
             if change.is_some() {
                 if previous.is_some_and(|p| p >= b) {
@@ -747,14 +750,15 @@ impl Serializer {
             }
             let old = self.buckets[b];
             s.new_leaves.clear();
-            let (hash, mut kept) = match change {
+            let hash = match change {
                 Some(c) => {
-                    let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
+                    let old_leaves = self.bucket_leaves.leaves(b);
                     if let Some(u) = self.undo.as_mut() {
-                        u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.clone() });
+                        u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.into() });
                     }
                     if c.paths.is_empty() {
                         self.buckets[b] = Ref::NULL;
+                        self.bucket_leaves.set(b, &[]).map_err(|e| too_large(b, e))?;
                         if l == 0 {
                             top_hash = Some(EMPTY_ROOT);
                         }
@@ -776,16 +780,16 @@ impl Serializer {
                         };
                         let acct = match fresh {
                             Some(r) => r,
-                            None => match self.find_old_leaf(&old_leaves, path)? {
+                            None => match self.find_old_leaf(old_leaves, path)? {
                                 // Inside the refresh chunk untouched records from before the
                                 // cycle are copied forward.
-                                Some(lv) if in_chunk(b) && stale(lv.account) => {
+                                Some(lv) if in_chunk(b) && stale(lv.account()) => {
                                     let before = fb.written();
-                                    let r = self.copy_account(fb, lv.account)?;
+                                    let r = self.copy_account(fb, lv.account())?;
                                     refresh_bytes += fb.written() - before;
                                     r
                                 }
-                                Some(lv) => lv.account,
+                                Some(lv) => lv.account(),
                                 None => {
                                     return Err(SnapshotError::Input(format!(
                                         "leaf changed without its account record (bucket {b})"
@@ -793,36 +797,35 @@ impl Serializer {
                                 }
                             },
                         };
-                        s.new_leaves.push(LeafView { prefix: prefix_of(path), account: acct });
+                        s.new_leaves.push(LeafView::new(path, self.bucket_bits, acct));
                     }
-                    (c.hash, old_leaves)
+                    c.hash
                 }
                 None => {
                     let before = fb.written();
                     let hash = self.files.hash(old)?;
-                    for lv in self.bucket_leaves[b].iter() {
-                        let acct = if stale(lv.account) { self.copy_account(fb, lv.account)? } else { lv.account };
-                        s.new_leaves.push(LeafView { prefix: lv.prefix, account: acct });
+                    let old_leaves = self.bucket_leaves.leaves(b);
+                    for &lv in old_leaves {
+                        let acct = lv.account();
+                        s.new_leaves.push(lv.with_account(if stale(acct) {
+                            self.copy_account(fb, acct)?
+                        } else {
+                            acct
+                        }));
                     }
                     refresh_bytes += fb.written() - before;
-                    let old_leaves = std::mem::take(&mut self.bucket_leaves[b]);
                     if let Some(u) = self.undo.as_mut() {
-                        u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.clone() });
+                        u.push(TableEntry::Bucket { index: b as u64, r: old, leaves: old_leaves.into() });
                     }
-                    (hash, old_leaves)
+                    hash
                 }
             };
             // Most changed buckets keep their leaf count (updates, not inserts or deletes): the
-            // old allocation is then overwritten rather than freed and replaced.
-            // (Unless a fork-mode undo list shares the old leaves: they are then kept as they are.)
-            match Arc::get_mut(&mut kept) {
-                Some(k) if k.len() == s.new_leaves.len() => k.copy_from_slice(&s.new_leaves),
-                _ => kept = s.new_leaves.as_slice().into(),
-            }
-            self.bucket_leaves[b] = kept;
+            // table then overwrites them in place.
+            self.bucket_leaves.set(b, &s.new_leaves).map_err(|e| too_large(b, e))?;
             // On disk a leaf is its account reference alone (the prefix stays in memory).
             s.leaf_buf.clear();
-            s.leaf_buf.extend(s.new_leaves.iter().flat_map(|lv| lv.account.0.to_le_bytes()));
+            s.leaf_buf.extend(s.new_leaves.iter().flat_map(|lv| lv.account().0.to_le_bytes()));
             let count = s.new_leaves.len() as u32;
             let before = fb.written();
             let r = fb.record(Kind::Bucket, &[&hash, &count.to_le_bytes(), &[0u8; 4], &s.leaf_buf])?;
@@ -901,17 +904,17 @@ impl Serializer {
         Ok((account_bytes, refresh_bytes, top_hash))
     }
 
-    /// The old leaf (from `old`, the bucket's previous leaves) with this path. Prefixes
-    /// almost never collide within a bucket; when they do, the account records decide.
+    /// The old leaf (from `old`, the bucket's previous leaves) with this path. Tags almost never
+    /// collide within a bucket; when they do, the account records decide.
     fn find_old_leaf(&self, old: &[LeafView], path: &Hash) -> Result<Option<LeafView>, SnapshotError> {
-        let prefix = prefix_of(path);
-        let mut hits = old.iter().filter(|l| l.prefix == prefix);
+        let t = tag(path, self.bucket_bits);
+        let mut hits = old.iter().filter(|l| l.tag() == t);
         let Some(first) = hits.next() else { return Ok(None) };
         if hits.next().is_none() {
             return Ok(Some(*first));
         }
-        for l in old.iter().filter(|l| l.prefix == prefix) {
-            if aldb_verify::spec::key_path(&self.files.account(l.account)?.pubkey) == *path {
+        for l in old.iter().filter(|l| l.tag() == t) {
+            if aldb_verify::spec::key_path(&self.files.account(l.account())?.pubkey) == *path {
                 return Ok(Some(*l));
             }
         }
@@ -925,6 +928,11 @@ impl Serializer {
         let copied = fb.record(Kind::Account, &[a.raw])?;
         Ok(a.intact(copied)?)
     }
+}
+
+/// A bucket's leaves do not fit the writer's table.
+fn too_large(b: usize, e: crate::leaf_table::BucketTooLarge) -> SnapshotError {
+    SnapshotError::Input(format!("bucket {b} holds {} leaves, more than the writer's table records", e.0))
 }
 
 /// What `write_body` wrote: account bytes, refresh bytes, and the top record's hash when this

@@ -171,6 +171,11 @@ pub struct WriterStats {
     pub fork_dropped: AtomicU64,
     /// Failed appends to the slot-status journal (or compactions of it).
     pub journal_errors: AtomicU64,
+    /// Bytes of the writer's in-memory tables: where every node's and bucket's current record
+    /// is, and every leaf's account record (gauge, set after each published write). They grow
+    /// with the tree, about 17 bytes per leaf at two leaves per bucket; the writer's other
+    /// memory is per-slot buffers.
+    pub table_bytes: AtomicU64,
 }
 
 impl WriterStats {
@@ -684,6 +689,7 @@ impl Run {
         stats.bytes.fetch_add(p.bytes, Ordering::Relaxed);
         stats.account_bytes.fetch_add(p.account_bytes, Ordering::Relaxed);
         stats.refresh_bytes.fetch_add(p.refresh_bytes, Ordering::Relaxed);
+        stats.table_bytes.store(self.ser.table_bytes() as u64, Ordering::Relaxed);
         self.last_published = Some(p.slot);
         if let Some(cb) = self.out.on_publish.as_mut() {
             cb(&p);
