@@ -211,6 +211,19 @@ fn main() -> anyhow::Result<()> {
     let grown = rss_after.zip(rss_before).map(|(a, b)| a.saturating_sub(b));
     let engine = tree.heap_bytes() as u64;
     let rest = grown.map(|g| g.saturating_sub(engine));
+    // The writer's own count of its tables (what grows with the tree); the rest of `rest` is
+    // per-slot buffers and allocator slack.
+    let tables = writer.as_ref().map(|w| w.stats().table_bytes.load(std::sync::atomic::Ordering::Relaxed));
+    // The slots' buffers the writer hands back for reuse (as the plugin reuses them): as many
+    // as were in flight at once, each a slot's size whatever the tree's.
+    let spares = writer.as_ref().map(|w| {
+        let (mut count, mut bytes) = (0u64, 0u64);
+        while let Some((changes, batch)) = w.take_spare() {
+            count += 1;
+            bytes += (changes.heap_bytes() + batch.heap_bytes()) as u64;
+        }
+        (count, bytes)
+    });
     println!(
         "per leaf: process grew {:?} B, engine heap {:?} B, the rest (writer tables and buffers) {:?} B  ({} leaves, \
          anonymous rss {:.2} GB, mapped file pages {:.2} GB)",
@@ -221,6 +234,13 @@ fn main() -> anyhow::Result<()> {
         rss_after.unwrap_or(0) as f64 / 1e9,
         rss_file_bytes().unwrap_or(0) as f64 / 1e9,
     );
+    if let (Some(t), Some((count, bytes))) = (tables, spares) {
+        println!(
+            "writer tables: {:?} B per leaf; spare slot buffers: {count} holding {:?} B per leaf",
+            per_leaf(Some(t), leaves),
+            per_leaf(Some(bytes), leaves)
+        );
+    }
     if let Some(w) = writer {
         w.shutdown()?;
     }
@@ -240,6 +260,9 @@ fn main() -> anyhow::Result<()> {
         "bytes_per_leaf": per_leaf(grown, leaves),
         "engine_heap_bytes_per_leaf": per_leaf(Some(engine), leaves),
         "other_bytes_per_leaf": per_leaf(rest, leaves),
+        "writer_table_bytes_per_leaf": tables.and_then(|t| per_leaf(Some(t), leaves)),
+        "spare_buffers": spares.map(|s| s.0),
+        "spare_buffer_bytes_per_leaf": spares.and_then(|s| per_leaf(Some(s.1), leaves)),
         "root": tree.root().iter().map(|x| format!("{x:02x}")).collect::<String>(),
     });
     println!("{out}");
