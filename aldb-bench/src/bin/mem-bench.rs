@@ -15,6 +15,7 @@
 //! accounts at most. The per-leaf parts do not depend on the tree's size beyond its bucket
 //! layout, which is the same from 2^22 on.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use aldb_core::{BulkBuilder, ChangeSet, Config};
@@ -184,6 +185,8 @@ fn main() -> anyhow::Result<()> {
         }
         _ => None,
     };
+    // The writer's own time on the slots after the full snapshot, from its counter.
+    let written_before = writer.as_ref().map_or(0, |w| w.stats().write_nanos.load(Ordering::Relaxed));
     let mut window = KeyWindow::prefilled(n);
     for slot in 1..=o.slots {
         let ops = SlotOps::draw(o.seed, slot, o.slot_updates, &mut window);
@@ -204,6 +207,8 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(w) = &writer {
         w.flush()?;
+        let nanos = w.stats().write_nanos.load(Ordering::Relaxed).saturating_sub(written_before);
+        println!("slot writes: {:.1} ms per slot", nanos as f64 / 1e6 / o.slots.max(1) as f64);
     }
     trim_heap();
     let rss_after = rss_bytes();
@@ -213,7 +218,7 @@ fn main() -> anyhow::Result<()> {
     let rest = grown.map(|g| g.saturating_sub(engine));
     // The writer's own count of its tables (what grows with the tree); the rest of `rest` is
     // per-slot buffers and allocator slack.
-    let tables = writer.as_ref().map(|w| w.stats().table_bytes.load(std::sync::atomic::Ordering::Relaxed));
+    let tables = writer.as_ref().map(|w| w.stats().table_bytes.load(Ordering::Relaxed));
     // The slots' buffers the writer hands back for reuse (as the plugin reuses them): as many
     // as were in flight at once, each a slot's size whatever the tree's.
     let spares = writer.as_ref().map(|w| {
