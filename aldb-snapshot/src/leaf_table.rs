@@ -64,6 +64,7 @@ pub(crate) fn tag(path: &Hash, bucket_bits: u8) -> u16 {
 pub(crate) struct BucketTooLarge(pub(crate) usize);
 
 #[derive(Debug)]
+#[repr(C)]
 struct Block {
     /// The leaves of the block's buckets, bucket after bucket.
     leaves: Vec<LeafView>,
@@ -90,13 +91,15 @@ pub(crate) struct LeafTable {
     /// Set while a whole state is laid down bucket after bucket (a full write, a recovery):
     /// blocks then grow by doubling, and [`LeafTable::seal`] trims them once at the end.
     filling: bool,
+    /// Leaves the blocks have room for, kept as they change so the size is read without a walk.
+    capacity: usize,
 }
 
 impl LeafTable {
     /// Empty buckets, ready to be filled in order.
     pub(crate) fn new(bucket_bits: u8) -> Self {
         let blocks = (1usize << bucket_bits).div_ceil(BLOCK);
-        Self { blocks: (0..blocks).map(|_| Block::default()).collect(), filling: true }
+        Self { blocks: (0..blocks).map(|_| Block::default()).collect(), filling: true, capacity: 0 }
     }
 
     /// Ends filling: every block's spare capacity is returned, and from now on a growing bucket
@@ -106,6 +109,7 @@ impl LeafTable {
             for b in &mut self.blocks {
                 b.leaves.shrink_to_fit();
             }
+            self.capacity = self.blocks.iter().map(|b| b.leaves.capacity()).sum();
             self.filling = false;
         }
     }
@@ -117,10 +121,14 @@ impl LeafTable {
         block.leaves.get(start..start + usize::from(block.lens[i])).unwrap_or(&[])
     }
 
-    /// Asks for bucket `b`'s block header, which says where its leaves are.
+    /// Asks for bucket `b`'s block header, which says where its leaves are (all the cache lines
+    /// the header spans).
     pub(crate) fn prefetch_block(&self, b: usize) {
         if let Some(block) = self.blocks.get(b / BLOCK) {
-            aldb_core::prefetch(block);
+            let p = (block as *const Block).cast::<u8>();
+            for at in (0..std::mem::size_of::<Block>()).step_by(64).chain([std::mem::size_of::<Block>() - 1]) {
+                aldb_core::prefetch(p.wrapping_add(at));
+            }
         }
     }
 
@@ -139,9 +147,12 @@ impl LeafTable {
         let start = block.start(i);
         let old = usize::from(block.lens[i]);
         if leaves.len() == old {
-            block.leaves[start..start + old].copy_from_slice(leaves);
+            if let Some(dst) = block.leaves.get_mut(start..start + old) {
+                dst.copy_from_slice(leaves);
+            }
             return Ok(());
         }
+        let had = block.leaves.capacity();
         if leaves.len() > old && !filling {
             // A little room beyond the need, so a block that gains a leaf now and then is not
             // reallocated each time; at most 1/16 of its size (or 4 leaves) spare.
@@ -153,13 +164,13 @@ impl LeafTable {
         }
         block.leaves.splice(start..start + old, leaves.iter().copied());
         block.lens[i] = len;
+        self.capacity = self.capacity - had + block.leaves.capacity();
         Ok(())
     }
 
     /// Bytes the table holds on the heap.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.blocks.capacity() * std::mem::size_of::<Block>()
-            + self.blocks.iter().map(|b| b.leaves.capacity() * std::mem::size_of::<LeafView>()).sum::<usize>()
+        self.blocks.capacity() * std::mem::size_of::<Block>() + self.capacity * std::mem::size_of::<LeafView>()
     }
 }
 
@@ -223,6 +234,8 @@ mod tests {
             }
             let held: usize = model.iter().map(Vec::len).sum();
             assert!(t.heap_bytes() >= held * 10);
+            let walked: usize = t.blocks.iter().map(|b| b.leaves.capacity()).sum();
+            assert_eq!(t.capacity, walked, "the kept count is the blocks' capacity");
             assert!(t.leaves(n).is_empty(), "out of range");
         }
     }
