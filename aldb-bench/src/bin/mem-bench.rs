@@ -75,6 +75,11 @@ fn rss_bytes() -> Option<u64> {
     status_bytes("RssAnon:")
 }
 
+/// The process's peak resident memory (`VmHWM`), mapped files included.
+fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
 /// Resident pages of mapped files (`RssFile`).
 fn rss_file_bytes() -> Option<u64> {
     status_bytes("RssFile:")
@@ -239,6 +244,8 @@ fn main() -> anyhow::Result<()> {
         rss_after.unwrap_or(0) as f64 / 1e9,
         rss_file_bytes().unwrap_or(0) as f64 / 1e9,
     );
+    let peak = peak_rss_bytes();
+    println!("peak rss: {:.2} GB", peak.unwrap_or(0) as f64 / 1e9);
     if let (Some(t), Some((count, bytes))) = (tables, spares) {
         println!(
             "writer tables: {:?} B per leaf; spare slot buffers: {count} holding {:?} B per leaf",
@@ -262,6 +269,7 @@ fn main() -> anyhow::Result<()> {
         "rss_before_bytes": rss_before,
         "rss_after_bytes": rss_after,
         "rss_file_bytes": rss_file_bytes(),
+        "peak_rss_bytes": peak,
         "bytes_per_leaf": per_leaf(grown, leaves),
         "engine_heap_bytes_per_leaf": per_leaf(Some(engine), leaves),
         "other_bytes_per_leaf": per_leaf(rest, leaves),
