@@ -76,7 +76,7 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench            # defaults", "skip",
      "2^26 accounts: ~12 GB of memory and minutes; README.md's quick run covers the binary", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin mem-bench", "skip",
-     "builds a 2^22 tree twice, once with its full snapshot: about 3 GB and minutes of both cores", {}),
+     "2^22 trees three times and a 2^26 one: up to 12.7 GB of memory, ~20 GB of disk and many minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin snapshot-bench -- --slots 30", "lines", [1], {
         "reason": "2^22, 2^24 and 2^26 leaves: gigabytes of snapshots (tens at 2^26) and minutes", "timeout": 1800}),
     ("BENCHMARKS.md", "nice -n 5 cargo run --release -p aldb-bench --bin fork-bench", "skip",
