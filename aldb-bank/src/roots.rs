@@ -15,7 +15,7 @@ use crate::Account;
 use crate::config::{ConfigError, SinkConfig};
 use crate::error::BankError;
 use crate::meta::BankMeta;
-use crate::metrics::{MetricsServer, ModuleStats, Sources};
+use crate::metrics::{MetricsServer, ModuleStats, Sources, render};
 use crate::sink::{BankId, Sink, SinkStats};
 
 /// The tree is sized for at least this many leaves, so a small genesis does not leave a layout
@@ -96,7 +96,7 @@ impl BankRoots {
                 sink: sink.stats().clone(),
                 writer: sink.writer_stats().clone(),
             };
-            let server = MetricsServer::start(addr, sources)
+            let server = MetricsServer::start(addr, "aldb-bank", "aldb-bank-metrics", move || render(&sources))
                 .map_err(|e| BankError::SinkStart(format!("cannot serve metrics on {addr}: {e}")))?;
             log::info!("aldb-bank: metrics at http://{}/metrics", server.addr());
             roots.metrics = Some(server);

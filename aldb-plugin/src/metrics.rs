@@ -1,6 +1,6 @@
 //! Prometheus metrics: the plugin's own counters, the adapter's and the snapshot writer's, in the
-//! text exposition format (written by the `prometheus` crate's encoder, see [`families`]), served
-//! by a small HTTP responder on a thread of its own ([`server`]).
+//! text exposition format (written by the `prometheus` crate's encoder, see [`Families`]), served
+//! by a small HTTP responder on a thread of its own ([`MetricsServer`]).
 //!
 //! Everything read here is an atomic or a lock-free snapshot ([`geyser_adapter::Adapter::stats`]),
 //! so a scrape never waits for a callback and a callback never waits for a scrape.
@@ -10,16 +10,13 @@
 //! `aldb_callback_update_account_ns`) and adds to the float sum in a compare-and-swap loop, where
 //! [`NanosHistogram`] takes its bucket from the leading zeros and does three relaxed adds.
 
-mod families;
-mod server;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{self, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
-use families::Families;
-pub(crate) use server::MetricsServer;
+use aldb_metrics::Families;
+pub(crate) use aldb_metrics::MetricsServer;
 
 use aldb_snapshot::WriterStats;
 use geyser_adapter::{Adapter, IgnoreReason, Irregularity, KeepAccounts, Stats};

@@ -160,7 +160,10 @@ impl AldbPlugin {
             None => None,
             Some(addr) => {
                 let sources = Sources { adapter: adapter.clone(), writer: writer_stats, plugin: self.counters.clone() };
-                Some(MetricsServer::start(addr, sources).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?)
+                Some(
+                    MetricsServer::start(addr, "aldb-plugin", "aldb-metrics", move || crate::metrics::render(&sources))
+                        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?,
+                )
             }
         };
         #[cfg(feature = "patched-interface")]

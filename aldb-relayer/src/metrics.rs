@@ -1,10 +1,8 @@
 //! `GET /metrics` in the Prometheus text format, from [`Stats`], written by the `prometheus`
-//! crate's encoder ([`families`]).
+//! crate's encoder ([`Families`]).
 //!
 //! Served by the relayer's minimal HTTP/1.1 responder ([`crate::http`]); the counters are a
 //! handful of atomics, so this avoids a web framework.
-
-mod families;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::http::Response;
 use crate::stats::{EndpointStats, Stats, clock_ms};
-use families::Families;
+use aldb_metrics::Families;
 
 /// Picks one counter of an endpoint.
 type Field = fn(&EndpointStats) -> &AtomicU64;

@@ -5,17 +5,14 @@
 //! Everything read here is an atomic, so a scrape never takes the module's lock: it neither
 //! waits for replay nor makes replay wait.
 
-mod families;
-mod server;
-
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use aldb_metrics::Families;
+pub(crate) use aldb_metrics::MetricsServer;
 use aldb_snapshot::WriterStats;
-use families::Families;
-pub(crate) use server::MetricsServer;
 
 use crate::sink::SinkStats;
 

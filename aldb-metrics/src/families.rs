@@ -1,23 +1,20 @@
 //! Metric families assembled at scrape time and written out by `prometheus`' text encoder.
 //!
-//! The plugin's numbers live in atomics owned by the adapter, the snapshot writer and the plugin
-//! itself, updated on the validator's callback threads at the cost of one relaxed add. A scrape
-//! reads them once into `prometheus`' data model ([`MetricFamily`]) and lets the crate's
-//! [`TextEncoder`] do the exposition format (escaping, `le` labels, `+Inf`, number formatting),
-//! so nothing on the callback path goes through a registry or a lock.
+//! The data model ([`MetricFamily`]) and the [`TextEncoder`] do the exposition format (escaping of
+//! label values, `le` labels, `+Inf`, number formatting); callers only say what each family holds.
 
 use prometheus::TextEncoder;
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 
 /// Families in the order they are added, which is the order they are written in.
 #[derive(Debug, Default)]
-pub(crate) struct Families(Vec<MetricFamily>);
+pub struct Families(Vec<MetricFamily>);
 
 /// One sample's labels, as `(name, value)` pairs.
-pub(crate) type Labels<'a> = &'a [(&'a str, &'a str)];
+pub type Labels<'a> = &'a [(&'a str, &'a str)];
 
 /// A number a sample can hold. Exposition values are `f64`; integer counts stay exact up to 2^53.
-pub(crate) trait Value {
+pub trait Value {
     /// The sample value.
     fn value(self) -> f64;
 }
@@ -34,7 +31,7 @@ macro_rules! value_as_f64 {
 value_as_f64!(u8, u32, u64, usize, i64, f64);
 
 impl Families {
-    /// Starts a family; its samples follow with [`Families::sample`].
+    /// Starts a family and returns its (empty) list of samples.
     fn family(&mut self, name: &str, kind: MetricType, help: &str) -> &mut Vec<Metric> {
         let mut f = MetricFamily::default();
         f.set_name(name.to_string());
@@ -46,17 +43,12 @@ impl Families {
     }
 
     /// A counter with one unlabelled sample.
-    pub(crate) fn counter(&mut self, name: &str, help: &str, value: impl Value) {
+    pub fn counter(&mut self, name: &str, help: &str, value: impl Value) {
         self.counters(name, help, [(&[][..], value.value())]);
     }
 
     /// A counter with one sample per label set.
-    pub(crate) fn counters<'a>(
-        &mut self,
-        name: &str,
-        help: &str,
-        samples: impl IntoIterator<Item = (Labels<'a>, f64)>,
-    ) {
+    pub fn counters<'a>(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels<'a>, f64)>) {
         let metrics = self.family(name, MetricType::COUNTER, help);
         for (labels, value) in samples {
             let mut c = Counter::default();
@@ -68,15 +60,25 @@ impl Families {
     }
 
     /// A gauge with one unlabelled sample.
-    pub(crate) fn gauge(&mut self, name: &str, help: &str, value: impl Value) {
-        let mut g = Gauge::default();
-        g.set_value(value.value());
-        self.family(name, MetricType::GAUGE, help).push(Metric::from_gauge(g));
+    pub fn gauge(&mut self, name: &str, help: &str, value: impl Value) {
+        self.gauges(name, help, [(&[][..], value.value())]);
+    }
+
+    /// A gauge with one sample per label set.
+    pub fn gauges<'a>(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels<'a>, f64)>) {
+        let metrics = self.family(name, MetricType::GAUGE, help);
+        for (labels, value) in samples {
+            let mut g = Gauge::default();
+            g.set_value(value);
+            let mut m = labelled(labels);
+            m.set_gauge(g);
+            metrics.push(m);
+        }
     }
 
     /// A histogram from `(upper bound, observations at or below it)` pairs in increasing bound
     /// order (cumulative counts); the `+Inf` bucket is `count`.
-    pub(crate) fn histogram(
+    pub fn histogram(
         &mut self,
         name: &str,
         help: &str,
@@ -105,7 +107,7 @@ impl Families {
 
     /// Everything in the Prometheus text format (version 0.0.4). A family without samples is left
     /// out, as a registry would leave it out.
-    pub(crate) fn encode(mut self) -> String {
+    pub fn encode(mut self) -> String {
         self.0.retain(|f| !f.get_metric().is_empty());
         let mut out = String::with_capacity(16 * 1024);
         if let Err(e) = TextEncoder::new().encode_utf8(&self.0, &mut out) {
@@ -129,4 +131,24 @@ fn labelled(labels: Labels<'_>) -> Metric {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_written_in_order_and_empty_ones_left_out() {
+        let mut f = Families::default();
+        f.counter("a_total", "A.", 3u64);
+        f.counters("empty_total", "Nothing.", []);
+        f.gauges("b", "B.", [(&[("url", "ws://h/\"x\"")][..], 1.5)]);
+        f.histogram("c_seconds", "C.", [(0.5, 1), (1.0, 2)], 3, 4.25);
+        let text = f.encode();
+        assert!(!text.contains("empty_total"), "{text}");
+        let a = text.find("# TYPE a_total counter\na_total 3\n");
+        let b = text.find("b{url=\"ws://h/\\\"x\\\"\"} 1.5\n");
+        let c = text.find("c_seconds_bucket{le=\"+Inf\"} 3\nc_seconds_sum 4.25\nc_seconds_count 3\n");
+        assert!(matches!((a, b, c), (Some(a), Some(b), Some(c)) if a < b && b < c), "{text}");
+    }
 }
