@@ -112,6 +112,9 @@ pub struct Shipper {
     journal_uploaded: Option<Instant>,
     /// Journal epochs replaced: deleted once a manifest no longer naming them is written.
     stale_journals: Vec<String>,
+    /// The vote hold this pass found: the first slot of the lowest local vote segment not yet
+    /// archived sealed; recorded once the pass's manifest is durable.
+    vote_hold: Option<u64>,
 }
 
 impl Shipper {
@@ -129,6 +132,7 @@ impl Shipper {
             swept: false,
             journal_uploaded: None,
             stale_journals: Vec::new(),
+            vote_hold: None,
         })
     }
 
@@ -311,13 +315,21 @@ impl Shipper {
     /// After a pass whose manifest is durable: tells a writer that holds retention for the
     /// archive (`WriterConfig::hold_for_shipper`) which files it may now delete. Every file the
     /// pass listed is archived, refused as damaged or already gone, so the hold is one past the
-    /// newest file the manifest names. A failure to write it only delays local pruning.
+    /// newest file the manifest names. Then the same for the vote-evidence log (the plugin's
+    /// evidence writer with `hold_for_shipper`): the first slot of the lowest vote segment the
+    /// pass left not archived sealed. A failure to write either only delays local pruning.
     fn record_hold(&self) {
-        let Some(newest) = self.manifest.as_ref().and_then(|m| m.snapshots.iter().map(|o| o.seq).max()) else {
-            return;
-        };
-        if let Err(e) = aldb_format::shipped::write_shipped(&self.cfg.dir, newest.saturating_add(1)) {
+        let newest = self.manifest.as_ref().and_then(|m| m.snapshots.iter().map(|o| o.seq).max());
+        if let Some(newest) = newest
+            && let Err(e) = aldb_format::shipped::write_shipped(&self.cfg.dir, newest.saturating_add(1))
+        {
             log::warn!("cannot record the archive hold: {e}");
+            self.metrics.failures.inc();
+        }
+        if let Some(first_slot) = self.vote_hold
+            && let Err(e) = aldb_format::shipped::write_votes_shipped(&self.cfg.dir, first_slot)
+        {
+            log::warn!("cannot record the vote-evidence archive hold: {e}");
             self.metrics.failures.inc();
         }
     }
@@ -431,6 +443,14 @@ impl Shipper {
         };
         let segments = kind.list(&self.cfg.dir)?;
         let count = segments.len();
+        // Every listed segment but the newest is sealed, and this loop leaves each sealed one
+        // archived whole (named sealed in the manifest), empty of valid entries, refused as no
+        // longer extending what was shipped, or gone; an error ends the pass before any hold is
+        // recorded. So once it completes, the archive may lack only the newest segment.
+        if kind == SegmentLog::Votes {
+            self.vote_hold = None;
+        }
+        let lacking_from = segments.last().map(|(first, _)| *first);
         for (i, (first, path)) in segments.into_iter().enumerate() {
             let Some(seg) = kind.read(first, &path, i + 1 < count)? else { continue };
             if seg.last_slot.is_none() {
@@ -473,6 +493,9 @@ impl Shipper {
             report.bytes += bytes.len() as u64;
             self.segment_uploaded.insert((kind, first), Instant::now());
             self.set_segment(kind, &seg, sum);
+        }
+        if kind == SegmentLog::Votes {
+            self.vote_hold = lacking_from;
         }
         Ok(lag_bytes)
     }

@@ -282,3 +282,77 @@ fn the_archive_retention_prunes_old_vote_segments() {
     }
     assert!(named.len() < local.len(), "some segment was pruned");
 }
+
+/// The vote-evidence archive hold (`shipped-votes.slot`): no pass writes it before its manifest
+/// is durable (a shipper killed at the manifest's PUT, every segment already uploaded, leaves no
+/// hold, and the evidence writer holding for it deletes nothing); a completed pass records the
+/// newest segment's first slot, every segment below it named sealed in the bucket's manifest
+/// with the local bytes; and the held pruning deletes exactly those.
+#[test]
+fn a_pass_records_the_vote_hold_after_its_manifest_is_durable() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = rt();
+    let (store, _) = weed.bucket("votehold");
+    let history = |dir: &std::path::Path| {
+        common::write_history(dir, 8, 100, 3, 1000);
+        append_slots(dir, 100..=109);
+    };
+    // How many PUTs a whole first pass makes: the last is its manifest's.
+    let count_dir = tempfile::tempdir().unwrap();
+    history(count_dir.path());
+    let counting = Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: usize::MAX });
+    let counted: Arc<dyn ObjectStore> = counting.clone();
+    rt.block_on(Shipper::new(counted, Path::from("count"), ship_config(count_dir.path())).unwrap().ship_once())
+        .unwrap();
+    let puts = counting.puts.load(std::sync::atomic::Ordering::SeqCst);
+
+    let dir = tempfile::tempdir().unwrap();
+    history(dir.path());
+    let names = |dir: &std::path::Path| -> Vec<u64> {
+        list_segments(&dir.join(VOTES_DIR)).unwrap().into_iter().map(|(f, _)| f).collect()
+    };
+    assert_eq!(names(dir.path()), [100, 104, 108]);
+    let prefix = Path::from("held");
+    let mut cfg = ship_config(dir.path());
+    cfg.max_attempts = 1;
+    let faulty: Arc<dyn ObjectStore> =
+        Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: puts });
+    let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
+    assert!(err.to_string().contains("killed"), "{err}");
+    assert!(rt.block_on(read_manifest(&store, &prefix)).is_none(), "the manifest was the PUT that died");
+    assert!(rt.block_on(store.head(&object(&prefix, "votes/votes-00000000000000000104.log"))).is_ok());
+    assert_eq!(aldb_format::shipped::read_votes_shipped(dir.path()).unwrap(), None);
+    let mut log = VoteLog::open_with(dir.path(), log_options()).unwrap();
+    assert_eq!(log.prune_held(1000).unwrap(), 0, "no hold yet: nothing may go");
+
+    let mut shipper = Shipper::new(store.clone(), prefix.clone(), cfg).unwrap();
+    rt.block_on(shipper.ship_once()).unwrap();
+    let hold = aldb_format::shipped::read_votes_shipped(dir.path()).unwrap();
+    assert_eq!(hold, Some(108), "the newest segment is the only one the archive may lack");
+    let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    let local = local_vote_files(dir.path());
+    for (first, (name, bytes)) in names(dir.path()).into_iter().zip(&local) {
+        let g = m.vote_segments.iter().find(|g| &g.name == name).unwrap();
+        assert_eq!(g.sealed, first < 108, "{name}");
+        if first < 108 {
+            let b = rt.block_on(async { store.get(&object(&prefix, name)).await.unwrap().bytes().await.unwrap() });
+            assert_eq!(&b.to_vec(), bytes, "{name} is archived whole before the hold passes it");
+        }
+    }
+    assert_eq!(log.prune_held(1000).unwrap(), 2);
+    assert_eq!(names(dir.path()), [108]);
+
+    // A new segment: the one it seals is held until a pass archives it sealed.
+    drop(log);
+    append_slots(dir.path(), 110..=113);
+    assert_eq!(names(dir.path()), [108, 112]);
+    let mut log = VoteLog::open_with(dir.path(), log_options()).unwrap();
+    assert_eq!(log.prune_held(1000).unwrap(), 0, "108 is at the hold");
+    rt.block_on(shipper.ship_once()).unwrap();
+    assert_eq!(aldb_format::shipped::read_votes_shipped(dir.path()).unwrap(), Some(112));
+    let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    assert!(m.vote_segments.iter().any(|g| g.first_slot == 108 && g.sealed && g.last_slot == Some(111)));
+    assert_eq!(log.prune_held(1000).unwrap(), 1);
+    assert_eq!(names(dir.path()), [112]);
+    assert_eq!(shipper.metrics().failures.get(), 0);
+}
