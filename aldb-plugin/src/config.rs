@@ -178,7 +178,9 @@ pub struct Config {
     /// Default 512.
     pub refresh_slots: u64,
     /// Local retention waits for `aldb-ship`: no snapshot file is deleted before the shipper
-    /// recorded it as archived (`shipped.seq`). For a directory shipped to a bucket. Default off.
+    /// recorded it as archived (`shipped.seq`), and no vote-evidence segment before it recorded
+    /// the segment as archived sealed (`shipped-votes.slot`). For a directory shipped to a
+    /// bucket. Default off.
     pub hold_for_shipper: bool,
     /// Keep root records of the newest this many slots; older record log segments are deleted
     /// whole. Default 1,000,000.

@@ -67,8 +67,15 @@ pub(crate) struct Evidence {
 }
 
 impl Evidence {
-    /// Opens the log under `snapshot_dir` and starts the thread; `keep_slots` bounds what is kept.
-    pub(crate) fn start(snapshot_dir: &Path, keep_slots: u64, counters: Arc<EvidenceCounters>) -> Result<Self, String> {
+    /// Opens the log under `snapshot_dir` and starts the thread; `keep_slots` bounds what is kept,
+    /// and with `hold_for_shipper` no segment the archive may lack is deleted
+    /// (`VoteLog::prune_held`: the shipper's `shipped-votes.slot`, nothing while it is absent).
+    pub(crate) fn start(
+        snapshot_dir: &Path,
+        keep_slots: u64,
+        hold_for_shipper: bool,
+        counters: Arc<EvidenceCounters>,
+    ) -> Result<Self, String> {
         let log = VoteLog::open(snapshot_dir)
             .map_err(|e| format!("cannot open the vote-evidence log in {}: {e}", snapshot_dir.display()))?;
         let (tx, rx) = sync_channel(QUEUE_BOUND);
@@ -77,7 +84,7 @@ impl Evidence {
             let dir = snapshot_dir.to_path_buf();
             std::thread::Builder::new()
                 .name("aldb-evidence".into())
-                .spawn(move || run(&rx, Some(log), &dir, keep_slots, &counters))
+                .spawn(move || run(&rx, Some(log), &dir, Retention { keep_slots, hold_for_shipper }, &counters))
                 .map_err(|e| format!("cannot start the evidence thread: {e}"))?
         };
         Ok(Self { tx: Some(tx), thread: Some(thread), counters })
@@ -150,7 +157,21 @@ impl Pending {
     }
 }
 
-fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, keep_slots: u64, counters: &EvidenceCounters) {
+/// What the thread keeps of the log.
+#[derive(Clone, Copy)]
+struct Retention {
+    keep_slots: u64,
+    hold_for_shipper: bool,
+}
+
+impl Retention {
+    fn prune(self, log: &mut VoteLog, newest: u64) -> Result<usize, aldb_format::votes::VoteLogError> {
+        let keep_from = newest.saturating_sub(self.keep_slots);
+        if self.hold_for_shipper { log.prune_held(keep_from) } else { log.prune(keep_from) }
+    }
+}
+
+fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, retention: Retention, counters: &EvidenceCounters) {
     let mut pending = Pending::default();
     let mut appends = 0u64;
     let mut last_flush = Instant::now();
@@ -173,7 +194,7 @@ fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, keep_slots: u6
             if appends.is_multiple_of(PRUNE_EVERY)
                 && let Some(l) = log.as_mut()
                 && let Some(newest) = l.newest_slot()
-                && let Err(e) = l.prune(newest.saturating_sub(keep_slots))
+                && let Err(e) = retention.prune(l, newest)
             {
                 counters.errors.fetch_add(1, Relaxed);
                 log::warn!("aldb-plugin: pruning the vote-evidence log: {e}");
@@ -251,7 +272,7 @@ mod tests {
     fn banks_and_signed_votes_reach_the_log_and_tampered_ones_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let counters = Arc::new(EvidenceCounters::default());
-        let ev = Evidence::start(dir.path(), 1000, counters.clone()).unwrap();
+        let ev = Evidence::start(dir.path(), 1000, false, counters.clone()).unwrap();
         let (vote, voted) = signed_vote();
         let (h, root) = ([1; 32], [2; 32]);
         let bank = BankEntry {
@@ -277,6 +298,36 @@ mod tests {
         let got = r.slot_votes(voted, 32).unwrap().unwrap();
         assert_eq!(got.bank, bank);
         assert_eq!(got.votes, [vote]);
+    }
+
+    /// With `hold_for_shipper` the thread's pruning keeps what the shipper has not recorded as
+    /// archived, and nothing before it recorded anything; without it `keep_slots` alone rules.
+    #[test]
+    fn pruning_waits_for_the_shipper_when_held() {
+        use aldb_format::votes::VoteLogOptions;
+        let bank = |slot| {
+            VoteLogEntry::Bank(BankEntry { slot, parent: slot - 1, bank_hash: [1; 32], aldb: None, hard_forks: None })
+        };
+        let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+        let held = Retention { keep_slots: 5, hold_for_shipper: true };
+        for hold_for_shipper in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+            for s in 1..=45 {
+                log.append(&[bank(s)]).unwrap();
+            }
+            let r = Retention { hold_for_shipper, ..held };
+            let deleted = r.prune(&mut log, 45).unwrap();
+            assert_eq!(deleted, if hold_for_shipper { 0 } else { 3 }, "held: {hold_for_shipper}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+        for s in 1..=45 {
+            log.append(&[bank(s)]).unwrap();
+        }
+        aldb_format::shipped::write_votes_shipped(dir.path(), 21).unwrap();
+        assert_eq!(held.prune(&mut log, 45).unwrap(), 2, "segments 1 and 11 are below the hold");
+        assert_eq!(aldb_format::votes::list_segments(log.dir()).unwrap().len(), 3);
     }
 
     #[test]
