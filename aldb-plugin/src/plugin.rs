@@ -172,7 +172,12 @@ impl AldbPlugin {
             let bank_roots = (config.block_metadata_version >= 5)
                 .then(|| Arc::new(crate::bank_roots::BankRoots::new(counters.clone())));
             let evidence = match config.vote_evidence {
-                true => Some(crate::evidence::Evidence::start(&config.snapshot_dir, config.keep_slots, counters)?),
+                true => Some(crate::evidence::Evidence::start(
+                    &config.snapshot_dir,
+                    config.keep_slots,
+                    config.hold_for_shipper,
+                    counters,
+                )?),
                 false => None,
             };
             (bank_roots, evidence)
