@@ -22,6 +22,13 @@
 //! its file unchanged; both are written by the same shipper pass, the vote hold after the
 //! snapshot hold. The evidence writer, holding for the shipper, deletes no segment named at or
 //! above it and none while the file does not exist ([`crate::votes::VoteLog::prune_held`]).
+//!
+//! The signed root-record log (`records/`) is held by a third file of the same shape,
+//! `shipped-records.slot`: one line `aldb-shipped-records 1 <slot>\n`, where `<slot>` is the first
+//! slot (the name) of the lowest record segment the archive may still lack, written by the same
+//! pass after the vote hold. The record producer, holding for the shipper, deletes no segment
+//! named at or above it and none while the file does not exist (`RecordLogWriter::prune_before_held`
+//! in `aldb-snapshot`).
 
 use std::io::Write;
 use std::path::Path;
@@ -32,8 +39,12 @@ pub const SHIPPED_FILE: &str = "shipped.seq";
 /// Name of the vote-evidence log's hold file in a snapshot directory.
 pub const VOTES_SHIPPED_FILE: &str = "shipped-votes.slot";
 
+/// Name of the root-record log's hold file in a snapshot directory.
+pub const RECORDS_SHIPPED_FILE: &str = "shipped-records.slot";
+
 const MAGIC: &str = "aldb-shipped 1 ";
 const VOTES_MAGIC: &str = "aldb-shipped-votes 1 ";
+const RECORDS_MAGIC: &str = "aldb-shipped-records 1 ";
 
 /// Why the hold file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +94,17 @@ pub fn read_votes_shipped(dir: &Path) -> Result<Option<u64>, ShippedError> {
 /// Replaces the vote-evidence log's hold of `dir` with `first_slot`, durably.
 pub fn write_votes_shipped(dir: &Path, first_slot: u64) -> Result<(), ShippedError> {
     write_hold(dir, VOTES_SHIPPED_FILE, VOTES_MAGIC, first_slot)
+}
+
+/// Reads the root-record log's hold of `dir` (the first slot of the lowest record segment the
+/// archive may still lack): `Ok(None)` when no record segment was shipped yet (no file).
+pub fn read_records_shipped(dir: &Path) -> Result<Option<u64>, ShippedError> {
+    read_hold(dir, RECORDS_SHIPPED_FILE, RECORDS_MAGIC)
+}
+
+/// Replaces the root-record log's hold of `dir` with `first_slot`, durably.
+pub fn write_records_shipped(dir: &Path, first_slot: u64) -> Result<(), ShippedError> {
+    write_hold(dir, RECORDS_SHIPPED_FILE, RECORDS_MAGIC, first_slot)
 }
 
 fn read_hold(dir: &Path, file: &str, magic: &'static str) -> Result<Option<u64>, ShippedError> {
@@ -161,6 +183,36 @@ mod tests {
         ] {
             std::fs::write(dir.path().join(VOTES_SHIPPED_FILE), bad).unwrap();
             let err = read_votes_shipped(dir.path()).unwrap_err();
+            assert!(matches!(err, ShippedError::Malformed { .. }), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn records_hold_round_trips_apart_from_the_other_holds_and_refuses_malformed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_records_shipped(dir.path()).unwrap(), None);
+        write_shipped(dir.path(), 3).unwrap();
+        write_votes_shipped(dir.path(), 40).unwrap();
+        assert_eq!(read_records_shipped(dir.path()).unwrap(), None, "neither other hold is the record hold");
+        write_records_shipped(dir.path(), 500).unwrap();
+        assert_eq!(read_records_shipped(dir.path()).unwrap(), Some(500));
+        assert_eq!(read_shipped(dir.path()).unwrap(), Some(3));
+        assert_eq!(read_votes_shipped(dir.path()).unwrap(), Some(40));
+        write_records_shipped(dir.path(), u64::MAX).unwrap();
+        assert_eq!(read_records_shipped(dir.path()).unwrap(), Some(u64::MAX));
+        assert!(!dir.path().join(format!("{RECORDS_SHIPPED_FILE}.tmp")).exists());
+        for bad in [
+            "",
+            "aldb-shipped 1 12\n",
+            "aldb-shipped-votes 1 12\n",
+            "aldb-shipped-records 2 12\n",
+            "aldb-shipped-records 1 12",
+            "aldb-shipped-records 1 \n",
+            "aldb-shipped-records 1 1 2\n",
+            "aldb-shipped-records 1 18446744073709551616\n",
+        ] {
+            std::fs::write(dir.path().join(RECORDS_SHIPPED_FILE), bad).unwrap();
+            let err = read_records_shipped(dir.path()).unwrap_err();
             assert!(matches!(err, ShippedError::Malformed { .. }), "{bad:?}: {err}");
         }
     }

@@ -151,6 +151,13 @@ impl RecordProducer {
     pub fn prune_before(&mut self, slot: u64) -> Result<usize, RecordsError> {
         self.log.prune_before(slot)
     }
+
+    /// [`prune_before`](Self::prune_before), keeping every segment the archive may still lack
+    /// (`RecordLogWriter::prune_before_held`: the shipper's `shipped-records.slot`, nothing while
+    /// it is absent).
+    pub fn prune_before_held(&mut self, slot: u64) -> Result<usize, RecordsError> {
+        self.log.prune_before_held(slot)
+    }
 }
 
 #[cfg(test)]

@@ -140,10 +140,33 @@ impl RecordLogWriter {
     /// ones, so a segment can hold records above its successor's first slot. Each candidate is
     /// therefore read and deleted only if its newest intact record lies below `slot`.
     pub fn prune_before(&mut self, slot: u64) -> Result<usize, RecordsError> {
+        self.prune_below(slot, u64::MAX)
+    }
+
+    /// [`prune_before`](Self::prune_before) for a log shipped to an archive: it also keeps every
+    /// segment named at or above the archive's record hold (`shipped-records.slot` in the snapshot
+    /// directory, [`aldb_format::shipped::read_records_shipped`]), and every segment while that
+    /// file does not exist or cannot be read (a warning says why), so a shipper that falls behind
+    /// finds every segment it has not archived yet.
+    pub fn prune_before_held(&mut self, slot: u64) -> Result<usize, RecordsError> {
+        let snapshot_dir = self.dir.parent().unwrap_or(&self.dir);
+        let hold = match aldb_format::shipped::read_records_shipped(snapshot_dir) {
+            Ok(hold) => hold.unwrap_or(0),
+            Err(e) => {
+                log::warn!("root-record retention held for the shipper: {e}");
+                0
+            }
+        };
+        self.prune_below(slot, hold)
+    }
+
+    /// Deletes every segment but the one being written whose records are all below `slot` and
+    /// whose name (first slot) is below `hold`.
+    fn prune_below(&mut self, slot: u64, hold: u64) -> Result<usize, RecordsError> {
         let segments = list_segments(&self.dir)?;
         let mut removed = 0;
         for (first, path) in &segments {
-            if *first >= slot || *path == self.path {
+            if *first >= slot || *first >= hold || *path == self.path {
                 continue;
             }
             let bytes = std::fs::read(path).map_err(|e| RecordsError::io("read", path, e))?;
@@ -398,5 +421,43 @@ mod tests {
         assert_eq!(w.prune_before(43).expect("prune"), 1);
         let mut reader = RecordLogReader::new(dir.path());
         assert_eq!(slots(&reader.refresh().expect("refresh")), vec![43]);
+    }
+
+    #[test]
+    fn pruning_held_for_the_shipper_keeps_what_the_archive_may_lack() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for first in [1u64, 10, 20, 30] {
+            let mut w = segment(dir.path(), first);
+            for s in first..first + 3 {
+                w.append(&rec(s)).expect("append");
+            }
+        }
+        let (mut w, _) = RecordLogWriter::open(dir.path()).expect("open");
+        let names =
+            || list_segments(&dir.path().join(RECORDS_DIR)).expect("list").iter().map(|(f, _)| *f).collect::<Vec<_>>();
+        assert_eq!(names(), [1, 10, 20, 30]);
+        // No hold file: nothing is deleted, however old.
+        assert_eq!(w.prune_before_held(1000).expect("prune"), 0);
+        assert_eq!(names(), [1, 10, 20, 30]);
+        // A hold that cannot be read holds everything too.
+        let hold_file = dir.path().join(aldb_format::shipped::RECORDS_SHIPPED_FILE);
+        std::fs::write(&hold_file, "aldb-shipped-records 9 30\n").expect("write");
+        assert_eq!(w.prune_before_held(1000).expect("prune"), 0);
+        // The shipper lacks segment 10 and later: only 1 goes, though the cutoff allows more.
+        aldb_format::shipped::write_records_shipped(dir.path(), 10).expect("hold");
+        assert_eq!(w.prune_before_held(1000).expect("prune"), 1);
+        assert_eq!(names(), [10, 20, 30]);
+        // The cutoff still rules: 10 holds slot 12.
+        aldb_format::shipped::write_records_shipped(dir.path(), 30).expect("hold");
+        assert_eq!(w.prune_before_held(12).expect("prune"), 0);
+        assert_eq!(w.prune_before_held(1000).expect("prune"), 2);
+        assert_eq!(names(), [30]);
+        // A hold past everything still never deletes the segment being written.
+        aldb_format::shipped::write_records_shipped(dir.path(), u64::MAX).expect("hold");
+        assert_eq!(w.prune_before_held(u64::MAX).expect("prune"), 0);
+        // The hold file lies beside the log, not in it: the log reopens and reads as before.
+        drop(w);
+        let (_, recent) = RecordLogWriter::open(dir.path()).expect("reopen");
+        assert_eq!(slots(&recent), vec![30, 31, 32]);
     }
 }
