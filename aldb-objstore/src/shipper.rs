@@ -115,6 +115,9 @@ pub struct Shipper {
     /// The vote hold this pass found: the first slot of the lowest local vote segment not yet
     /// archived sealed; recorded once the pass's manifest is durable.
     vote_hold: Option<u64>,
+    /// The same for the root-record log: the first slot of the lowest local record segment not
+    /// yet archived sealed.
+    record_log_hold: Option<u64>,
 }
 
 impl Shipper {
@@ -133,6 +136,7 @@ impl Shipper {
             journal_uploaded: None,
             stale_journals: Vec::new(),
             vote_hold: None,
+            record_log_hold: None,
         })
     }
 
@@ -317,7 +321,9 @@ impl Shipper {
     /// pass listed is archived, refused as damaged or already gone, so the hold is one past the
     /// newest file the manifest names. Then the same for the vote-evidence log (the plugin's
     /// evidence writer with `hold_for_shipper`): the first slot of the lowest vote segment the
-    /// pass left not archived sealed. A failure to write either only delays local pruning.
+    /// pass left not archived sealed, and likewise for the root-record log (the plugin's record
+    /// producer and `aldb simulate` with `hold_for_shipper`). A failure to write any of them only
+    /// delays local pruning.
     fn record_hold(&self) {
         let newest = self.manifest.as_ref().and_then(|m| m.snapshots.iter().map(|o| o.seq).max());
         if let Some(newest) = newest
@@ -330,6 +336,12 @@ impl Shipper {
             && let Err(e) = aldb_format::shipped::write_votes_shipped(&self.cfg.dir, first_slot)
         {
             log::warn!("cannot record the vote-evidence archive hold: {e}");
+            self.metrics.failures.inc();
+        }
+        if let Some(first_slot) = self.record_log_hold
+            && let Err(e) = aldb_format::shipped::write_records_shipped(&self.cfg.dir, first_slot)
+        {
+            log::warn!("cannot record the root-record archive hold: {e}");
             self.metrics.failures.inc();
         }
     }
@@ -447,9 +459,7 @@ impl Shipper {
         // archived whole (named sealed in the manifest), empty of valid entries, refused as no
         // longer extending what was shipped, or gone; an error ends the pass before any hold is
         // recorded. So once it completes, the archive may lack only the newest segment.
-        if kind == SegmentLog::Votes {
-            self.vote_hold = None;
-        }
+        *self.hold_of(kind) = None;
         let lacking_from = segments.last().map(|(first, _)| *first);
         for (i, (first, path)) in segments.into_iter().enumerate() {
             let Some(seg) = kind.read(first, &path, i + 1 < count)? else { continue };
@@ -494,10 +504,16 @@ impl Shipper {
             self.segment_uploaded.insert((kind, first), Instant::now());
             self.set_segment(kind, &seg, sum);
         }
-        if kind == SegmentLog::Votes {
-            self.vote_hold = lacking_from;
-        }
+        *self.hold_of(kind) = lacking_from;
         Ok(lag_bytes)
+    }
+
+    /// Where the pass keeps the hold it found for log `kind`.
+    fn hold_of(&mut self, kind: SegmentLog) -> &mut Option<u64> {
+        match kind {
+            SegmentLog::Records => &mut self.record_log_hold,
+            SegmentLog::Votes => &mut self.vote_hold,
+        }
     }
 
     /// Ships the journal's intact bytes when they changed: over the same object while they
