@@ -55,7 +55,8 @@ pub(crate) struct SimulateArgs {
     #[arg(long, default_value_t = 1000)]
     keep: u64,
     /// Retention waits for an archiver: no file is deleted that `aldb-ship` has not recorded as
-    /// archived in the directory (`shipped.seq`); use when the directory is shipped to a bucket.
+    /// archived in the directory (`shipped.seq`), and no record log segment it has not recorded
+    /// as archived sealed (`shipped-records.slot`); use when the directory is shipped to a bucket.
     #[arg(long)]
     hold_for_shipper: bool,
     /// Slots over which every record is rewritten once (lets old files be retired).
@@ -162,7 +163,12 @@ pub(crate) fn run(a: SimulateArgs) -> Result<()> {
         producer.produce(input).with_context(|| format!("cannot log the root record of slot {slot}"))?;
         // Segments hold 65,536 records; drop whole ones that are all older than what is kept.
         if slot.is_multiple_of(4096) {
-            producer.prune_before(slot.saturating_sub(a.keep)).context("cannot prune the record log")?;
+            let keep_from = slot.saturating_sub(a.keep);
+            let pruned = match a.hold_for_shipper {
+                true => producer.prune_before_held(keep_from),
+                false => producer.prune_before(keep_from),
+            };
+            pruned.context("cannot prune the record log")?;
         }
         Ok(())
     };

@@ -179,8 +179,9 @@ pub struct Config {
     pub refresh_slots: u64,
     /// Local retention waits for `aldb-ship`: no snapshot file is deleted before the shipper
     /// recorded it as archived (`shipped.seq`), and no vote-evidence segment before it recorded
-    /// the segment as archived sealed (`shipped-votes.slot`). For a directory shipped to a
-    /// bucket. Default off.
+    /// the segment as archived sealed (`shipped-votes.slot`), and no root-record log segment
+    /// before it recorded that one as archived sealed (`shipped-records.slot`). For a directory
+    /// shipped to a bucket. Default off.
     pub hold_for_shipper: bool,
     /// Keep root records of the newest this many slots; older record log segments are deleted
     /// whole. Default 1,000,000.

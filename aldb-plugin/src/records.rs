@@ -86,6 +86,9 @@ pub(crate) struct Records {
     failing: u64,
     /// Root records of the newest this many slots are kept.
     keep_slots: u64,
+    /// `hold_for_shipper`: no segment the archive may lack is deleted (the shipper's
+    /// `shipped-records.slot`, nothing while it is absent).
+    hold_for_shipper: bool,
     /// Commits until the next pruning attempt.
     prune_in: u64,
     /// `Rooted` statuses from the callbacks; `None` when slots commit at `finalized`.
@@ -124,6 +127,7 @@ impl Records {
             processed,
             producer: None,
             keep_slots: config.record_keep_slots,
+            hold_for_shipper: config.hold_for_shipper,
             prune_in: PRUNE_EVERY,
             retry_in: 0,
             failing: 0,
@@ -338,7 +342,12 @@ impl Records {
                 self.prune_in = self.prune_in.saturating_sub(1);
                 if self.prune_in == 0 {
                     self.prune_in = PRUNE_EVERY;
-                    match producer.prune_before(slot.saturating_sub(self.keep_slots)) {
+                    let keep_from = slot.saturating_sub(self.keep_slots);
+                    let pruned = match self.hold_for_shipper {
+                        true => producer.prune_before_held(keep_from),
+                        false => producer.prune_before(keep_from),
+                    };
+                    match pruned {
                         Ok(0) => {}
                         Ok(n) => log::info!("aldb-plugin: deleted {n} old record log segment(s)"),
                         // Old records only cost disk: log and go on.
