@@ -410,6 +410,52 @@ mod tests {
         }
     }
 
+    /// With `hold_for_shipper` pruning keeps every record segment the shipper has not recorded as
+    /// archived (`shipped-records.slot`), and all of them before it recorded anything; without it
+    /// `record_keep_slots` alone rules.
+    #[test]
+    fn record_pruning_waits_for_the_shipper_when_held() {
+        use aldb_format::records::{encode_entry, list_segments, segment_header, segment_name};
+        for held in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let snap = dir.path().join("snap");
+            let counters = PluginCounters::default();
+            let text = format!(
+                "{{libpath: 'x.so', snapshot_dir: 'snap', genesis_hash: '{}', record_keep_slots: 1, hold_for_shipper: {held}}}",
+                aldb_verify::hash_to_base58(&[1; 32])
+            );
+            let mut r = Records::from_config(&Config::parse(&text, dir.path()).unwrap()).unwrap().unwrap();
+            for s in 0..6 {
+                r.record(&commit(s, s.checked_sub(1)), &counters);
+            }
+            // Cut the log in segments of three (a real one cuts every 65,536 records).
+            let logged = RecordLogReader::new(&snap).refresh().unwrap();
+            for (_, path) in list_segments(&snap.join("records")).unwrap() {
+                std::fs::remove_file(path).unwrap();
+            }
+            for chunk in logged.chunks(3) {
+                let mut bytes = segment_header().to_vec();
+                chunk.iter().for_each(|l| bytes.extend(encode_entry(l)));
+                std::fs::write(snap.join("records").join(segment_name(chunk[0].record.slot)), bytes).unwrap();
+            }
+            r.reopen().unwrap();
+            let names =
+                || list_segments(&snap.join("records")).unwrap().into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+            r.prune_in = 1;
+            r.record(&commit(6, Some(5)), &counters);
+            if !held {
+                assert_eq!(names(), [3], "segment 0 holds only slots below 5");
+                continue;
+            }
+            assert_eq!(names(), [0, 3], "no hold yet: nothing may go");
+            aldb_format::shipped::write_records_shipped(&snap, 3).unwrap();
+            r.prune_in = 1;
+            r.record(&commit(7, Some(6)), &counters);
+            assert_eq!(names(), [3]);
+            assert_eq!(counters.records_produced.load(Ordering::Relaxed), 8);
+        }
+    }
+
     #[test]
     fn a_torn_tail_is_cut_off_and_the_chain_goes_on() {
         let dir = tempfile::tempdir().unwrap();
