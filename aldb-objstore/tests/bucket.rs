@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicUsize;
 use aldb_fixture::History;
 use aldb_format::{AccountProof, SnapshotReader};
 use aldb_objstore::manifest::{MANIFEST_NAME, Manifest, parse_checksum};
-use aldb_objstore::{CacheConfig, ObjectStoreSource, ShipConfig, Shipper, SourceError};
+use aldb_objstore::{CacheConfig, ObjectStoreSource, Shipper, SourceError};
 use aldb_snapshot::records::RecordProducer;
 use futures_util::TryStreamExt;
 use object_store::ObjectStore;
@@ -20,18 +20,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use common::faulty::DiesAtPut;
+use common::ship::{object, read_manifest, rt, ship_config};
 use common::weed::Weed;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
-fn ship_config(dir: &std::path::Path) -> ShipConfig {
-    let mut c = ShipConfig::new(dir);
-    c.records_interval = std::time::Duration::ZERO;
-    c.retry_backoff = std::time::Duration::from_millis(10);
-    c
-}
 
 /// Every object under `prefix` but the manifest, by its name relative to the prefix.
 async fn bucket_files(store: &Arc<dyn ObjectStore>, prefix: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -47,15 +37,6 @@ async fn bucket_files(store: &Arc<dyn ObjectStore>, prefix: &Path) -> BTreeMap<S
     out
 }
 
-async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Manifest> {
-    let at = prefix.child(MANIFEST_NAME);
-    match store.get(&at).await {
-        Ok(g) => Some(Manifest::decode(&g.bytes().await.unwrap()).unwrap()),
-        Err(object_store::Error::NotFound { .. }) => None,
-        Err(e) => panic!("{e}"),
-    }
-}
-
 /// Every object the manifest names exists, whole: a snapshot object's bytes check as a file
 /// (its footer checksum over its header and body) and are the manifest's size and checksum; a
 /// segment object begins with the manifest's bytes.
@@ -69,7 +50,7 @@ async fn assert_manifest_trustworthy(store: &Arc<dyn ObjectStore>, prefix: &Path
         assert_eq!(parse_checksum(&s.checksum), Some(sum));
     }
     for g in &m.record_segments {
-        let at = g.name.split('/').fold(prefix.clone(), |p, part| p.child(part));
+        let at = object(prefix, &g.name);
         let b = store.get(&at).await.unwrap().bytes().await.unwrap();
         let head = &b[..g.size as usize];
         assert_eq!(parse_checksum(&g.checksum), Some(xxhash_rust::xxh3::xxh3_128(head)), "{}", g.name);

@@ -12,38 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use aldb_format::records::{LoggedRecord, RECORDS_DIR, RecordLogReader, encode_entry, list_segments, segment_header};
-use aldb_objstore::manifest::{MANIFEST_NAME, Manifest};
-use aldb_objstore::{ShipConfig, Shipper};
+use aldb_objstore::Shipper;
 use aldb_snapshot::records::RecordLogWriter;
 use object_store::ObjectStore;
 use object_store::path::Path;
 
 use common::faulty::DiesAtPut;
+use common::ship::{object, read_manifest, rt, ship_config};
 use common::weed::Weed;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
-fn ship_config(dir: &std::path::Path) -> ShipConfig {
-    let mut c = ShipConfig::new(dir);
-    c.records_interval = std::time::Duration::ZERO;
-    c.votes_interval = std::time::Duration::ZERO;
-    c.retry_backoff = std::time::Duration::from_millis(10);
-    c
-}
-
-fn object(prefix: &Path, name: &str) -> Path {
-    name.split('/').fold(prefix.clone(), |p, part| p.child(part))
-}
-
-async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Manifest> {
-    match store.get(&prefix.child(MANIFEST_NAME)).await {
-        Ok(g) => Some(Manifest::decode(&g.bytes().await.unwrap()).unwrap()),
-        Err(object_store::Error::NotFound { .. }) => None,
-        Err(e) => panic!("{e}"),
-    }
-}
 
 /// Writes `records` as one segment named by its first record's slot.
 fn write_segment(dir: &std::path::Path, records: &[LoggedRecord]) {

@@ -17,25 +17,14 @@ use aldb_format::votes::{
     AldbCommitment, BankEntry, VOTES_DIR, VoteLog, VoteLogEntry, VoteLogOptions, VoteLogReader, VotesEntry,
     encode_entry, list_segments,
 };
-use aldb_objstore::manifest::{MANIFEST_NAME, Manifest, parse_checksum};
-use aldb_objstore::{CacheConfig, LogMirror, ObjectStoreSource, ShipConfig, Shipper};
+use aldb_objstore::manifest::{Manifest, parse_checksum};
+use aldb_objstore::{CacheConfig, LogMirror, ObjectStoreSource, Shipper};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
 use common::faulty::DiesAtPut;
+use common::ship::{object, read_manifest, rt, ship_config};
 use common::weed::Weed;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
-fn ship_config(dir: &std::path::Path) -> ShipConfig {
-    let mut c = ShipConfig::new(dir);
-    c.records_interval = std::time::Duration::ZERO;
-    c.votes_interval = std::time::Duration::ZERO;
-    c.retry_backoff = std::time::Duration::from_millis(10);
-    c
-}
 
 /// Segments of a few slots, so a short history spans several.
 fn log_options() -> VoteLogOptions {
@@ -82,18 +71,6 @@ fn local_vote_files(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
         .into_iter()
         .map(|(_, p)| (format!("votes/{}", p.file_name().unwrap().to_string_lossy()), std::fs::read(p).unwrap()))
         .collect()
-}
-
-fn object(prefix: &Path, name: &str) -> Path {
-    name.split('/').fold(prefix.clone(), |p, part| p.child(part))
-}
-
-async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Manifest> {
-    match store.get(&prefix.child(MANIFEST_NAME)).await {
-        Ok(g) => Some(Manifest::decode(&g.bytes().await.unwrap()).unwrap()),
-        Err(object_store::Error::NotFound { .. }) => None,
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// Every vote segment the manifest names exists and begins with the manifest's bytes.

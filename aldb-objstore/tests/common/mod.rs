@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub, missing_docs)]
 
 pub mod faulty;
+pub mod ship;
 pub mod weed;
 
 use std::collections::BTreeMap;
