@@ -13,19 +13,22 @@
 #
 #   scripts/scale-run.sh [LEAVES_LOG2] [SLOTS] [WORK_DIR]
 #
-# Environment: SLOT_UPDATES (default 2000), KEEP (slots the directory keeps, default SLOTS/2),
-# REFRESH_SLOTS (default KEEP/2), SLOT_MS (pacing of the simulation, default 400), QUERIES
-# (proofs per Hyades, default 300), SEED (default 20240611), THREADS (engine threads, default all
-# cores), CACHE_BYTES (each replica's cache, default 8 GiB: disk beside the bucket's copy; it must
-# hold the largest chain a queried slot needs, the full snapshot and every file after it until the
-# refresh has rewritten everything), STAGGER (1: the Hyades are asked one after another, and each
-# replica is stopped and its cache removed once its answers are verified, so one cache is on disk
-# at a time instead of two). WORK_DIR defaults to a temporary directory, removed at the end; a
-# given one is kept.
+# Environment: SLOT_UPDATES (default 2000), DATA_LEN (bytes of data per account, default 165,
+# passed to `aldb simulate --data-len`: the full snapshot takes ~113 bytes per account beside the
+# data rounded up to 8, so a shorter one lets a large run fit a smaller disk), KEEP (slots the directory keeps,
+# default SLOTS/2), REFRESH_SLOTS (default KEEP/2), SLOT_MS (pacing of the simulation, default
+# 400), QUERIES (proofs per Hyades, default 300), SEED (default 20240611), THREADS (engine
+# threads, default all cores), CACHE_BYTES (each replica's cache, default 8 GiB: disk beside the
+# bucket's copy; it must hold the largest chain a queried slot needs, the full snapshot and every
+# file after it until the refresh has rewritten everything), STAGGER (1: the Hyades are asked one
+# after another, and each replica is stopped and its cache removed once its answers are verified,
+# so one cache is on disk at a time instead of two). WORK_DIR defaults to a temporary directory,
+# removed at the end; a given one is kept.
 #
-# Disk: the full snapshot (about 280 bytes per account) is written from a startup spill of the
-# same size, so slot 0 briefly takes twice that in the directory; then it is in the directory, in
-# the bucket and in each replica's cache. The peak of the work directory is sampled and printed.
+# Disk: the full snapshot (281 bytes per account at the default DATA_LEN, 145 at 32) is written
+# from a startup spill of the same size, so slot 0 briefly takes twice that in the directory; then
+# it is in the directory, in the bucket and in each replica's cache. The peak of the work
+# directory is sampled and printed, and the full snapshot's size per account.
 #
 # The simulator runs with --hold-for-shipper, so the directory keeps every file the shipper has
 # not archived yet (docs/OBJECT-STORE.md, "Retention tiers"), however far it falls behind; the
@@ -38,6 +41,7 @@ leaves_log2="${1:-18}"
 slots="${2:-200}"
 work_arg="${3:-}"
 slot_updates="${SLOT_UPDATES:-2000}"
+data_len="${DATA_LEN:-165}"
 keep="${KEEP:-$((slots / 2))}"
 ((keep >= 2)) || keep=2
 refresh="${REFRESH_SLOTS:-$((keep / 2))}"
@@ -120,8 +124,9 @@ for _ in $(seq 1 240); do
 done
 [[ -n "$ready" ]] || { echo "SeaweedFS did not come up:" >&2; cat "$work/weed.log" >&2; exit 1; }
 
-echo "scale run: leaves=2^$leaves_log2 slots=$slots slot_updates=$slot_updates keep=$keep refresh_slots=$refresh" \
-  "slot_ms=$slot_ms threads=$threads queries=$queries seed=$seed cache_bytes=$cache_bytes stagger=$stagger"
+echo "scale run: leaves=2^$leaves_log2 slots=$slots slot_updates=$slot_updates data_len=$data_len keep=$keep" \
+  "refresh_slots=$refresh slot_ms=$slot_ms threads=$threads queries=$queries seed=$seed cache_bytes=$cache_bytes" \
+  "stagger=$stagger"
 
 # The work directory's peak size (directory, spill, SeaweedFS, caches), sampled every 2 s.
 (
@@ -144,8 +149,8 @@ dir="$work/snapshots"
 mkdir -p "$dir"
 t0=$(date +%s.%N)
 nice -n 15 /usr/bin/time -f '%M' -o "$work/simulate.maxrss" "$bin/aldb" simulate --dir "$dir" \
-  --leaves-log2 "$leaves_log2" --slots "$slots" --slot-updates "$slot_updates" --keep "$keep" \
-  --refresh-slots "$refresh" --slot-ms "$slot_ms" --seed "$seed" --threads "$threads" \
+  --leaves-log2 "$leaves_log2" --slots "$slots" --slot-updates "$slot_updates" --data-len "$data_len" \
+  --keep "$keep" --refresh-slots "$refresh" --slot-ms "$slot_ms" --seed "$seed" --threads "$threads" \
   --hold-for-shipper >"$work/simulate.out" 2>"$work/simulate.err" &
 sim_pid=$!
 pids+=($sim_pid)
@@ -205,11 +210,11 @@ done
 
 python3 - "$work" "$leaves_log2" "$slots" "$slot_updates" "$queries" "$seed" "$bin/aldb" "$filer/buckets/$bucket/run" \
   "${names[*]}" "${urls[*]}" "${hyades_pids[*]}" "$keep" "$refresh" "$slot_ms" "$threads" "$sim_secs" \
-  "${missed:-0}" "$stagger" "$ship_secs" <<'PY'
+  "${missed:-0}" "$stagger" "$ship_secs" "$data_len" <<'PY'
 import json, os, random, re, shutil, signal, subprocess, sys, threading, time, urllib.request
 
 (work, leaves_log2, slots, slot_updates, queries, seed, aldb, bucket_http, names, urls, pids, keep, refresh,
- slot_ms, threads, sim_secs, missed, stagger, ship_secs) = sys.argv[1:]
+ slot_ms, threads, sim_secs, missed, stagger, ship_secs, data_len) = sys.argv[1:]
 stagger = stagger == "1"
 leaves_log2, slots, slot_updates, queries, seed = int(leaves_log2), int(slots), int(slot_updates), int(queries), int(seed)
 names, urls, pids = names.split(), urls.split(), [int(p) for p in pids.split()]
@@ -386,6 +391,7 @@ local_span = max(1, len([s for s in local_slots if s > 0]))
 manifest = json.loads(urllib.request.urlopen(bucket_http + "/aldb-manifest.json", timeout=60).read())
 bucket_files = [(s["name"], s["size"]) for s in manifest["snapshots"]]
 bucket_bytes = sum(sz for f, sz in bucket_files if file_slot(f) > 0)
+full_bytes = sum(sz for f, sz in bucket_files if file_slot(f) == 0)
 bucket_span = max(1, len([f for f, _ in bucket_files if f.endswith(".snap") and file_slot(f) > 0]))
 per = lambda b, span: round(b / (span * slot_updates), 1)
 
@@ -400,12 +406,15 @@ gb = lambda b: round(b / 1e9, 2)
 print(f"disk: peak {gb(disk_peak)} GB in the work directory; directory {gb(disk_end['directory'])} GB, SeaweedFS "
       f"{gb(disk_end['seaweedfs'])} GB at the end; replica caches "
       + ", ".join(f"{n} {gb(b)} GB" for n, b in cache_bytes_used.items()) + (" (removed in turn)" if stagger else ""))
+print(f"full snapshot (slot 0): {gb(full_bytes)} GB, {full_bytes / (1 << leaves_log2):.1f} bytes per prefilled account "
+      f"with {data_len} bytes of data")
 print(f"bytes per updated account per slot (files of the slots after the full one): "
       f"directory {per(local_bytes, local_span)} over its {local_span} slot files, "
       f"bucket {per(bucket_bytes, bucket_span)} over {bucket_span}; "
       f"files: directory {len(local_files)}, bucket {len(bucket_files)}")
 print(json.dumps({
-    "leaves": 1 << leaves_log2, "slots": slots, "slot_updates": slot_updates, "keep": int(keep),
+    "leaves": 1 << leaves_log2, "slots": slots, "slot_updates": slot_updates, "data_len": int(data_len),
+    "keep": int(keep),
     "refresh_slots": int(refresh), "slot_ms": int(slot_ms), "threads": int(threads), "seed": seed,
     "simulate_secs": float(sim_secs), "simulate_and_ship_secs": float(ship_secs), "ship_missed_files": int(float(missed)),
     "simulator_peak_rss_kib": sim_rss, "hyades_peak_rss_kib": rss,
@@ -414,6 +423,7 @@ print(json.dumps({
     "bytes_per_updated_account_per_slot": {"local": per(local_bytes, local_span),
                                            "bucket": per(bucket_bytes, bucket_span)},
     "local_files": len(local_files), "bucket_files": len(bucket_files), "stagger": stagger,
-    "disk_peak_bytes": disk_peak, "disk_end_bytes": disk_end, "cache_bytes_used": cache_bytes_used,
+    "full_snapshot_bytes": full_bytes, "disk_peak_bytes": disk_peak, "disk_end_bytes": disk_end,
+    "cache_bytes_used": cache_bytes_used,
 }))
 PY
