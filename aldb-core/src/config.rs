@@ -21,6 +21,10 @@ pub struct Config {
     pub shard_bits: u8,
     /// Buckets are the `2^bucket_bits` prefixes of that many bits; `shard_bits <= bucket_bits`.
     pub bucket_bits: u8,
+    /// Pin worker `i` to the `i`-th CPU the creating thread may run on (modulo their count), so
+    /// the scheduler never queues two workers on one CPU while another idles (`affinity.rs`).
+    /// Off by default: a process that places its own threads on cores decides this itself.
+    pub pin_workers: bool,
 }
 
 impl Config {
@@ -32,12 +36,17 @@ impl Config {
         // node accesses then stop missing the TLB; measured 1.48 -> 1.65x the lattice hash at
         // 2^26, BENCHMARKS.md §1), and 16+ shards give the workers enough pieces to balance.
         let shard_bits = bucket_bits.saturating_sub(15).clamp(4, 12).min(bucket_bits);
-        Self { threads: threads.max(1), shard_bits, bucket_bits }
+        Self { threads: threads.max(1), shard_bits, bucket_bits, pin_workers: false }
+    }
+
+    /// The same layout with [`Config::pin_workers`] set to `pin`.
+    pub fn with_pinned_workers(self, pin: bool) -> Self {
+        Self { pin_workers: pin, ..self }
     }
 
     /// A layout with explicit values, checked.
     pub fn new(threads: usize, shard_bits: u8, bucket_bits: u8) -> Result<Self, CoreError> {
-        let c = Self { threads, shard_bits, bucket_bits };
+        let c = Self { threads, shard_bits, bucket_bits, pin_workers: false };
         c.validate()?;
         Ok(c)
     }

@@ -24,6 +24,7 @@
 //! ```
 
 mod account;
+mod affinity;
 mod blake2s;
 mod bucket;
 mod bulk;

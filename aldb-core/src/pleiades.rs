@@ -50,10 +50,16 @@ impl Pleiades {
     /// An empty tree with the given layout.
     pub fn new(config: Config) -> Result<Self, CoreError> {
         config.validate()?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(config.threads)
-            .thread_name(|i| format!("pleiades-{i}"))
-            .build()?;
+        let mut builder =
+            rayon::ThreadPoolBuilder::new().num_threads(config.threads).thread_name(|i| format!("pleiades-{i}"));
+        let cpus = if config.pin_workers { crate::affinity::allowed_cpus() } else { Vec::new() };
+        if !cpus.is_empty() {
+            // A refused pin leaves that worker unpinned: placement is a speed matter only.
+            builder = builder.start_handler(move |i| {
+                crate::affinity::pin_current(cpus[i % cpus.len()]);
+            });
+        }
+        let pool = builder.build()?;
         let height = config.bucket_bits - config.shard_bits;
         let width = 1usize << height;
         // SAFETY: an all-zero BucketRef is an empty bucket.

@@ -40,6 +40,9 @@ struct Opts {
     /// doubles the leaves per bucket and halves the prefix hashes' memory.
     #[arg(long)]
     bucket_bits: Option<u8>,
+    /// Pin each engine worker to its own CPU (`Config::pin_workers`).
+    #[arg(long)]
+    pin_workers: bool,
     /// Shard bits instead of `Config::for_leaves`'s.
     #[arg(long)]
     shard_bits: Option<u8>,
@@ -52,12 +55,17 @@ struct Opts {
     /// Bank sizes (updates per bank) whose freeze latency is measured.
     #[arg(long, value_delimiter = ',', default_values_t = [20_000usize, 100_000, 400_000])]
     bank_sizes: Vec<usize>,
-    /// Measured freezes per bank size, after the warm-up.
-    #[arg(long, default_value_t = 40)]
+    /// Measured freezes per bank size, after the warm-up (p99 is the `ceil(0.99 n)`-th fastest,
+    /// so 40 would make it the slowest of all).
+    #[arg(long, default_value_t = 200)]
     slots: usize,
     /// Unmeasured freezes before each size's measured ones.
     #[arg(long, default_value_t = 4)]
     warmup: usize,
+    /// Writes one CSV line per measured freeze (size, wall ms, process CPU ms, the most a worker
+    /// waited for a CPU in ms, involuntary switches, minor faults) to this file.
+    #[arg(long)]
+    samples_out: Option<std::path::PathBuf>,
     /// Banks kept unrooted behind the head on the steady chain (a root lags the tip by ~32).
     #[arg(long, default_value_t = 32)]
     root_lag: usize,
@@ -214,6 +222,11 @@ mod cpu {
         pub(crate) minflt: u64,
         /// CPU time of each engine worker thread, ns.
         pub(crate) workers: Vec<u64>,
+        /// Time each engine worker spent runnable but waiting for a CPU, ns (`schedstat`'s
+        /// second field): what another process or thread took from the freeze.
+        pub(crate) waits: Vec<u64>,
+        /// Involuntary context switches of the whole process.
+        pub(crate) nivcsw: u64,
     }
 
     /// The engine's worker threads (named `pleiades-*`), found once.
@@ -236,34 +249,40 @@ mod cpu {
         }
 
         pub(crate) fn sample(&self) -> Sample {
-            let (process_ns, minflt) = usage();
-            let workers = self
-                .workers
-                .iter()
-                .map(|p| {
-                    let s = std::fs::read_to_string(p).unwrap_or_default();
-                    s.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0)
-                })
-                .collect();
-            Sample { process_ns, minflt, workers }
+            let (process_ns, minflt, nivcsw) = usage();
+            let (mut workers, mut waits) = (Vec::new(), Vec::new());
+            for p in &self.workers {
+                let s = std::fs::read_to_string(p).unwrap_or_default();
+                let mut fields = s.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+                workers.push(fields.next().unwrap_or(0));
+                waits.push(fields.next().unwrap_or(0));
+            }
+            Sample { process_ns, minflt, workers, waits, nivcsw }
         }
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    fn usage() -> (u64, u64) {
+    fn usage() -> (u64, u64, u64) {
         // SAFETY: getrusage only writes the struct it is given, which is plain data.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: as above; RUSAGE_SELF is always valid.
         if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-            return (0, 0);
+            return (0, 0, 0);
         }
         let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-        (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_minflt as u64)
+        (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_minflt as u64, ru.ru_nivcsw as u64)
     }
 
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    fn usage() -> (u64, u64) {
-        (0, 0)
+    fn usage() -> (u64, u64, u64) {
+        (0, 0, 0)
+    }
+
+    /// The most any one worker waited for a CPU between two samples, ms, and the process's
+    /// involuntary context switches.
+    pub(crate) fn waited(a: &Sample, b: &Sample) -> (f64, u64) {
+        let w = a.waits.iter().zip(&b.waits).map(|(x, y)| y.saturating_sub(*x) as f64 / 1e6).fold(0.0, f64::max);
+        (w, b.nivcsw.saturating_sub(a.nivcsw))
     }
 
     /// What happened between two samples: process CPU ms, minor faults, each worker's CPU ms.
@@ -344,6 +363,10 @@ impl Bench {
         let mut root = Vec::new();
         let (mut anchor, mut ratio, mut hashes) = (Vec::new(), Vec::new(), 0u64);
         let (mut cpu, mut cpu_ratio, mut faults, mut imbalance) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // Per freeze: wall ms, CPU ms, the longest run-queue wait of a worker (ms), involuntary
+        // switches, minor faults; what tells a slow freeze's own work from a stolen core.
+        let mut each: Vec<(f64, f64, f64, u64, u64)> = Vec::new();
+        let mut worker_sum: Vec<f64> = Vec::new();
         let clock = cpu::Clock::new();
         for i in 0..o.warmup + o.slots {
             let updates = self.updates(n);
@@ -363,6 +386,9 @@ impl Bench {
                 freeze.push(f);
                 root.push(r);
                 let (c, flt, workers) = cpu::between(&c0, &c1);
+                let (wait, switches) = cpu::waited(&c0, &c1);
+                each.push((f, c, wait, switches, flt));
+                worker_sum.push(workers.iter().sum());
                 cpu.push(c);
                 faults.push(flt as f64);
                 let busiest = workers.iter().copied().fold(0.0, f64::max);
@@ -384,6 +410,25 @@ impl Bench {
             }
         }
         let held = self.engine.held_bytes();
+        if let Some(path) = &o.samples_out {
+            use std::io::Write as _;
+            let mut out = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            for ((f, c, w, sw, flt), ws) in each.iter().zip(&worker_sum) {
+                writeln!(out, "{n},{f:.3},{c:.3},{w:.3},{sw},{flt},{ws:.3}")?;
+            }
+        }
+        // The slowest 1% of freezes against the rest: a stolen core shows as run-queue wait with
+        // the CPU unchanged, the freeze's own work as more CPU.
+        each.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let slow = each.len().div_ceil(100).max(1).min(each.len());
+        let mean_of = |v: &[(f64, f64, f64, u64, u64)], k: fn(&(f64, f64, f64, u64, u64)) -> f64| {
+            v.iter().map(k).sum::<f64>() / v.len().max(1) as f64
+        };
+        let (tail, rest) = each.split_at(slow);
+        let tail_wait = mean_of(tail, |e| e.2);
+        let tail_cpu = mean_of(tail, |e| e.1);
+        let rest_wait = mean_of(rest, |e| e.2);
+        let rest_cpu = mean_of(rest, |e| e.1);
         let f = sorted(freeze);
         let r = sorted(root);
         let a = sorted(anchor);
@@ -423,7 +468,15 @@ impl Bench {
             percentile(&faults, 50.0),
             faults.last().copied().unwrap_or(f64::NAN),
         );
+        println!(
+            "  slowest 1% ({slow} freezes): CPU {tail_cpu:.2} ms, a worker waiting for a CPU {tail_wait:.2} ms; \
+             the rest: CPU {rest_cpu:.2} ms, waiting {rest_wait:.2} ms",
+        );
         Ok(json!({
+            "tail_cpu_ms": round(tail_cpu),
+            "tail_wait_ms": round(tail_wait),
+            "rest_cpu_ms": round(rest_cpu),
+            "rest_wait_ms": round(rest_wait),
             "cpu_p50_ms": round(percentile(&cpu, 50.0)),
             "cpu_ratio_to_anchor_p50": round(percentile(&cpu_ratio, 50.0)),
             "cpu_ratio_to_anchor_p10": round(percentile(&cpu_ratio, 10.0)),
@@ -601,13 +654,15 @@ fn main() -> anyhow::Result<()> {
     );
     let auto = Config::for_leaves(1u64 << o.leaves_log2, o.threads);
     let config =
-        Config::new(auto.threads, o.shard_bits.unwrap_or(auto.shard_bits), o.bucket_bits.unwrap_or(auto.bucket_bits))?;
+        Config::new(auto.threads, o.shard_bits.unwrap_or(auto.shard_bits), o.bucket_bits.unwrap_or(auto.bucket_bits))?
+            .with_pinned_workers(o.pin_workers);
     println!(
-        "fork-bench: leaves=2^{} threads={} shard_bits={} bucket_bits={} seed={} data_len={} bank_sizes={:?} slots={} \
+        "fork-bench: leaves=2^{} threads={} pin_workers={} shard_bits={} bucket_bits={} seed={} data_len={} bank_sizes={:?} slots={} \
          warmup={} root_lag={} switch_depths={:?} switch_updates={} switch_rounds={} throughput_updates={} \
          throughput_rounds={} throughput_block={} throughput_lag={}",
         o.leaves_log2,
         config.threads,
+        config.pin_workers,
         config.shard_bits,
         config.bucket_bits,
         o.seed,
@@ -672,6 +727,7 @@ fn main() -> anyhow::Result<()> {
     let out = json!({
         "leaves_log2": o.leaves_log2,
         "threads": config.threads,
+        "pin_workers": config.pin_workers,
         "shard_bits": config.shard_bits,
         "bucket_bits": config.bucket_bits,
         "seed": o.seed,
