@@ -30,7 +30,15 @@ pub struct Config {
 impl Config {
     /// A layout for about `expected_leaves` leaves on `threads` workers.
     pub fn for_leaves(expected_leaves: u64, threads: usize) -> Self {
-        let buckets = (expected_leaves / LEAVES_PER_BUCKET).max(1);
+        Self::for_leaves_per_bucket(expected_leaves, threads, LEAVES_PER_BUCKET)
+    }
+
+    /// [`Config::for_leaves`] with about `leaves_per_bucket` leaves per bucket instead of
+    /// [`LEAVES_PER_BUCKET`]: each doubling takes about `64 / b` bytes per leaf of prefix hashes
+    /// off the tree's memory and adds about as many hashes to an update's bucket as it has
+    /// leaves (BENCHMARKS.md §1, "Memory per leaf"). Zero is taken as one.
+    pub fn for_leaves_per_bucket(expected_leaves: u64, threads: usize, leaves_per_bucket: u64) -> Self {
+        let buckets = (expected_leaves / leaves_per_bucket.max(1)).max(1);
         let bucket_bits = (64 - (buckets - 1).leading_zeros()).clamp(4, 30) as u8;
         // 32k buckets per shard makes a shard's prefix array exactly one 2 MiB huge page (random
         // node accesses then stop missing the TLB; measured 1.48 -> 1.65x the lattice hash at
@@ -76,5 +84,21 @@ impl Default for Config {
     fn default() -> Self {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self::for_leaves(1 << 20, threads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaves_per_bucket_sets_the_bucket_count() {
+        assert_eq!(Config::for_leaves(1 << 26, 2), Config::for_leaves_per_bucket(1 << 26, 2, LEAVES_PER_BUCKET));
+        assert_eq!(Config::for_leaves(1 << 26, 2).bucket_bits, 25);
+        let wide = Config::for_leaves_per_bucket(1 << 26, 2, 16);
+        assert_eq!((wide.bucket_bits, wide.shard_bits), (22, 7));
+        assert_eq!(Config::for_leaves_per_bucket(1 << 20, 2, 0), Config::for_leaves_per_bucket(1 << 20, 2, 1));
+        assert!(!wide.pin_workers && wide.with_pinned_workers(true).pin_workers);
+        assert!(wide.validate().is_ok());
     }
 }

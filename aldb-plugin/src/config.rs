@@ -47,6 +47,8 @@ const MAX_PENDING_SLOTS: usize = 1 << 20;
 /// Each waiting slot holds its changed accounts (tens of MiB for a busy slot).
 pub const MAX_SNAPSHOT_QUEUE: usize = 256;
 const MAX_EXPECTED_ACCOUNTS: u64 = 1 << 40;
+/// Past this a bucket's rehash dwarfs the rest of an update and saves under a byte per leaf.
+const MAX_LEAVES_PER_BUCKET: u64 = 64;
 /// Slots merged between two published snapshots are held in memory until the next is written:
 /// 1000 slots is about 7 minutes.
 pub const MAX_SNAPSHOT_EVERY: u64 = 1000;
@@ -130,6 +132,10 @@ struct RawConfig {
     #[serde(default)]
     expected_accounts: Option<u64>,
     #[serde(default)]
+    leaves_per_bucket: Option<u64>,
+    #[serde(default)]
+    pin_workers: Option<bool>,
+    #[serde(default)]
     metrics_addr: Option<String>,
     #[serde(default)]
     log_level: Option<String>,
@@ -195,6 +201,11 @@ pub struct Config {
     /// About how many accounts the state holds; sizes the engine's tree (speed and memory, never
     /// the root). Default 1048576.
     pub expected_accounts: u64,
+    /// About how many accounts share one bucket of the engine's tree: memory against the hash
+    /// work of an update (speed and memory, never the root). Default 2; 1 to 64.
+    pub leaves_per_bucket: u64,
+    /// Pin each engine worker to its own CPU of the validator's set. Default off.
+    pub pin_workers: bool,
     /// Where to serve Prometheus metrics (`GET /metrics`), as `IP:port`. Default: not served.
     pub metrics_addr: Option<SocketAddr>,
     /// The most verbose level the plugin logs at. Default `info`.
@@ -468,6 +479,12 @@ impl Config {
             1,
             MAX_EXPECTED_ACCOUNTS,
         )?;
+        let leaves_per_bucket = in_range(
+            "leaves_per_bucket",
+            raw.leaves_per_bucket.unwrap_or(aldb_core::LEAVES_PER_BUCKET),
+            1,
+            MAX_LEAVES_PER_BUCKET,
+        )?;
         let metrics_addr = match raw.metrics_addr.as_deref() {
             None => None,
             Some(s) => Some(s.trim().parse::<SocketAddr>().map_err(|_| {
@@ -542,6 +559,8 @@ impl Config {
             snapshot_queue,
             snapshot_direct_io: raw.snapshot_direct_io.unwrap_or(true),
             expected_accounts,
+            leaves_per_bucket,
+            pin_workers: raw.pin_workers.unwrap_or(false),
             metrics_addr,
             log_level,
             keypair,
@@ -565,7 +584,9 @@ impl Config {
     /// The adapter settings: this config's commitment, pending bound and engine layout, with
     /// change capture on (the snapshot writer needs it).
     pub fn adapter_config(&self) -> geyser_adapter::AdapterConfig {
-        let engine = aldb_core::Config::for_leaves(self.expected_accounts, self.threads);
+        let engine =
+            aldb_core::Config::for_leaves_per_bucket(self.expected_accounts, self.threads, self.leaves_per_bucket)
+                .with_pinned_workers(self.pin_workers);
         let mut c = geyser_adapter::AdapterConfig::new(self.commitment.to_adapter(), engine);
         c.max_pending_slots = self.max_pending_slots;
         c.capture_changes = Some(aldb_snapshot::CAPTURE_OPTIONS);

@@ -44,6 +44,9 @@ fn defaults_fill_every_optional_field() {
     assert!(c.snapshot_direct_io);
     assert!(c.writer_config().direct_io);
     assert_eq!(c.expected_accounts, DEFAULT_EXPECTED_ACCOUNTS);
+    assert_eq!(c.leaves_per_bucket, aldb_core::LEAVES_PER_BUCKET);
+    assert!(!c.pin_workers && !c.adapter_config().engine.pin_workers);
+    assert_eq!(c.adapter_config().engine, aldb_core::Config::for_leaves(DEFAULT_EXPECTED_ACCOUNTS, c.threads));
     assert_eq!(c.metrics_addr, None);
     assert_eq!(c.log_level, log::LevelFilter::Info);
 }
@@ -65,6 +68,8 @@ fn every_field_can_be_set_in_json5() {
             snapshot_queue: 16,
             snapshot_direct_io: false,
             expected_accounts: 0x1000000,
+            leaves_per_bucket: 16,
+            pin_workers: true,
             metrics_addr: '0.0.0.0:9898',
             log_level: 'DEBUG',
         }",
@@ -79,6 +84,10 @@ fn every_field_can_be_set_in_json5() {
     assert_eq!((c.snapshot_every, c.keep_slots, c.refresh_slots, c.snapshot_queue), (2, 100, 64, 16));
     assert!(!c.snapshot_direct_io && !c.writer_config().direct_io);
     assert_eq!(c.expected_accounts, 1 << 24);
+    assert_eq!((c.leaves_per_bucket, c.pin_workers), (16, true));
+    let engine = c.adapter_config().engine;
+    // 2^24 accounts at sixteen per bucket: 2^20 buckets, pinned.
+    assert_eq!((engine.bucket_bits, engine.threads, engine.pin_workers), (20, 6, true));
     assert_eq!(c.metrics_addr, Some("0.0.0.0:9898".parse().unwrap()));
     assert_eq!(c.log_level, log::LevelFilter::Debug);
 }
@@ -122,6 +131,8 @@ fn bad_values_name_the_field_and_the_rule() {
         ("snapshot_queue", "257", "from 1 to 256,"),
         ("max_pending_slots", "1048577", "from 1 to 1048576,"),
         ("expected_accounts", "0", "from 1 to"),
+        ("leaves_per_bucket", "0", "from 1 to 64,"),
+        ("leaves_per_bucket", "65", "from 1 to 64,"),
         ("metrics_addr", r#""localhost""#, "IP address and port"),
         ("metrics_addr", r#""127.0.0.1""#, "IP address and port"),
         ("log_level", r#""loud""#, "one of off, error"),
