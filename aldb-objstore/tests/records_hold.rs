@@ -8,17 +8,13 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
-
 use aldb_format::records::{LoggedRecord, RECORDS_DIR, RecordLogReader, encode_entry, list_segments, segment_header};
 use aldb_objstore::Shipper;
 use aldb_snapshot::records::RecordLogWriter;
 use object_store::ObjectStore;
 use object_store::path::Path;
 
-use common::faulty::DiesAtPut;
-use common::ship::{object, read_manifest, rt, ship_config};
+use common::ship::{kill_at_manifest, object, read_manifest, rt};
 use common::weed::Weed;
 
 /// Writes `records` as one segment named by its first record's slot.
@@ -59,27 +55,11 @@ fn a_pass_records_the_record_hold_after_its_manifest_is_durable() {
     let Some(weed) = Weed::start() else { return };
     let rt = rt();
     let (store, _) = weed.bucket("recordhold");
-    // How many PUTs a whole first pass makes: the last is its manifest's.
-    let count_dir = tempfile::tempdir().unwrap();
-    history(count_dir.path());
-    let counting = Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: usize::MAX });
-    let counted: Arc<dyn ObjectStore> = counting.clone();
-    rt.block_on(Shipper::new(counted, Path::from("count"), ship_config(count_dir.path())).unwrap().ship_once())
-        .unwrap();
-    let puts = counting.puts.load(std::sync::atomic::Ordering::SeqCst);
-
     let dir = tempfile::tempdir().unwrap();
     let later = history(dir.path());
     assert_eq!(names(dir.path()), [100, 103, 106]);
     let prefix = Path::from("held");
-    let mut cfg = ship_config(dir.path());
-    cfg.max_attempts = 1;
-    let faulty: Arc<dyn ObjectStore> =
-        Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: puts });
-    let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
-    assert!(err.to_string().contains("killed"), "{err}");
-    assert!(rt.block_on(read_manifest(&store, &prefix)).is_none(), "the manifest was the PUT that died");
-    assert!(rt.block_on(store.head(&object(&prefix, "records/records-00000000000000000103.log"))).is_ok());
+    let cfg = kill_at_manifest(&rt, &store, history, dir.path(), &prefix, "records", 103);
     assert_eq!(aldb_format::shipped::read_records_shipped(dir.path()).unwrap(), None);
     let (mut log, _) = RecordLogWriter::open(dir.path()).unwrap();
     assert_eq!(log.prune_before_held(1000).unwrap(), 0, "no hold yet: nothing may go");

@@ -23,7 +23,7 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 
 use common::faulty::DiesAtPut;
-use common::ship::{object, read_manifest, rt, ship_config};
+use common::ship::{kill_at_manifest, object, read_manifest, rt, ship_config};
 use common::weed::Weed;
 
 /// Segments of a few slots, so a short history spans several.
@@ -274,15 +274,6 @@ fn a_pass_records_the_vote_hold_after_its_manifest_is_durable() {
         common::write_history(dir, 8, 100, 3, 1000);
         append_slots(dir, 100..=109);
     };
-    // How many PUTs a whole first pass makes: the last is its manifest's.
-    let count_dir = tempfile::tempdir().unwrap();
-    history(count_dir.path());
-    let counting = Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: usize::MAX });
-    let counted: Arc<dyn ObjectStore> = counting.clone();
-    rt.block_on(Shipper::new(counted, Path::from("count"), ship_config(count_dir.path())).unwrap().ship_once())
-        .unwrap();
-    let puts = counting.puts.load(std::sync::atomic::Ordering::SeqCst);
-
     let dir = tempfile::tempdir().unwrap();
     history(dir.path());
     let names = |dir: &std::path::Path| -> Vec<u64> {
@@ -290,14 +281,7 @@ fn a_pass_records_the_vote_hold_after_its_manifest_is_durable() {
     };
     assert_eq!(names(dir.path()), [100, 104, 108]);
     let prefix = Path::from("held");
-    let mut cfg = ship_config(dir.path());
-    cfg.max_attempts = 1;
-    let faulty: Arc<dyn ObjectStore> =
-        Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: puts });
-    let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
-    assert!(err.to_string().contains("killed"), "{err}");
-    assert!(rt.block_on(read_manifest(&store, &prefix)).is_none(), "the manifest was the PUT that died");
-    assert!(rt.block_on(store.head(&object(&prefix, "votes/votes-00000000000000000104.log"))).is_ok());
+    let cfg = kill_at_manifest(&rt, &store, history, dir.path(), &prefix, "votes", 104);
     assert_eq!(aldb_format::shipped::read_votes_shipped(dir.path()).unwrap(), None);
     let mut log = VoteLog::open_with(dir.path(), log_options()).unwrap();
     assert_eq!(log.prune_held(1000).unwrap(), 0, "no hold yet: nothing may go");

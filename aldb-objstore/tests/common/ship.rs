@@ -1,14 +1,17 @@
 //! Shipping in the object-store tests: the runtime and shipper configuration they share, reading
-//! the bucket's manifest back.
+//! the bucket's manifest back, and a shipper killed at its manifest's PUT.
 
 use std::path::Path as FsPath;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aldb_objstore::ShipConfig;
 use aldb_objstore::manifest::{MANIFEST_NAME, Manifest};
+use aldb_objstore::{ShipConfig, Shipper};
 use object_store::ObjectStore;
 use object_store::path::Path;
+
+use super::faulty::DiesAtPut;
 
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
@@ -36,4 +39,38 @@ pub async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Optio
         Err(object_store::Error::NotFound { .. }) => None,
         Err(e) => panic!("{e}"),
     }
+}
+
+/// Ships `dir` under `prefix` through a store that dies at the PUT of the pass's manifest, and
+/// checks what that leaves: the pass fails, there is no manifest, and segment `first` of log
+/// `log` (`records` or `votes`) is already uploaded. The manifest's PUT is a whole first pass's
+/// last, counted on a twin directory that `history` writes as it wrote `dir`. Returns the
+/// configuration (one attempt a request) for the passes after.
+pub fn kill_at_manifest<H>(
+    rt: &tokio::runtime::Runtime,
+    store: &Arc<dyn ObjectStore>,
+    history: impl Fn(&FsPath) -> H,
+    dir: &FsPath,
+    prefix: &Path,
+    log: &str,
+    first: u64,
+) -> ShipConfig {
+    let count_dir = tempfile::tempdir().unwrap();
+    history(count_dir.path());
+    let counting = Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: usize::MAX });
+    let counted: Arc<dyn ObjectStore> = counting.clone();
+    rt.block_on(Shipper::new(counted, Path::from("count"), ship_config(count_dir.path())).unwrap().ship_once())
+        .unwrap();
+    let puts = counting.puts.load(Ordering::SeqCst);
+
+    let mut cfg = ship_config(dir);
+    cfg.max_attempts = 1;
+    let faulty: Arc<dyn ObjectStore> =
+        Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: puts });
+    let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
+    assert!(err.to_string().contains("killed"), "{err}");
+    assert!(rt.block_on(read_manifest(store, prefix)).is_none(), "the manifest was the PUT that died");
+    let segment = format!("{log}/{log}-{first:020}.log");
+    assert!(rt.block_on(store.head(&object(prefix, &segment))).is_ok(), "{segment} was uploaded");
+    cfg
 }
