@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use aldb_fixture::votes::Voter;
 use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, VoteLogOptions, VotesEntry};
-use aldb_objstore::{ShipConfig, Shipper};
 use aldb_snapshot::WriterConfig;
 use aldb_verify::votes::{Validator, ValidatorSet, VoteEvidence, bank_hash, verify_account_by_votes};
+use common::replica::{ask, replica, shipper};
 use common::weed::Weed;
 use common::{Model, Server, b58};
-use hyades::{StoreConfig, codes};
+use hyades::codes;
 use serde_json::{Value, json};
 
 const URL: &str = "s3://votes/mainnet";
@@ -44,32 +44,6 @@ fn votes_in(block: u64, slot: u64, b: &BankEntry, vs: &[Voter]) -> VoteLogEntry 
         slot: block,
         transactions: vs.iter().map(|v| v.vote(slot, &b.bank_hash)).collect(),
     })
-}
-
-fn shipper(dir: &std::path::Path, weed: &Weed, url: &str) -> Shipper {
-    let (store, prefix) = aldb_objstore::open_bucket(url, &weed.options()).unwrap();
-    let mut cfg = ShipConfig::new(dir);
-    cfg.records_interval = Duration::ZERO;
-    cfg.votes_interval = Duration::ZERO;
-    cfg.status_interval = Duration::ZERO;
-    cfg.retry_backoff = Duration::from_millis(10);
-    Shipper::new(store, prefix, cfg).unwrap()
-}
-
-fn replica(weed: &Weed, url: &str, cache: &std::path::Path) -> Server {
-    let store = StoreConfig { url: url.into(), bucket: weed.options(), cache_bytes: 1 << 30 };
-    Server::start_with(cache, |c| {
-        c.store = Some(store);
-        c.poll_interval = Duration::from_millis(20);
-    })
-}
-
-/// One request's raw answer.
-fn ask(s: &Server, method: &str, params: &Value) -> String {
-    let (status, body) =
-        s.post_raw(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string());
-    assert_eq!(status, 200, "{body}");
-    body
 }
 
 fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
@@ -110,7 +84,7 @@ fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
 
     let local = Server::start(dir.path());
     let cache = tempfile::tempdir().unwrap();
-    let r = replica(&weed, URL, cache.path());
+    let r = replica(&weed, URL, cache.path(), 1 << 30);
     wait_until("the replica's slot 12", || r.call("getStateRoot", json!([12])).get("result").is_some());
 
     // Every slot, byte for byte: served ones, pruned ones, the one not voted on yet, and ones
@@ -162,7 +136,7 @@ fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
     b.flush();
     rt.block_on(shipper(bare.path(), &weed, "s3://votes/bare").ship_once()).unwrap();
     let bare_cache = tempfile::tempdir().unwrap();
-    let rb = replica(&weed, "s3://votes/bare", bare_cache.path());
+    let rb = replica(&weed, "s3://votes/bare", bare_cache.path(), 1 << 30);
     wait_until("the bare replica's slot 0", || rb.call("getStateRoot", json!([0])).get("result").is_some());
     let e = rb.err("getSlotVotes", json!([0]), codes::NOTHING_PUBLISHED);
     assert!(e["message"].as_str().unwrap().contains("the bucket holds no vote-evidence log"), "{e}");

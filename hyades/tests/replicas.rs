@@ -10,15 +10,16 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use aldb_objstore::{ShipConfig, Shipper};
+use aldb_objstore::Shipper;
 use aldb_snapshot::WriterConfig;
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_verify::record::Commitment;
 use aldb_verify::record_json::attested_record_from_json_value;
+use common::replica::{ask, replica, shipper};
 use common::weed::Weed;
 use common::{Model, Server, b58};
 use futures_util::{SinkExt, StreamExt};
-use hyades::{StoreConfig, codes};
+use hyades::codes;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -38,12 +39,7 @@ impl Writer {
         let config = WriterConfig { keep_slots: 6, refresh_slots: 3, direct_io: false, ..WriterConfig::new(dir) };
         let model = Model::new(config, 41);
         let records = RecordProducer::open(dir, GENESIS, Some(Signer::from_seed(&[9; 32]))).unwrap();
-        let (store, prefix) = aldb_objstore::open_bucket(URL, &weed.options()).unwrap();
-        let mut cfg = ShipConfig::new(dir);
-        cfg.records_interval = Duration::ZERO;
-        cfg.status_interval = Duration::ZERO;
-        cfg.retry_backoff = Duration::from_millis(10);
-        let shipper = Shipper::new(store, prefix, cfg).unwrap();
+        let shipper = shipper(dir, weed, URL);
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         Self { model, records, shipper, rt }
     }
@@ -67,22 +63,6 @@ impl Writer {
         self.model.flush();
         self.rt.block_on(self.shipper.ship_once()).unwrap();
     }
-}
-
-fn replica(weed: &Weed, cache: &std::path::Path, cache_bytes: u64) -> Server {
-    let store = StoreConfig { url: URL.into(), bucket: weed.options(), cache_bytes };
-    Server::start_with(cache, |c| {
-        c.store = Some(store);
-        c.poll_interval = Duration::from_millis(20);
-    })
-}
-
-/// One request's raw answer.
-fn ask(s: &Server, method: &str, params: &Value) -> String {
-    let (status, body) =
-        s.post_raw(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string());
-    assert_eq!(status, 200, "{body}");
-    body
 }
 
 fn error_code(body: &str) -> Option<i64> {
@@ -111,9 +91,9 @@ fn replicas_answer_as_the_directory_does_and_beyond_its_retention() {
     let last = w.model.next_slot - 1;
     let local = Server::start(dir.path());
     let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = replica(&weed, cache_a.path(), 1 << 30);
+    let a = replica(&weed, URL, cache_a.path(), 1 << 30);
     // A cache of a few files: most slots evict others, every answer is still the same.
-    let b = replica(&weed, cache_b.path(), 200 << 10);
+    let b = replica(&weed, URL, cache_b.path(), 200 << 10);
     wait_for(&a, last);
     wait_for(&b, last);
     let pruned = local.service.as_ref().unwrap().hyades().oldest().unwrap().slot;
@@ -208,7 +188,7 @@ fn a_replicas_record_feed_has_no_gap_and_no_duplicate_across_refreshes() {
     let mut w = Writer::start(dir.path(), &weed);
     w.slots(10);
     let cache = tempfile::tempdir().unwrap();
-    let a = replica(&weed, cache.path(), 1 << 30);
+    let a = replica(&weed, URL, cache.path(), 1 << 30);
     wait_for(&a, 9);
     let url = a.ws_url.clone();
     let (mut ws, _) = a.rt.block_on(tokio_tungstenite::connect_async(&url)).unwrap();

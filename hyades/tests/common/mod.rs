@@ -1,7 +1,10 @@
 //! Shared by the integration tests: a history written by the real engine and snapshot writer, a
-//! model of every slot's accounts, and the real service on an ephemeral loopback port.
+//! model of every slot's accounts, the real service on an ephemeral loopback port, and replicas
+//! of a bucket on a real object store.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub)]
+
+pub mod replica;
 
 // The SeaweedFS harness is aldb-objstore's, used as is, so both crates start the store alike.
 #[path = "../../../aldb-objstore/tests/common/weed.rs"]
