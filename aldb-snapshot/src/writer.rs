@@ -21,7 +21,9 @@
 //! refused with a typed error ([`SnapshotWriter::take_refused`]) and the writer goes on; marks
 //! ([`SnapshotWriter::mark`]) release and drop banks and are journaled in `slot-status.log`
 //! after the files they follow. A write error in fork mode refuses only that bank (the tables are
-//! rolled back to its parent); there is no merging of held slots across forks. `docs/FORMAT.md`
+//! rolled back to its parent, and with [`WriterConfig::return_refused`] the refusal hands its
+//! input back, so a caller may submit it again without having kept a copy); there is no merging
+//! of held slots across forks. `docs/FORMAT.md`
 //! ("Forks", "Slot-status journal") has the rules.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -81,6 +83,12 @@ pub struct WriterConfig {
     /// without it, a shipper that falls behind finds files pruned under it and the archive keeps
     /// holes. The directory then grows while the shipper is down. Off by default.
     pub hold_for_shipper: bool,
+    /// Fork mode: a refused bank's input is handed back in its [`Refusal`] instead of being
+    /// emptied for reuse, so a caller that tries a failed write again keeps the input it
+    /// submitted rather than a copy of it. The caller must then take the refusals
+    /// ([`SnapshotWriter::take_refused`]) as they come: up to 1,024 are kept, inputs included.
+    /// Off by default.
+    pub return_refused: bool,
     /// The most bytes one snapshot file holds: a slot that writes more (a full state of more
     /// than about a hundred million accounts) is cut into part files (`docs/FORMAT.md`,
     /// "Parts"). Always [`MAX_FILE_BYTES`], the most a reference addresses; lowered only by
@@ -110,6 +118,7 @@ impl WriterConfig {
             max_fork_banks: 1024,
             max_fork_bytes: 1 << 30,
             hold_for_shipper: false,
+            return_refused: false,
             part_bytes: MAX_FILE_BYTES,
         }
     }
@@ -207,6 +216,9 @@ pub struct Refusal {
     pub slot: u64,
     /// Why it was not written.
     pub error: SnapshotError,
+    /// The bank as it was submitted, unchanged (a failed write rolls the tables back and leaves
+    /// its input as it was), when [`WriterConfig::return_refused`] is set; `None` otherwise.
+    pub input: Option<SlotInput>,
 }
 
 /// Refusals kept for [`SnapshotWriter::take_refused`]; older ones are only counted.
@@ -678,6 +690,8 @@ struct Run {
     fork_base: Option<u64>,
     /// [`WriterConfig::forks`].
     fork_mode: bool,
+    /// [`WriterConfig::return_refused`].
+    return_refused: bool,
 }
 
 impl Run {
@@ -815,14 +829,20 @@ impl Run {
         }
     }
 
-    fn refuse(&mut self, slot: u64, error: SnapshotError) {
+    /// Reports a refused bank, with its input when the caller asked for it back, else empties
+    /// the input for reuse.
+    fn refuse(&mut self, slot: u64, error: SnapshotError, input: SlotInput) {
         log::warn!("snapshot writer: {error}");
         self.stats.fork_refused.fetch_add(1, Ordering::Relaxed);
+        let (input, spare) = if self.return_refused { (Some(input), None) } else { (None, Some(input)) };
         if let Ok(mut r) = self.out.refused.lock() {
             if r.len() >= MAX_REFUSALS {
                 r.pop_front();
             }
-            r.push_back(Refusal { slot, error });
+            r.push_back(Refusal { slot, error, input });
+        }
+        if let Some(input) = spare {
+            self.recycle(input);
         }
     }
 
@@ -925,10 +945,10 @@ impl Run {
         let result = self.write_bank(&mut banks, &input, t);
         self.sync_banks(&banks);
         self.forks = Some(banks);
-        if let Err(e) = result {
-            self.refuse(slot, e);
+        match result {
+            Ok(()) => self.recycle(input),
+            Err(e) => self.refuse(slot, e, input),
         }
-        self.recycle(input);
     }
 
     fn write_bank(&mut self, banks: &mut Banks, input: &SlotInput, t: Instant) -> Result<(), SnapshotError> {
@@ -1101,6 +1121,7 @@ fn run(
         fork_pin: None,
         fork_base: None,
         fork_mode: config.forks,
+        return_refused: config.return_refused,
     };
     let mut pending = Pending::default();
     loop {

@@ -2,7 +2,8 @@
 //!
 //! The writer thread hands each bank to the fork-mode snapshot writer and waits for the answer.
 //! A write that fails for a reason that can pass (a full disk, an I/O error, too many open files)
-//! does not lose the bank: the thread holds a copy of it and tries again with a growing wait
+//! does not lose the bank: the writer hands the input back with the error
+//! ([`aldb_snapshot::WriterConfig::return_refused`]), and the thread holds it and tries again with a growing wait
 //! ([`RETRY_FIRST`] doubling up to [`RETRY_MAX`]), taking nothing else from the queue meanwhile,
 //! so files, statuses and records stay in the order a run without the failure has them. Replay
 //! never waits: the queue absorbs the banks frozen meanwhile, merging a chain into its newest
@@ -26,8 +27,8 @@
 //!   statuses and records (`banks_refused`);
 //! - the sink stops (one last try first).
 //!
-//! An input larger than [`MAX_KEPT_BYTES`] (a base of a large state) is not copied, so it is not
-//! tried again: a failure refuses it as before, and files resume at the next start.
+//! No bank is copied to be tried again: the input held is the one submitted, back from the
+//! writer, whose write reads it without changing it.
 
 use std::io::ErrorKind;
 use std::path::Path;
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use aldb_snapshot::{SlotInput, SnapshotError};
 
-use super::queue::{HeldWake, size};
+use super::queue::HeldWake;
 use super::stats::SinkStats;
 use super::worker::Worker;
 
@@ -44,9 +45,6 @@ const RETRY_FIRST: Duration = Duration::from_millis(100);
 /// Longest wait between tries: a try that fails early (the file cannot be created) costs
 /// microseconds, and a short wait ends the streak soon after the disk is back.
 const RETRY_MAX: Duration = Duration::from_secs(5);
-/// Inputs holding more bytes than this are not copied before they are written, so not tried
-/// again: the copy would double the largest allocation the module makes (a base's whole state).
-const MAX_KEPT_BYTES: usize = 256 << 20;
 
 /// Why a failed write is not tried again, when it is not.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,16 +75,10 @@ pub(crate) fn classify(e: &SnapshotError, dir: &Path) -> Result<(), Permanent> {
     }
 }
 
-/// A copy to hand to the writer, keeping the original for another try.
-fn copy(input: &SlotInput) -> SlotInput {
-    SlotInput {
-        slot: input.slot,
-        parent: input.parent,
-        root: input.root,
-        changes: input.changes.clone(),
-        accounts: input.accounts.clone(),
-        full: input.full,
-    }
+/// A write the writer refused: why, and the input back when it came back.
+pub(crate) struct Failed {
+    pub(crate) error: SnapshotError,
+    pub(crate) input: Option<SlotInput>,
 }
 
 /// How holding a bank ended.
@@ -102,14 +94,10 @@ impl Worker {
     /// held and tried again (see the [module documentation](self)).
     pub(crate) fn write(&mut self, input: SlotInput) {
         let slot = input.slot;
-        if size(&input) > MAX_KEPT_BYTES {
-            if let Some(e) = self.attempt(input) {
-                self.refused(slot, &e);
-            }
-            return;
-        }
-        let Some(e) = self.attempt(copy(&input)) else {
-            self.recycle(input);
+        let Some(Failed { error: e, input }) = self.attempt(input) else { return };
+        // The writer is configured to hand inputs back; without one there is nothing to hold.
+        let Some(input) = input else {
+            self.refused(slot, &e);
             return;
         };
         match classify(&e, &self.dir) {
@@ -128,8 +116,8 @@ impl Worker {
     }
 
     /// Hands one input to the writer and waits until it is written or refused; returns the
-    /// refusal. Other refusals the writer reports are counted as they come.
-    fn attempt(&mut self, input: SlotInput) -> Option<SnapshotError> {
+    /// refusal, with the input. Other refusals the writer reports are counted as they come.
+    pub(crate) fn attempt(&mut self, input: SlotInput) -> Option<Failed> {
         let slot = input.slot;
         if let Err(e) = self.writer.submit(input) {
             // The writer thread is gone: nothing can be tried again.
@@ -143,9 +131,12 @@ impl Worker {
         let mut mine = None;
         for r in self.writer.take_refused() {
             if r.slot == slot && mine.is_none() {
-                mine = Some(r.error);
+                mine = Some(Failed { error: r.error, input: r.input });
             } else {
                 self.refused(r.slot, &r.error);
+                if let Some(other) = r.input {
+                    self.recycle(other);
+                }
             }
         }
         mine
@@ -161,6 +152,9 @@ impl Worker {
         self.queue.hold(slot);
         let mut wait = RETRY_FIRST;
         let mut tries = 0u64;
+        // The bank between tries; given to the writer for each (which empties it for reuse once
+        // written) and back from it with each failure.
+        let mut held = Some(input);
         let outcome = loop {
             let last = match self.queue.wait_held(wait) {
                 HeldWake::Doomed => break Outcome::Abandoned,
@@ -174,7 +168,10 @@ impl Worker {
             };
             tries += 1;
             SinkStats::add(&self.stats.write_retries, 1);
-            let Some(e) = self.attempt(copy(&input)) else { break Outcome::Written };
+            let Some(input) = held.take() else { break Outcome::Refused(format!("not held; first failure: {first}")) };
+            let Some(Failed { error: e, input: back }) = self.attempt(input) else { break Outcome::Written };
+            let Some(back) = back else { break Outcome::Refused(e.to_string()) };
+            held = Some(back);
             match classify(&e, &self.dir) {
                 Err(Permanent::Directory(what)) => {
                     break Outcome::Refused(format!("the snapshot directory {} {what}: {e}", self.dir.display()));
@@ -204,6 +201,12 @@ impl Worker {
                 self.refused(slot, &why);
             }
         }
-        self.recycle(input);
+        if let Some(input) = held {
+            self.recycle(input);
+        }
     }
 }
+
+#[cfg(test)]
+#[path = "retry_tests.rs"]
+mod tests;

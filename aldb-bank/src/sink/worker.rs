@@ -155,6 +155,9 @@ impl Worker {
         }
         for r in self.writer.take_refused() {
             self.refused(r.slot, &r.error);
+            if let Some(input) = r.input {
+                self.recycle(input);
+            }
         }
     }
 
