@@ -86,6 +86,8 @@ struct Raw {
     #[serde(default)]
     direct_io: Option<bool>,
     #[serde(default)]
+    hold_for_shipper: Option<bool>,
+    #[serde(default)]
     metrics_addr: Option<String>,
 }
 
@@ -113,6 +115,12 @@ pub struct SinkConfig {
     pub queue_bytes: usize,
     /// Files written past the page cache where the filesystem allows (default true).
     pub direct_io: bool,
+    /// Local retention waits for the archive, as the geyser plugin's option of the name does
+    /// (default false): no snapshot file the shipper has not recorded as archived (`shipped.seq`)
+    /// is deleted, nor a record log segment at or above its record hold
+    /// (`shipped-records.slot`), and none of either before the shipper wrote its hold. For a
+    /// directory `aldb-ship` archives; the directory then grows while the shipper is down.
+    pub hold_for_shipper: bool,
     /// Where `GET /metrics` serves the module's counters in the Prometheus text format, from a
     /// thread of its own (default: not served). Port 0 takes a free port
     /// ([`crate::BankRoots::metrics_addr`] says which).
@@ -132,6 +140,7 @@ impl SinkConfig {
             queue_bound: 64,
             queue_bytes: 1 << 30,
             direct_io: true,
+            hold_for_shipper: false,
             metrics_addr: None,
         }
     }
@@ -217,6 +226,7 @@ impl SinkConfig {
             queue_bound: queue_bound as usize,
             queue_bytes: queue_bytes as usize,
             direct_io: raw.direct_io.unwrap_or(d.direct_io),
+            hold_for_shipper: raw.hold_for_shipper.unwrap_or(d.hold_for_shipper),
             metrics_addr,
             ..d
         })

@@ -61,13 +61,18 @@ impl Sink {
     pub(crate) fn start(config: &SinkConfig) -> Result<Self, String> {
         let wc = WriterConfig {
             forks: true,
+            // A failed write is tried again with the input the writer hands back (`retry`).
+            return_refused: true,
             keep_slots: config.keep_slots,
             refresh_slots: config.refresh_slots,
             direct_io: config.direct_io,
+            hold_for_shipper: config.hold_for_shipper,
             ..WriterConfig::new(&config.snapshot_dir)
         };
         let records = match (&config.records, config.genesis_hash) {
-            (Some(r), Some(genesis)) => Some(Records::open(config.snapshot_dir.clone(), genesis, r)?),
+            (Some(r), Some(genesis)) => {
+                Some(Records::open(config.snapshot_dir.clone(), genesis, r, config.hold_for_shipper)?)
+            }
             _ => None,
         };
         let writer = SnapshotWriter::start(wc, None)

@@ -27,6 +27,8 @@ pub(crate) struct Records {
     confirmed: bool,
     finalized: bool,
     keep_slots: u64,
+    /// [`crate::SinkConfig::hold_for_shipper`]: segments the archive may lack are kept.
+    hold_for_shipper: bool,
     producer: Option<RecordProducer>,
     prune_in: u64,
     /// Consecutive failures: only the first of a run is logged as an error.
@@ -36,7 +38,12 @@ pub(crate) struct Records {
 impl Records {
     /// Opens the log; fails when it cannot be opened or holds another cluster's records (a start
     /// refuses, rather than run without the records asked for).
-    pub(crate) fn open(dir: PathBuf, genesis_hash: [u8; 32], config: &RecordsConfig) -> Result<Self, String> {
+    pub(crate) fn open(
+        dir: PathBuf,
+        genesis_hash: [u8; 32],
+        config: &RecordsConfig,
+        hold_for_shipper: bool,
+    ) -> Result<Self, String> {
         let mut r = Self {
             dir,
             genesis_hash,
@@ -44,6 +51,7 @@ impl Records {
             confirmed: config.levels.contains(&RecordLevel::Confirmed),
             finalized: config.levels.contains(&RecordLevel::Finalized),
             keep_slots: config.keep_slots,
+            hold_for_shipper,
             producer: None,
             prune_in: PRUNE_EVERY,
             failing: 0,
@@ -113,9 +121,17 @@ impl Records {
                 self.prune_in = self.prune_in.saturating_sub(1);
                 if self.prune_in == 0 {
                     self.prune_in = PRUNE_EVERY;
-                    if let Err(e) = p.prune_before(bank.slot.saturating_sub(self.keep_slots)) {
+                    let keep_from = bank.slot.saturating_sub(self.keep_slots);
+                    let pruned = match self.hold_for_shipper {
+                        // Only below the shipper's record hold, nothing while it has none.
+                        true => p.prune_before_held(keep_from),
+                        false => p.prune_before(keep_from),
+                    };
+                    match pruned {
+                        Ok(0) => {}
+                        Ok(n) => log::info!("aldb-bank: deleted {n} old record log segment(s)"),
                         // Old records only cost disk.
-                        log::warn!("aldb-bank: could not delete old record log segments: {e}");
+                        Err(e) => log::warn!("aldb-bank: could not delete old record log segments: {e}"),
                     }
                 }
             }
@@ -139,3 +155,7 @@ impl Records {
         self.failing += 1;
     }
 }
+
+#[cfg(test)]
+#[path = "records_tests.rs"]
+mod tests;
