@@ -7,69 +7,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use aldb_core::{AccountRef, ChangeSet, Claim, Config, ForkEngine, ForkLimits, Pleiades};
+use aldb_core::{ChangeSet, Claim, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_format::SnapshotReader;
 use aldb_format::status::{SlotStatusKind, StatusJournal};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SlotMark, SnapshotError, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-#[derive(Clone, Debug, PartialEq)]
-struct Acct {
-    lamports: u64,
-    owner: [u8; 32],
-    executable: bool,
-    data: Vec<u8>,
-}
+use common::{Mix, State, account_ref, draw, naive_root, refs};
 
-type State = BTreeMap<[u8; 32], Acct>;
-
-fn naive_root(state: &State) -> [u8; 32] {
-    let mut n = aldb_naive::NaiveState::default();
-    for (pk, a) in state {
-        n.apply_account(pk, a.lamports, &a.owner, a.executable, &a.data);
-    }
-    n.root()
-}
-
-fn draw(rng: &mut ChaCha8Rng, keys: &mut Vec<[u8; 32]>, n: usize) -> Vec<([u8; 32], Acct)> {
-    (0..n)
-        .map(|_| {
-            let roll = rng.random_range(0..100);
-            let pk = if keys.is_empty() || roll < 30 {
-                let k: [u8; 32] = rng.random();
-                keys.push(k);
-                k
-            } else {
-                keys[rng.random_range(0..keys.len())]
-            };
-            let lamports = if roll >= 85 { 0 } else { rng.random_range(1..1_000_000) };
-            let len = rng.random_range(0..60);
-            let acct = Acct {
-                lamports,
-                owner: rng.random(),
-                executable: rng.random_bool(0.1),
-                data: (0..len).map(|_| rng.random()).collect(),
-            };
-            (pk, acct)
-        })
-        .collect()
-}
-
-fn refs(accts: &[([u8; 32], Acct)]) -> Vec<AccountRef<'_>> {
-    accts
-        .iter()
-        .map(|(pk, a)| AccountRef {
-            pubkey: pk,
-            lamports: a.lamports,
-            owner: &a.owner,
-            executable: a.executable,
-            data: &a.data,
-        })
-        .collect()
-}
+/// Deletions from 85 of 100, data under 60 bytes.
+const MIX: Mix = Mix { delete_from: 85, max_data: 60 };
 
 /// The model: every bank's full state (the base's too), and what became of every slot.
 struct Model {
@@ -144,7 +96,7 @@ impl Harness {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut keys = Vec::new();
         let mut tree = Pleiades::new(config).unwrap();
-        let accts = draw(&mut rng, &mut keys, 4 * per_bank);
+        let accts = draw(&mut rng, &mut keys, 4 * per_bank, MIX);
         let r = refs(&accts);
         let updates = tree.hash_accounts(&r);
         let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
@@ -160,14 +112,7 @@ impl Harness {
         }
         let mut accounts = AccountBatch::default();
         for (pk, a) in &state {
-            let r = AccountRef {
-                pubkey: pk,
-                lamports: a.lamports,
-                owner: &a.owner,
-                executable: a.executable,
-                data: &a.data,
-            };
-            accounts.push(aldb_verify::spec::key_path(pk), &r);
+            accounts.push(aldb_verify::spec::key_path(pk), &account_ref(pk, a));
         }
         let dir = wc.dir.clone();
         let writer = SnapshotWriter::start(wc, None).unwrap();
@@ -197,7 +142,7 @@ impl Harness {
     /// Freezes `slot` on `parent` in the engine and the model, and submits it.
     fn freeze(&mut self, slot: u64, parent: u64) {
         let n = self.rng.random_range(0..=self.per_bank);
-        let accts = draw(&mut self.rng, &mut self.keys, n);
+        let accts = draw(&mut self.rng, &mut self.keys, n, MIX);
         let r = refs(&accts);
         let updates = self.engine.tree().hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);

@@ -3,49 +3,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::BTreeMap;
 
-use aldb_core::{AccountRef, ChangeSet, Claim, Config, Pleiades};
+use aldb_core::{ChangeSet, Claim, Config, Pleiades};
 use aldb_format::{QueryError, SnapshotReader};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-#[derive(Clone, Debug, PartialEq)]
-struct Acct {
-    lamports: u64,
-    owner: [u8; 32],
-    executable: bool,
-    data: Vec<u8>,
-}
+use common::{Acct, Mix, State, account_ref, draw, refs};
 
-type State = BTreeMap<[u8; 32], Acct>;
-
-fn random_slot(rng: &mut ChaCha8Rng, keys: &mut Vec<[u8; 32]>, n: usize) -> Vec<([u8; 32], Acct)> {
-    (0..n)
-        .map(|_| {
-            let roll = rng.random_range(0..100);
-            let pk = if keys.is_empty() || roll < 30 {
-                let k: [u8; 32] = rng.random();
-                keys.push(k);
-                k
-            } else {
-                keys[rng.random_range(0..keys.len())]
-            };
-            let lamports = if roll >= 88 { 0 } else { rng.random_range(1..1_000_000) };
-            let len = rng.random_range(0..120);
-            (
-                pk,
-                Acct {
-                    lamports,
-                    owner: rng.random(),
-                    executable: rng.random_bool(0.1),
-                    data: (0..len).map(|_| rng.random()).collect(),
-                },
-            )
-        })
-        .collect()
-}
+/// Deletions from 88 of 100, data under 120 bytes.
+const MIX: Mix = Mix { delete_from: 88, max_data: 120 };
 
 struct Run {
     tree: Pleiades,
@@ -56,16 +27,7 @@ struct Run {
 
 impl Run {
     fn commit(&mut self, slot: u64, accts: &[([u8; 32], Acct)], full: bool) {
-        let refs: Vec<AccountRef<'_>> = accts
-            .iter()
-            .map(|(pk, a)| AccountRef {
-                pubkey: pk,
-                lamports: a.lamports,
-                owner: &a.owner,
-                executable: a.executable,
-                data: &a.data,
-            })
-            .collect();
+        let refs = refs(accts);
         let updates = self.tree.hash_accounts(&refs);
         let batch = AccountBatch::from_updates(&updates, &refs);
         let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
@@ -76,24 +38,10 @@ impl Run {
             // A full snapshot carries every live account.
             accounts = AccountBatch::default();
             for (pk, a) in &self.state {
-                let r = AccountRef {
-                    pubkey: pk,
-                    lamports: a.lamports,
-                    owner: &a.owner,
-                    executable: a.executable,
-                    data: &a.data,
-                };
-                accounts.push(aldb_verify::spec::key_path(pk), &r);
+                accounts.push(aldb_verify::spec::key_path(pk), &account_ref(pk, a));
             }
             for (pk, a) in accts {
-                let r = AccountRef {
-                    pubkey: pk,
-                    lamports: a.lamports,
-                    owner: &a.owner,
-                    executable: a.executable,
-                    data: &a.data,
-                };
-                accounts.push(aldb_verify::spec::key_path(pk), &r);
+                accounts.push(aldb_verify::spec::key_path(pk), &account_ref(pk, a));
             }
         }
         for (pk, a) in accts {
@@ -144,7 +92,7 @@ fn run_history(seed: u64, config: Config, wc: impl Fn(&std::path::Path) -> Write
         history: BTreeMap::new(),
     };
     for slot in 0..slots {
-        let accts = random_slot(&mut rng, &mut keys, per_slot);
+        let accts = draw(&mut rng, &mut keys, per_slot, MIX);
         run.commit(slot, &accts, slot == 0);
     }
     run.writer.flush().unwrap();

@@ -10,47 +10,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::Path;
 
-use aldb_core::{AccountRef, ChangeSet, Config, ForkEngine, ForkLimits, Pleiades};
+use aldb_core::{ChangeSet, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// One account as drawn: pubkey, lamports (zero deletes), owner, executable, data.
-type Acct = ([u8; 32], u64, [u8; 32], bool, Vec<u8>);
+use common::{Mix, draw, refs};
 
-/// `n` accounts: 30% new keys, 12% deletions, the rest updates of known keys.
-fn draw(rng: &mut ChaCha8Rng, keys: &mut Vec<[u8; 32]>, n: usize) -> Vec<Acct> {
-    (0..n)
-        .map(|_| {
-            let roll = rng.random_range(0..100);
-            let pk = if keys.is_empty() || roll < 30 {
-                let k: [u8; 32] = rng.random();
-                keys.push(k);
-                k
-            } else {
-                keys[rng.random_range(0..keys.len())]
-            };
-            let lamports = if roll >= 88 { 0 } else { rng.random_range(1..1_000_000) };
-            let len = rng.random_range(0..80);
-            (pk, lamports, rng.random(), rng.random_bool(0.1), (0..len).map(|_| rng.random()).collect())
-        })
-        .collect()
-}
-
-fn refs(accts: &[Acct]) -> Vec<AccountRef<'_>> {
-    accts
-        .iter()
-        .map(|(pk, lamports, owner, executable, data)| AccountRef {
-            pubkey: pk,
-            lamports: *lamports,
-            owner,
-            executable: *executable,
-            data,
-        })
-        .collect()
-}
+/// Deletions from 88 of 100, data under 80 bytes.
+const MIX: Mix = Mix { delete_from: 88, max_data: 80 };
 
 /// Digest of every file in `dir` (subdirectories skipped), by name order: name, length, bytes.
 fn digest(dir: &Path) -> String {
@@ -85,7 +57,7 @@ fn writer_config(dir: &Path, forks: bool) -> WriterConfig {
 /// a full snapshot from a startup spill or from one batch.
 fn base(rng: &mut ChaCha8Rng, keys: &mut Vec<[u8; 32]>, w: &SnapshotWriter, from_spill: bool) -> Pleiades {
     let mut tree = Pleiades::new(Config::new(1, CONFIG.0, CONFIG.1).unwrap()).unwrap();
-    let accts = draw(rng, keys, 3000);
+    let accts = draw(rng, keys, 3000, MIX);
     let r = refs(&accts);
     let updates = tree.hash_accounts(&r);
     let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
@@ -132,7 +104,7 @@ fn chain(from_spill: bool) -> String {
     let mut tree = base(&mut rng, &mut keys, &w, from_spill);
     for slot in 1..=40 {
         let n = rng.random_range(0..=300);
-        let accts = draw(&mut rng, &mut keys, n);
+        let accts = draw(&mut rng, &mut keys, n, MIX);
         let r = refs(&accts);
         let updates = tree.hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);
@@ -182,7 +154,7 @@ fn fork_mode_banks_write_the_pinned_bytes() {
     ];
     for (slot, parent) in banks {
         let n = rng.random_range(0..=300);
-        let accts = draw(&mut rng, &mut keys, n);
+        let accts = draw(&mut rng, &mut keys, n, MIX);
         let r = refs(&accts);
         let updates = engine.tree().hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);
