@@ -2,21 +2,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::aldb;
 use serde_json::Value;
-
-fn aldb(args: &[&str]) -> Output {
-    // Without a backtrace, stderr is exactly the error's message, whose length the tests bound.
-    Command::new(env!("CARGO_BIN_EXE_aldb"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .env("RUST_LIB_BACKTRACE", "0")
-        .output()
-        .expect("run aldb")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

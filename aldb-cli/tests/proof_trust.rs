@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Command, Output};
+mod common;
 
 use aldb_fixture::History;
 use aldb_format::Account;
@@ -14,22 +14,10 @@ use aldb_snapshot::WriterConfig;
 use aldb_snapshot::records::{LoggedRecord, RecordLogWriter, Signer};
 use aldb_verify::hash_to_base58;
 use aldb_verify::record::{Commitment, ParentLink, RootRecord};
-use hyades::{Config, Service};
+use common::service::Hyades;
+use common::{aldb, text};
 
 const GENESIS: [u8; 32] = [0x47; 32];
-
-fn aldb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aldb"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .env("RUST_LIB_BACKTRACE", "0")
-        .output()
-        .expect("run aldb")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn account(i: u8, lamports: u64) -> Account {
     Account { pubkey: [i; 32], lamports, owner: [200; 32], executable: false, data: vec![i; usize::from(i)] }
@@ -95,10 +83,8 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
     std::fs::write(&line_ids, format!("# the cluster's validators\n{}\n", ids.join("\n"))).unwrap();
     let (json_ids, line_ids) = (json_ids.to_str().unwrap(), line_ids.to_str().unwrap());
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let config = Config { addr: "127.0.0.1:0".parse().unwrap(), metrics_addr: None, ..Config::new(dir.path()) };
-    let service = rt.block_on(Service::start(config)).unwrap();
-    let url = format!("http://{}/", service.local_addr());
+    let hyades = Hyades::start(dir.path());
+    let url = hyades.url.clone();
     let url = url.as_str();
     let key = hash_to_base58(&[3; 32]);
     let key = key.as_str();
@@ -229,6 +215,4 @@ fn proof_is_checked_against_a_trusted_root_a_quorum_signed_record_or_explicitly_
         &["proof", "--url", url, key, "--identities", "/nonexistent/ids", "--threshold", "1"],
         "cannot read the identities file",
     );
-
-    rt.block_on(service.shutdown());
 }

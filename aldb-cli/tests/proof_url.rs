@@ -4,30 +4,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Output};
 
 use aldb_fixture::History;
 use aldb_format::Account;
 use aldb_snapshot::WriterConfig;
 use aldb_verify::hash_to_base58;
-use hyades::{Config, Service};
+use common::service::{Hyades, tampering_proxy};
+use common::{aldb, text};
 use serde_json::Value;
-
-fn aldb(args: &[&str]) -> Output {
-    // Without a backtrace, stderr is exactly the error's message, whose length the tests bound.
-    Command::new(env!("CARGO_BIN_EXE_aldb"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .env("RUST_LIB_BACKTRACE", "0")
-        .output()
-        .expect("run aldb")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn account(i: u8, lamports: u64) -> Account {
     Account {
@@ -39,43 +27,6 @@ fn account(i: u8, lamports: u64) -> Account {
     }
 }
 
-/// A loopback HTTP server that forwards each JSON-RPC call to `upstream` and passes the answer
-/// through `tamper` first: a dishonest service.
-fn tampering_proxy(upstream: String, tamper: fn(&mut Value)) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let mut resp = ureq::post(&upstream).header("content-type", "application/json").send(&body[..]).unwrap();
-            let mut v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
-            tamper(&mut v);
-            let out = v.to_string();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                out.len()
-            );
-            stream.write_all(head.as_bytes()).unwrap();
-            stream.write_all(out.as_bytes()).unwrap();
-        }
-    });
-    format!("http://{addr}/")
-}
-
 #[test]
 fn proof_from_a_running_service_verifies() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,10 +35,8 @@ fn proof_from_a_running_service_verifies() {
     history.commit(1, Some(0), &[account(3, 7), account(4, 0), account(50, 9)]).unwrap();
     let roots = history.finish().unwrap();
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let config = Config { addr: "127.0.0.1:0".parse().unwrap(), metrics_addr: None, ..Config::new(dir.path()) };
-    let service = rt.block_on(Service::start(config)).unwrap();
-    let url = format!("http://{}/", service.local_addr());
+    let hyades = Hyades::start(dir.path());
+    let url = hyades.url.clone();
     let key = |i: u8| hash_to_base58(&[i; 32]);
 
     // Present, at the newest slot by default.
@@ -170,8 +119,6 @@ fn proof_from_a_running_service_verifies() {
         assert!(!out.status.success(), "lie {i} was believed: {}", text(&out.stdout));
         assert!(!text(&out.stdout).contains("verified"), "lie {i}");
     }
-
-    rt.block_on(service.shutdown());
 }
 
 /// The raw body a scripted service answers a JSON-RPC method with.

@@ -10,10 +10,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use aldb_fixture::History;
 use aldb_fixture::votes::Voter;
@@ -22,16 +22,9 @@ use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, Votes
 use aldb_snapshot::WriterConfig;
 use aldb_verify::hash_to_base58;
 use aldb_verify::votes::bank_hash;
-use hyades::{Config, Service};
+use common::service::{Hyades, tampering_proxy};
+use common::{aldb, text};
 use serde_json::Value;
-
-fn aldb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aldb")).args(args).env("RUST_BACKTRACE", "0").output().expect("run aldb")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn vectors() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/votes-v1.json");
@@ -174,43 +167,6 @@ fn refuses_what_the_votes_do_not_carry() {
     assert!(text(&out.stderr).contains("getSlotVotes"), "{}", text(&out.stderr));
 }
 
-/// A loopback HTTP server that forwards each JSON-RPC call to `upstream` and passes the answer
-/// through `tamper` first: a dishonest service.
-fn tampering_proxy(upstream: String, tamper: fn(&mut Value)) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let mut resp = ureq::post(&upstream).header("content-type", "application/json").send(&body[..]).unwrap();
-            let mut v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
-            tamper(&mut v);
-            let out = v.to_string();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                out.len()
-            );
-            stream.write_all(head.as_bytes()).unwrap();
-            stream.write_all(out.as_bytes()).unwrap();
-        }
-    });
-    format!("http://{addr}/")
-}
-
 /// Replaces the root `getSlotVotes` answers with another 32 bytes.
 fn other_root(v: &mut Value) {
     if v["result"]["value"].get("votes").is_some() {
@@ -272,10 +228,8 @@ fn proof_by_votes_from_a_running_service() {
         log.append(&[VoteLogEntry::Bank(bank), VoteLogEntry::Votes(block)]).unwrap();
     }
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let config = Config { addr: "127.0.0.1:0".parse().unwrap(), metrics_addr: None, ..Config::new(dir.path()) };
-    let service = rt.block_on(Service::start(config)).unwrap();
-    let url = format!("http://{}/", service.local_addr());
+    let hyades = Hyades::start(dir.path());
+    let url = hyades.url.clone();
     let key = hash_to_base58(&[3; 32]);
     let prove = |url: &str, slot: Option<&str>| {
         let mut args = vec!["proof", &key, "--url", url, "--trust", "votes", "--validators", set.to_str().unwrap()];
@@ -335,5 +289,4 @@ fn proof_by_votes_from_a_running_service() {
         "{}",
         text(&out.stderr)
     );
-    rt.block_on(service.shutdown());
 }

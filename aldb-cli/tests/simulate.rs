@@ -6,7 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeMap, HashMap};
+mod common;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -15,42 +17,13 @@ use aldb_format::SnapshotReader;
 use aldb_format::format::{FLAG_FULL, HEADER_LEN, Header, file_name};
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::spec::{Hash, account_value, bit, branch_hash, first_difference, key_path, leaf_hash};
-use aldb_workload::{KeyWindow, OWNER, SlotAccounts, SlotOps, pubkey};
+use aldb_workload::{OWNER, pubkey};
+use common::workload::{State, Workload};
 
-const SEED: u64 = 77;
-const LEAVES_LOG2: u32 = 9;
-const SLOT_UPDATES: usize = 150;
-const DATA_LEN: usize = 40;
+const WORKLOAD: Workload = Workload { seed: 77, leaves_log2: 9, slot_updates: 150, data_len: 40 };
 /// The first run stops here; the resumed one goes on to `LAST`.
 const FIRST_RUN: u64 = 9;
 const LAST: u64 = 20;
-
-/// Account states: `pubkey -> (lamports, data)`.
-type State = HashMap<[u8; 32], (u64, Vec<u8>)>;
-
-/// The workload's state after each slot, and one past the newest key index it has used.
-fn model() -> Vec<(State, u64)> {
-    let n = 1u64 << LEAVES_LOG2;
-    let apply = |state: &mut State, s: &SlotAccounts| {
-        for i in 0..s.len() {
-            if s.lamports[i] == 0 {
-                state.remove(&s.pubkeys[i]);
-            } else {
-                state.insert(s.pubkeys[i], (s.lamports[i], s.data(i).to_vec()));
-            }
-        }
-    };
-    let mut state = State::new();
-    apply(&mut state, &SlotAccounts::prefill(SEED, 0, n as usize, DATA_LEN));
-    let mut window = KeyWindow::prefilled(n);
-    let mut out = vec![(state.clone(), window.hi)];
-    for slot in 1..=LAST {
-        let ops = SlotOps::draw(SEED, slot, SLOT_UPDATES, &mut window);
-        apply(&mut state, &SlotAccounts::slot_new(SEED, slot, &ops, DATA_LEN));
-        out.push((state.clone(), window.hi));
-    }
-    out
-}
 
 /// `root(S)` of `docs/SPEC.md` §5 over `(path, value)` pairs sorted by path.
 fn spec_root(s: &[(Hash, Hash)]) -> Hash {
@@ -87,8 +60,7 @@ fn published(out: &Output) -> BTreeMap<u64, (String, u32)> {
 fn simulate(dir: &Path, slots: u64, resume: bool) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_aldb"));
     cmd.arg("simulate").arg("--dir").arg(dir);
-    cmd.args(["--seed", &SEED.to_string(), "--leaves-log2", &LEAVES_LOG2.to_string()]);
-    cmd.args(["--slot-updates", &SLOT_UPDATES.to_string(), "--data-len", &DATA_LEN.to_string()]);
+    cmd.args(WORKLOAD.args());
     // A short refresh, so later slots copy records forward from the spilled full snapshots.
     cmd.args(["--slots", &slots.to_string(), "--refresh-slots", "4", "--threads", "2"]);
     if resume {
@@ -115,7 +87,7 @@ fn published_roots_are_the_specs_roots_and_full_snapshots_hold_the_live_accounts
     assert_eq!(runs.keys().copied().collect::<Vec<_>>(), (0..=LAST).collect::<Vec<_>>());
     assert!(!dir.join(aldb_snapshot::SPILL_DIR).exists(), "the startup spill is removed");
 
-    let states = model();
+    let states = WORKLOAD.model(LAST);
     for (slot, (root, _)) in &runs {
         assert_eq!(root, &root_of(&states[*slot as usize].0), "slot {slot}");
     }
@@ -135,7 +107,7 @@ fn published_roots_are_the_specs_roots_and_full_snapshots_hold_the_live_accounts
         let gone = state.len() as u64 != *hi;
         assert!(slot == 0 || gone, "by slot {slot} some accounts were deleted");
         for i in 0..hi + 3 {
-            let pk = pubkey(SEED, i);
+            let pk = pubkey(WORKLOAD.seed, i);
             let p = reader.prove(&pk, Some(slot)).unwrap();
             let claim = p.proof.verify(&info.root, &pk).unwrap();
             match state.get(&pk) {
@@ -155,12 +127,13 @@ fn a_resumed_run_of_another_workload_is_refused_and_leaves_no_spill() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("snaps");
     simulate(&dir, 3, false);
+    let another = Workload { seed: 78, ..WORKLOAD };
     let out = Command::new(env!("CARGO_BIN_EXE_aldb"))
         .arg("simulate")
         .arg("--dir")
         .arg(&dir)
-        .args(["--seed", "78", "--leaves-log2", &LEAVES_LOG2.to_string(), "--slots", "6", "--resume"])
-        .args(["--slot-updates", &SLOT_UPDATES.to_string(), "--data-len", &DATA_LEN.to_string()])
+        .args(another.args())
+        .args(["--slots", "6", "--resume"])
         .output()
         .unwrap();
     assert!(!out.status.success(), "another seed must be refused");

@@ -5,7 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeMap, HashMap};
+mod common;
+
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -14,14 +16,12 @@ use std::time::{Duration, Instant};
 use aldb_core::Claim;
 use aldb_format::SnapshotReader;
 use aldb_verify::json::hash_to_base58;
-use aldb_workload::{KeyWindow, SlotAccounts, SlotOps, pubkey};
+use aldb_workload::pubkey;
+use common::workload::Workload;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const SEED: u64 = 20240611;
-const LEAVES_LOG2: u32 = 10;
-const SLOT_UPDATES: usize = 300;
-const DATA_LEN: usize = 165;
+const WORKLOAD: Workload = Workload { seed: 20240611, leaves_log2: 10, slot_updates: 300, data_len: 165 };
 const LAST_SLOT: u64 = 240;
 
 fn simulate(dir: &std::path::Path, keypair: &std::path::Path) -> std::process::Child {
@@ -30,40 +30,22 @@ fn simulate(dir: &std::path::Path, keypair: &std::path::Path) -> std::process::C
         .arg(dir)
         .arg("--keypair")
         .arg(keypair)
-        .args(["--slots", &LAST_SLOT.to_string(), "--leaves-log2", &LEAVES_LOG2.to_string()])
-        .args(["--slot-updates", &SLOT_UPDATES.to_string(), "--data-len", &DATA_LEN.to_string()])
-        .args(["--seed", &SEED.to_string(), "--refresh-slots", "8", "--slot-ms", "4", "--threads", "2", "--resume"])
+        .args(WORKLOAD.args())
+        .args([
+            "--slots",
+            &LAST_SLOT.to_string(),
+            "--refresh-slots",
+            "8",
+            "--slot-ms",
+            "4",
+            "--threads",
+            "2",
+            "--resume",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn aldb simulate")
-}
-
-/// Account states: `pubkey -> (lamports, data)`.
-type State = HashMap<[u8; 32], (u64, Vec<u8>)>;
-
-/// The workload's account states after every slot.
-fn model() -> Vec<State> {
-    let n = 1u64 << LEAVES_LOG2;
-    let mut state = HashMap::new();
-    let apply = |state: &mut State, s: &SlotAccounts| {
-        for i in 0..s.len() {
-            if s.lamports[i] == 0 {
-                state.remove(&s.pubkeys[i]);
-            } else {
-                state.insert(s.pubkeys[i], (s.lamports[i], s.data(i).to_vec()));
-            }
-        }
-    };
-    apply(&mut state, &SlotAccounts::prefill(SEED, 0, n as usize, DATA_LEN));
-    let mut out = vec![state.clone()];
-    let mut window = KeyWindow::prefilled(n);
-    for slot in 1..=LAST_SLOT {
-        let ops = SlotOps::draw(SEED, slot, SLOT_UPDATES, &mut window);
-        apply(&mut state, &SlotAccounts::slot_new(SEED, slot, &ops, DATA_LEN));
-        out.push(state.clone());
-    }
-    out
 }
 
 #[test]
@@ -154,13 +136,13 @@ fn sigkill_never_loses_a_published_slot() {
         }
     }
     let h = SnapshotReader::open(dir.path()).unwrap();
-    let states = model();
+    let states = WORKLOAD.model(LAST_SLOT);
     let probes: Vec<[u8; 32]> =
-        (0..1200u64).step_by(7).map(|i| pubkey(SEED, i)).chain([[0u8; 32], [9u8; 32]]).collect();
+        (0..1200u64).step_by(7).map(|i| pubkey(WORKLOAD.seed, i)).chain([[0u8; 32], [9u8; 32]]).collect();
     for (slot, root) in &reported {
         let info = h.slot(Some(*slot)).unwrap_or_else(|e| panic!("reported slot {slot} not served: {e}"));
         assert_eq!(&hash_to_base58(&info.root), root, "slot {slot}");
-        let state = &states[*slot as usize];
+        let (state, _) = &states[*slot as usize];
         for pk in &probes {
             let p = h.prove(pk, Some(*slot)).unwrap();
             let claim = p.proof.verify(&info.root, pk).unwrap();
