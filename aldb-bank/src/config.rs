@@ -88,6 +88,8 @@ struct Raw {
     #[serde(default)]
     hold_for_shipper: Option<bool>,
     #[serde(default)]
+    pin_workers: Option<bool>,
+    #[serde(default)]
     metrics_addr: Option<String>,
 }
 
@@ -121,6 +123,11 @@ pub struct SinkConfig {
     /// (`shipped-records.slot`), and none of either before the shipper wrote its hold. For a
     /// directory `aldb-ship` archives; the directory then grows while the shipper is down.
     pub hold_for_shipper: bool,
+    /// Pin each of the tree's workers to its own CPU of the validator's allowed set (default
+    /// false). Without it the kernel sometimes queues two workers on one CPU for milliseconds
+    /// while another idles, most of a freeze's latency tail (BENCHMARKS.md §8); leave it off where
+    /// the validator's own threads are placed on cores.
+    pub pin_workers: bool,
     /// Where `GET /metrics` serves the module's counters in the Prometheus text format, from a
     /// thread of its own (default: not served). Port 0 takes a free port
     /// ([`crate::BankRoots::metrics_addr`] says which).
@@ -141,6 +148,7 @@ impl SinkConfig {
             queue_bytes: 1 << 30,
             direct_io: true,
             hold_for_shipper: false,
+            pin_workers: false,
             metrics_addr: None,
         }
     }
@@ -227,6 +235,7 @@ impl SinkConfig {
             queue_bytes: queue_bytes as usize,
             direct_io: raw.direct_io.unwrap_or(d.direct_io),
             hold_for_shipper: raw.hold_for_shipper.unwrap_or(d.hold_for_shipper),
+            pin_workers: raw.pin_workers.unwrap_or(d.pin_workers),
             metrics_addr,
             ..d
         })

@@ -46,6 +46,8 @@ impl From<&Refused> for BankError {
 #[derive(Debug)]
 pub struct BankRoots {
     threads: usize,
+    /// Whether the tree's workers are pinned to CPUs ([`SinkConfig::pin_workers`]).
+    pin_workers: bool,
     limits: ForkLimits,
     engine: Option<ForkEngine>,
     sink: Option<Sink>,
@@ -74,6 +76,7 @@ impl BankRoots {
     pub fn new(threads: usize) -> Self {
         Self {
             threads: threads.max(1),
+            pin_workers: false,
             limits: ForkLimits::default(),
             engine: None,
             sink: None,
@@ -89,6 +92,7 @@ impl BankRoots {
     /// thread is started and its record log opened now.
     pub fn with_sink(config: &SinkConfig) -> Result<Self, BankError> {
         let mut roots = Self::new(config.threads.unwrap_or_else(default_threads));
+        roots.pin_workers = config.pin_workers;
         let sink = Sink::start(config).map_err(BankError::SinkStart)?;
         if let Some(addr) = config.metrics_addr {
             let sources = Sources {
@@ -172,7 +176,8 @@ impl BankRoots {
         self.confirmed.clear();
         self.early.retain(|&s| s > slot);
         let expected = (accounts.len() as u64).saturating_mul(2).max(MIN_EXPECTED_LEAVES);
-        let mut builder = BulkBuilder::new(Config::for_leaves(expected, self.threads))?;
+        let mut builder =
+            BulkBuilder::new(Config::for_leaves(expected, self.threads).with_pinned_workers(self.pin_workers))?;
         // Ranks make the last entry of a pubkey win whatever shard order the builder uses.
         for (i, chunk) in accounts.chunks(1 << 16).enumerate() {
             builder.push_accounts(chunk, (0, i as u64));

@@ -31,13 +31,13 @@ fn a_full_config_resolves_paths_the_key_and_the_genesis_hash() {
         "bank.json",
         r#"{"snapshot_dir": "snaps", "keep_slots": 50, "ledger_path": "ledger", "threads": 2,
             "queue_bound": 8, "records": {"keypair": "id.json", "levels": ["finalized"]},
-            "metrics_addr": "127.0.0.1:9101", "hold_for_shipper": true}"#,
+            "metrics_addr": "127.0.0.1:9101", "hold_for_shipper": true, "pin_workers": true}"#,
     );
     let c = SinkConfig::from_file(&path).unwrap();
     assert_eq!(c.snapshot_dir, tmp.path().join("snaps"));
     assert_eq!(c.metrics_addr, Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9101))));
     assert_eq!((c.keep_slots, c.threads, c.queue_bound), (50, Some(2), 8));
-    assert!(c.hold_for_shipper);
+    assert!(c.hold_for_shipper && c.pin_workers);
     assert_eq!(c.genesis_hash, Some(genesis_hash_of_file(&tmp.path().join("ledger/genesis.bin")).unwrap()));
     let r = c.records.as_ref().unwrap();
     assert_eq!(
@@ -49,6 +49,7 @@ fn a_full_config_resolves_paths_the_key_and_the_genesis_hash() {
     let min = SinkConfig::from_file(&write(tmp.path(), "min.json", r#"{"snapshot_dir": "/abs/snaps"}"#)).unwrap();
     assert_eq!(min, SinkConfig::new("/abs/snaps"));
     assert!(!min.hold_for_shipper, "retention does not wait for a shipper unless asked");
+    assert!(!min.pin_workers, "the workers are left to the scheduler unless asked");
     let off = write(tmp.path(), "off.json", r#"{"snapshot_dir": "/abs/snaps", "hold_for_shipper": false}"#);
     assert_eq!(SinkConfig::from_file(&off).unwrap(), min);
 }
@@ -94,6 +95,7 @@ fn every_mistake_is_an_error_naming_it() {
         ("{\"snapshot_dir\": \"s\", \"metrics_port\": 9101}", "metrics_port"),
         ("{\"snapshot_dir\": \"s\", \"hold_for_shipper\": \"yes\"}", "expected a boolean"),
         ("{\"snapshot_dir\": \"s\", \"hold_for_shipper\": 1}", "expected a boolean"),
+        ("{\"snapshot_dir\": \"s\", \"pin_workers\": \"on\"}", "expected a boolean"),
         ("{\"snapshot_dir\": \"s\", \"hold_for_shiper\": true}", "hold_for_shiper"),
         // Where the plugin's config has it; here it is the sink's, not the records'.
         (
