@@ -26,13 +26,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
-RPC_PORT="${RPC_PORT:-8799}"
-FAUCET_PORT="${FAUCET_PORT:-9800}"
-GOSSIP_PORT="${GOSSIP_PORT:-10300}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-10200-10300}"
-METRICS_PORT="${METRICS_PORT:-9798}"
-HYADES_PORT="${HYADES_PORT:-8798}"
-HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-9799}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 8799 9800 10300 10200-10300 9798 8798 9799
 root="${ALDB_AGAVE_PATCHED_ROOT:-$HOME/.cache/aldb-agave/4.2.0-aldb}"
 bin="$root/bin"
 [[ -x "$bin/solana-test-validator" ]] || { echo "no patched validator in $bin: run scripts/build-patched-validator.sh"; exit 1; }
@@ -65,20 +61,13 @@ cat >"$work/aldb.json5" <<JSON
 JSON
 t0=$(date +%s)
 "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" \
-  --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 \
-  --dynamic-port-range "$DYNAMIC_PORTS" --gossip-port "$GOSSIP_PORT" --quiet >"$work/validator.log" 2>&1 &
+  --geyser-plugin-config "$work/aldb.json5" "${validator_net[@]}" --quiet >"$work/validator.log" 2>&1 &
 vpid=$!
-for _ in $(seq 180); do ls "$work/snapshots" 2>/dev/null | grep -q snap && break; sleep 1; done
-ls "$work/snapshots" 2>/dev/null | grep -q snap || { echo "FAIL: the plugin wrote no snapshot in 180 s"; tail -20 "$work/validator.log"; exit 1; }
+wait_for_snapshot "$work/snapshots" 180 || { echo "FAIL: the plugin wrote no snapshot in 180 s"; tail -20 "$work/validator.log"; exit 1; }
 target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" \
   --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
 hpid=$!
-for _ in $(seq 30); do
-  curl -s -X POST "$hyades_url" -H 'content-type: application/json' \
-    -d '{"jsonrpc":"2.0","id":1,"method":"getHealth","params":[]}' | grep -q '"ok"' && break
-  sleep 1
-done
+wait_for_health "$hyades_url" 30 || true
 target/release/aldb-scenario run --rpc "$rpc_url" --hyades "$hyades_url" --seed 3 | tee "$work/scenario.log" | tail -3
 sleep "$secs"
 curl -s "127.0.0.1:$METRICS_PORT/metrics" |

@@ -31,16 +31,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-20}"
-RPC_PORT="${RPC_PORT:-8899}"
-FAUCET_PORT="${FAUCET_PORT:-9900}"
-GOSSIP_PORT="${GOSSIP_PORT:-10100}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
-METRICS_PORT="${METRICS_PORT:-9898}"
-HYADES_PORT="${HYADES_PORT:-8999}"
-HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-9899}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 8899 9900 10100 10000-10100 9898 8999 9899
 HYADES_PORT2="${HYADES_PORT2:-8998}"
 HYADES_METRICS_PORT2="${HYADES_METRICS_PORT2:-9897}"
-bin="${ALDB_PATCHED_BIN:-$(scripts/build-patched-validator.sh | tail -n1)}"
+bin="$(patched_validator_bin)"
 # The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
@@ -62,9 +58,7 @@ hyades_url="http://127.0.0.1:$HYADES_PORT"
 start_validator() { # start_validator LOG [--geyser-plugin-config FILE]...
   local log=$1
   shift
-  "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" "$@" \
-    --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 \
-    --dynamic-port-range "$DYNAMIC_PORTS" --gossip-port "$GOSSIP_PORT" \
+  "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" "$@" "${validator_net[@]}" \
     --log >"$log" 2>&1 &
   vpid=$!
 }
@@ -111,11 +105,11 @@ JSON
 export ALDB_BANK_CONFIG="$work/bank.json"
 start_validator "$work/validator.log" --geyser-plugin-config "$work/aldb.json5" --geyser-plugin-config "$work/probe.json"
 unset ALDB_BANK_CONFIG
-for _ in $(seq 120); do ls "$work/snapshots" 2>/dev/null | grep -q snap && break; sleep 1; done
+wait_for_snapshot "$work/snapshots" 120 || true
 target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" \
   --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
 hpid=$!
-for _ in $(seq 60); do ls "$work/inproc" 2>/dev/null | grep -q snap && break; sleep 1; done
+wait_for_snapshot "$work/inproc" 60 || true
 target/release/hyades --dir "$work/inproc" --addr "127.0.0.1:$HYADES_PORT2" \
   --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT2" >"$work/hyades2.log" 2>&1 &
 hpid2=$!

@@ -29,13 +29,9 @@
 # Usage: scripts/validator-records.sh [WORK_DIR]   (a fresh temporary directory by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RPC_PORT="${RPC_PORT:-18899}"
-FAUCET_PORT="${FAUCET_PORT:-19900}"
-GOSSIP_PORT="${GOSSIP_PORT:-18001}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-18100-18200}"
-METRICS_PORT="${METRICS_PORT:-19898}"
-HYADES_PORT="${HYADES_PORT:-18999}"
-HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-19899}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 18899 19900 18001 18100-18200 19898 18999 19899
 SECONDS_TO_RUN="${SECONDS_TO_RUN:-30}"
 CHECK_SLOTS="${CHECK_SLOTS:-8}"
 
@@ -86,17 +82,15 @@ cat > "$work/aldb.json5" <<JSON
   genesis_path: "$work/ledger/genesis.bin",
 }
 JSON
-"$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --gossip-port "$GOSSIP_PORT" \
-  --dynamic-port-range "$DYNAMIC_PORTS" --bind-address 127.0.0.1 --quiet >"$work/validator.log" 2>&1 &
+"$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" "${validator_net[@]}" \
+  --quiet >"$work/validator.log" 2>&1 &
 pid=$!
 rpc() { curl -s -X POST "127.0.0.1:$RPC_PORT" -H 'content-type: application/json' -d "$1"; }
-for _ in $(seq 60); do
-  kill -0 "$pid" 2>/dev/null || { echo "validator exited:" >&2; tail -5 "$work/validator.log" >&2; exit 1; }
-  rpc '{"jsonrpc":"2.0","id":1,"method":"getHealth"}' | grep -q '"ok"' && break
-  sleep 1
-done
-for _ in $(seq 60); do ls "$work/snapshots" 2>/dev/null | grep -q snap && break; sleep 1; done
+# Not healthy in 60 s: go on (the wait for its first snapshot gives it longer); exited: stop.
+health=0
+wait_for_health "http://127.0.0.1:$RPC_PORT" 60 "$pid" "$work/validator.log" || health=$?
+[[ "$health" != 2 ]] || exit 1
+wait_for_snapshot "$work/snapshots" 60 || true
 target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" \
   --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
 hpid=$!

@@ -14,13 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-40}"
-RPC_PORT="${RPC_PORT:-8899}"
-FAUCET_PORT="${FAUCET_PORT:-9900}"
-GOSSIP_PORT="${GOSSIP_PORT:-10100}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
-METRICS_PORT="${METRICS_PORT:-9898}"
-HYADES_PORT="${HYADES_PORT:-8999}"
-HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-9899}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 8899 9900 10100 10000-10100 9898 8999 9899
 REFRESH_SLOTS="${REFRESH_SLOTS:-}"
 KEEP_SLOTS="${KEEP_SLOTS:-}"
 validator="$(scripts/build-validator.sh)"
@@ -38,11 +34,9 @@ cat > "$work/aldb.json5" <<JSON
 }
 JSON
 target/release/aldb-config-check "$work/aldb.json5" >/dev/null
-"$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 --dynamic-port-range "$DYNAMIC_PORTS" \
-  --gossip-port "$GOSSIP_PORT" \
+"$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" "${validator_net[@]}" \
   --quiet >"$work/validator.log" 2>&1 &
-for _ in $(seq 60); do [[ -d "$work/snapshots" ]] && ls "$work/snapshots" | grep -q snap && break; sleep 1; done
+wait_for_snapshot "$work/snapshots" 60 || true
 target/release/hyades --dir "$work/snapshots" --addr "127.0.0.1:$HYADES_PORT" --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" >"$work/hyades.log" 2>&1 &
 sleep "$secs"
 rpc() { curl -s -X POST 127.0.0.1:"$1" -H 'content-type: application/json' -d "$2"; }

@@ -23,14 +23,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
-RPC_PORT="${RPC_PORT:-28899}"
-FAUCET_PORT="${FAUCET_PORT:-29900}"
-GOSSIP_PORT="${GOSSIP_PORT:-28001}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-28100-28200}"
-METRICS_PORT="${METRICS_PORT:-29898}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 28899 29900 28001 28100-28200 29898
 MIN_SLOTS="${MIN_SLOTS:-20}"
 MIN_VOTES="${MIN_VOTES:-10}"
-bin="${ALDB_PATCHED_BIN:-$(scripts/build-patched-validator.sh | tail -n1)}"
+bin="$(patched_validator_bin)"
 plugin="$(scripts/build-patched-plugin.sh | tail -n1)"
 check="$(dirname "$plugin")/aldb-votes-check"
 work="${2:-$(mktemp -d)}"
@@ -52,8 +50,7 @@ cat >"$work/aldb.json5" <<JSON
 }
 JSON
 "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --gossip-port "$GOSSIP_PORT" \
-  --dynamic-port-range "$DYNAMIC_PORTS" --bind-address 127.0.0.1 --log >"$work/validator.log" 2>&1 &
+  "${validator_net[@]}" --log >"$work/validator.log" 2>&1 &
 vpid=$!
 for _ in $(seq 120); do
   kill -0 "$vpid" 2>/dev/null || { tail -n20 "$work/validator.log" >&2; echo "FAIL: the validator exited" >&2; exit 1; }

@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# The start-up the validator scripts share, sourced by each (after `cd` to the repository root):
+# their loopback ports, the patched validator's bin directory, and waiting for a snapshot file or
+# a JSON-RPC service. Functions only; sourcing it starts nothing.
+
+# validator_ports RPC FAUCET GOSSIP DYNAMIC METRICS [HYADES HYADES_METRICS]
+# Sets RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS, METRICS_PORT (and HYADES_PORT,
+# HYADES_METRICS_PORT when given) to the environment's value, or else to the script's default
+# given here, so each script keeps ports of its own and can run beside the others. Sets the
+# array validator_net to the validator's arguments for them, everything bound to loopback.
+validator_ports() {
+  RPC_PORT="${RPC_PORT:-$1}"
+  FAUCET_PORT="${FAUCET_PORT:-$2}"
+  GOSSIP_PORT="${GOSSIP_PORT:-$3}"
+  DYNAMIC_PORTS="${DYNAMIC_PORTS:-$4}"
+  METRICS_PORT="${METRICS_PORT:-$5}"
+  if (($# > 5)); then
+    HYADES_PORT="${HYADES_PORT:-$6}"
+    HYADES_METRICS_PORT="${HYADES_METRICS_PORT:-$7}"
+  fi
+  # shellcheck disable=SC2034 # read by the scripts that source this
+  validator_net=(--rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --gossip-port "$GOSSIP_PORT"
+    --dynamic-port-range "$DYNAMIC_PORTS" --bind-address 127.0.0.1)
+}
+
+# patched_validator_bin: prints the patched validator's bin directory, ALDB_PATCHED_BIN when set
+# (an already built one), else what scripts/build-patched-validator.sh builds or finds cached.
+patched_validator_bin() {
+  if [[ -n "${ALDB_PATCHED_BIN:-}" ]]; then
+    echo "$ALDB_PATCHED_BIN"
+  else
+    scripts/build-patched-validator.sh | tail -n1
+  fi
+}
+
+# wait_for_snapshot DIR SECONDS: waits up to SECONDS for DIR to hold a snapshot file (the plugin
+# publishes its first one a few slots after the validator starts). Returns 1 if none came.
+wait_for_snapshot() {
+  local _
+  for _ in $(seq "$2"); do
+    compgen -G "$1/*snap*" >/dev/null && return 0
+    sleep 1
+  done
+  compgen -G "$1/*snap*" >/dev/null
+}
+
+# wait_for_health URL SECONDS [PID LOG]: waits up to SECONDS for the JSON-RPC service at URL to
+# answer getHealth with "ok". Returns 1 if it did not in time; with PID, returns 2 as soon as
+# that process has exited, after printing the last lines of LOG to stderr.
+wait_for_health() {
+  local _
+  for _ in $(seq "$2"); do
+    if [[ -n "${3:-}" ]] && ! kill -0 "$3" 2>/dev/null; then
+      echo "process $3 exited; the end of $4:" >&2
+      tail -5 "$4" >&2
+      return 2
+    fi
+    curl -s -X POST "$1" -H 'content-type: application/json' \
+      -d '{"jsonrpc":"2.0","id":1,"method":"getHealth","params":[]}' | grep -q '"ok"' && return 0
+    sleep 1
+  done
+  return 1
+}
