@@ -10,13 +10,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aldb_core::{AccountRef, ChangeSet, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_format::Account;
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SlotMark, SnapshotWriter, WriterConfig};
 use aldb_verify::{Claim, Proof};
-use common::{Server, b58};
+use common::{Server, b58, wait_until};
 use futures_util::{SinkExt, StreamExt};
 use hyades::codes;
 use rand::{Rng, SeedableRng};
@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long a notification or level change may take to show.
+const WAIT: Duration = Duration::from_secs(20);
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 type State = BTreeMap<[u8; 32], Account>;
@@ -136,15 +139,6 @@ fn apply(state: &State, accounts: &[Account]) -> State {
     s
 }
 
-/// Waits until `check` holds for the service's answers (the poller has caught up).
-fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn level_of(s: &Server, slot: u64) -> Value {
     let r = s.call("getStateRoot", json!([slot]));
     r.get("result").map_or(Value::Null, |r| r["value"]["commitment"].clone())
@@ -215,7 +209,7 @@ fn forks_are_served_with_their_levels_and_abandoned_banks_never_are() {
         b.freeze(slot, parent);
     }
     b.writer.flush().unwrap();
-    wait_until("slot 5", || level_of(&s, 5) == "processed");
+    wait_until("slot 5", WAIT, || level_of(&s, 5) == "processed");
     for slot in 0..=5 {
         let v = s.ok("getStateRoot", json!([slot]))["value"].clone();
         assert_eq!(v["root"], b58(&b.root(slot)), "slot {slot}");
@@ -228,7 +222,7 @@ fn forks_are_served_with_their_levels_and_abandoned_banks_never_are() {
 
     // Confirming 4 confirms its chain.
     b.mark(4, SlotMark::Confirmed);
-    wait_until("4 confirmed", || level_of(&s, 4) == "confirmed");
+    wait_until("4 confirmed", WAIT, || level_of(&s, 4) == "confirmed");
     for (slot, level) in [(0, "confirmed"), (1, "confirmed"), (2, "confirmed"), (3, "processed"), (5, "processed")] {
         assert_eq!(level_of(&s, slot), level, "slot {slot}");
     }
@@ -246,7 +240,7 @@ fn forks_are_served_with_their_levels_and_abandoned_banks_never_are() {
     b.freeze(5, 1);
     b.freeze(6, 4);
     b.writer.flush().unwrap();
-    wait_until("slot 6", || level_of(&s, 6) == "processed");
+    wait_until("slot 6", WAIT, || level_of(&s, 6) == "processed");
     let v = s.ok("getStateRoot", json!([5]))["value"].clone();
     assert_eq!((v["root"].clone(), v["parent"].clone()), (json!(b58(&b.root(5))), json!(1)));
     assert_ne!(old5, b.root(5));
@@ -254,7 +248,7 @@ fn forks_are_served_with_their_levels_and_abandoned_banks_never_are() {
     // Rooting 2 finalizes 0..=2 and abandons the fork of 3 and 5; their files may remain.
     b.engine.root(2).unwrap();
     b.mark(2, SlotMark::Finalized);
-    wait_until("2 finalized", || level_of(&s, 2) == "finalized");
+    wait_until("2 finalized", WAIT, || level_of(&s, 2) == "finalized");
     for (slot, level) in [(0, "finalized"), (1, "finalized"), (2, "finalized"), (4, "confirmed"), (6, "processed")] {
         assert_eq!(level_of(&s, slot), level, "slot {slot}");
     }

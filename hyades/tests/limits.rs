@@ -18,7 +18,7 @@ use aldb_format::Account;
 use aldb_snapshot::WriterConfig;
 use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
 use aldb_verify::record::Commitment;
-use common::{Model, Server, b58};
+use common::{Model, Server, b58, wait_until};
 use futures_util::{SinkExt, StreamExt};
 use hyades::{Config, NOT_READING_CLOSE, codes};
 use serde_json::{Value, json};
@@ -92,15 +92,6 @@ fn metric(s: &Server, name: &str) -> f64 {
 
 fn limit_hits(s: &Server, limit: &str) -> f64 {
     metric(s, &format!("hyades_limit_hits_total{{limit=\"{limit}\"}}"))
-}
-
-/// Waits until `cond` holds.
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Whether the server closed `tcp`: reads until end of stream or reset, for at most `WAIT`.
@@ -197,14 +188,14 @@ fn connections_past_the_cap_are_refused_until_some_close() {
     while held.len() < 3 {
         held.push(StdTcp::connect(&addr).unwrap());
     }
-    wait_until("the listener is full", || metric(&s, "hyades_connections") >= 3.0);
+    wait_until("the listener is full", WAIT, || metric(&s, "hyades_connections") >= 3.0);
     let mut extra = StdTcp::connect(&addr).unwrap();
     let answer = read_until_closed(&mut extra).expect("a connection past the cap was kept open");
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(limit_hits(&s, "connections") >= 1.0, "{}", s.metrics());
     drop(held);
-    wait_until("the held connections are released", || metric(&s, "hyades_connections") < 3.0);
+    wait_until("the held connections are released", WAIT, || metric(&s, "hyades_connections") < 3.0);
     assert_eq!(s.ok("getHealth", json!([])), "ok");
 }
 
@@ -326,7 +317,7 @@ fn a_websocket_client_that_never_reads_is_closed_and_its_bytes_released() {
     // The queue held replies, never more than its room (4 × CAP) plus a few small records.
     assert!(peak > 0.0, "nothing was ever queued");
     assert!(peak <= (4 * CAP + 64 * 1024) as f64, "queued {peak} bytes");
-    wait_until("the connection's bytes are released", || {
+    wait_until("the connection's bytes are released", WAIT, || {
         metric(&s, "hyades_websocket_queued_bytes") == 0.0 && metric(&s, "hyades_websocket_connections") == 0.0
     });
     stop.store(true, Ordering::Relaxed);

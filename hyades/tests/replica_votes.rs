@@ -8,35 +8,23 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aldb_fixture::votes::Voter;
-use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, VoteLogOptions, VotesEntry};
+use aldb_format::votes::{BankEntry, VoteLog, VoteLogEntry, VoteLogOptions, VotesEntry};
 use aldb_snapshot::WriterConfig;
-use aldb_verify::votes::{Validator, ValidatorSet, VoteEvidence, bank_hash, verify_account_by_votes};
+use aldb_verify::votes::{Validator, ValidatorSet, VoteEvidence, verify_account_by_votes};
 use common::replica::{ask, replica, shipper};
+use common::votes::{bank, voters};
 use common::weed::Weed;
-use common::{Model, Server, b58};
+use common::{Model, Server, b58, wait_until};
 use hyades::codes;
 use serde_json::{Value, json};
 
+/// How long a replica may take to pick up what was shipped.
+const WAIT: Duration = Duration::from_secs(30);
+
 const URL: &str = "s3://votes/mainnet";
-
-fn voters() -> Vec<Voter> {
-    (0..4u8).map(|i| Voter::new([40 + i; 32], (i % 2 == 1).then_some([60 + i; 32]), [80 + i; 32])).collect()
-}
-
-fn bank(slot: u64, root: [u8; 32]) -> BankEntry {
-    let mut h = [0xAB; 32];
-    h[..8].copy_from_slice(&slot.to_le_bytes());
-    BankEntry {
-        slot,
-        parent: slot.saturating_sub(1),
-        bank_hash: bank_hash(&h, &root, None),
-        aldb: Some(AldbCommitment { h, root }),
-        hard_forks: None,
-    }
-}
 
 /// Block `block`'s votes: every voter on `slot`.
 fn votes_in(block: u64, slot: u64, b: &BankEntry, vs: &[Voter]) -> VoteLogEntry {
@@ -44,14 +32,6 @@ fn votes_in(block: u64, slot: u64, b: &BankEntry, vs: &[Voter]) -> VoteLogEntry 
         slot: block,
         transactions: vs.iter().map(|v| v.vote(slot, &b.bank_hash)).collect(),
     })
-}
-
-fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -69,7 +49,7 @@ fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
     // Banks 0..=12, each voted on by all four in the next block; segments of four slots, the
     // first pruned as a writer keeping few slots prunes it.
     let mut log = VoteLog::open_with(dir.path(), VoteLogOptions { segment_bytes: 64 << 20, segment_slots: 4 }).unwrap();
-    let banks: Vec<BankEntry> = (0..=12).map(|s| bank(s, m.root(s))).collect();
+    let banks: Vec<BankEntry> = (0..=12).map(|s| bank(s, m.root(s), None)).collect();
     for s in 0..=12u64 {
         let mut entries = vec![VoteLogEntry::Bank(banks[s as usize])];
         if s > 0 {
@@ -85,7 +65,7 @@ fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
     let local = Server::start(dir.path());
     let cache = tempfile::tempdir().unwrap();
     let r = replica(&weed, URL, cache.path(), 1 << 30);
-    wait_until("the replica's slot 12", || r.call("getStateRoot", json!([12])).get("result").is_some());
+    wait_until("the replica's slot 12", WAIT, || r.call("getStateRoot", json!([12])).get("result").is_some());
 
     // Every slot, byte for byte: served ones, pruned ones, the one not voted on yet, and ones
     // without a snapshot yet.
@@ -125,7 +105,7 @@ fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
     // Votes on 12 land in block 13 and are shipped: the replica serves them as the directory.
     log.append(&[votes_in(13, 12, &banks[12], &vs)]).unwrap();
     rt.block_on(ship.ship_once()).unwrap();
-    wait_until("votes on 12 at the replica", || r.call("getSlotVotes", json!([12])).get("result").is_some());
+    wait_until("votes on 12 at the replica", WAIT, || r.call("getSlotVotes", json!([12])).get("result").is_some());
     assert_eq!(ask(&r, "getSlotVotes", &json!([12])), ask(&local, "getSlotVotes", &json!([12])));
     assert_eq!(ask(&r, "getSlotVotes", &json!([])), ask(&local, "getSlotVotes", &json!([])));
 
@@ -137,7 +117,7 @@ fn a_replica_serves_the_vote_evidence_as_the_directory_does() {
     rt.block_on(shipper(bare.path(), &weed, "s3://votes/bare").ship_once()).unwrap();
     let bare_cache = tempfile::tempdir().unwrap();
     let rb = replica(&weed, "s3://votes/bare", bare_cache.path(), 1 << 30);
-    wait_until("the bare replica's slot 0", || rb.call("getStateRoot", json!([0])).get("result").is_some());
+    wait_until("the bare replica's slot 0", WAIT, || rb.call("getStateRoot", json!([0])).get("result").is_some());
     let e = rb.err("getSlotVotes", json!([0]), codes::NOTHING_PUBLISHED);
     assert!(e["message"].as_str().unwrap().contains("the bucket holds no vote-evidence log"), "{e}");
     rb.err("getSlotVotes", json!([]), codes::NOTHING_PUBLISHED);

@@ -11,28 +11,22 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aldb_core::{AccountRef, ChangeSet, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_fixture::votes::Voter;
 use aldb_format::Account;
-use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, VotesEntry};
+use aldb_format::votes::{BankEntry, VoteLog, VoteLogEntry, VotesEntry};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SlotMark, SnapshotWriter, WriterConfig};
-use aldb_verify::votes::{Validator, ValidatorSet, VoteChainError, VoteEvidence, bank_hash, verify_account_by_votes};
+use aldb_verify::votes::{Validator, ValidatorSet, VoteChainError, VoteEvidence, verify_account_by_votes};
 use base64::Engine as _;
-use common::{Model, Server, b58};
+use common::votes::{bank, h_of, voters};
+use common::{Model, Server, b58, wait_until};
 use hyades::codes;
 use serde_json::{Value, json};
 
-/// Four validators: two vote with their node identity, two with keys of their own.
-fn voters() -> Vec<Voter> {
-    (0..4u8)
-        .map(|i| {
-            let voter = (i % 2 == 1).then_some([60 + i; 32]);
-            Voter::new([40 + i; 32], voter, [80 + i; 32])
-        })
-        .collect()
-}
+/// How long the service may take to read what was appended.
+const WAIT: Duration = Duration::from_secs(10);
 
 /// Stakes 100, 100, 50, 50: any three hold more than 2/3, the two large ones exactly 2/3.
 fn set(voters: &[Voter]) -> ValidatorSet {
@@ -42,24 +36,6 @@ fn set(voters: &[Voter]) -> ValidatorSet {
         .map(|(v, stake)| Validator { vote_account: v.vote_account(), authorized_voter: v.authorized_voter(), stake })
         .collect();
     ValidatorSet::new(&members).unwrap()
-}
-
-/// A slot's `h`: any 32 bytes serve, as long as the votes carry the hash made from it.
-fn h_of(slot: u64) -> [u8; 32] {
-    let mut h = [0xAB; 32];
-    h[..8].copy_from_slice(&slot.to_le_bytes());
-    h
-}
-
-fn bank(slot: u64, root: [u8; 32], hard_forks: Option<u64>) -> BankEntry {
-    let h = h_of(slot);
-    BankEntry {
-        slot,
-        parent: slot.saturating_sub(1),
-        bank_hash: bank_hash(&h, &root, hard_forks),
-        aldb: Some(AldbCommitment { h, root }),
-        hard_forks,
-    }
 }
 
 /// Block `block`'s votes: each of `who` votes on `slot` with `bank`'s hash.
@@ -80,14 +56,6 @@ fn evidence(s: &Server, key: &[u8; 32], slot: u64) -> (Value, VoteEvidence) {
         "pubkey": b58(key), "account": proof["account"], "proof": proof["proof"],
     });
     (votes, VoteEvidence::from_json_value(&doc).unwrap())
-}
-
-fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
@@ -201,14 +169,14 @@ fn votes_of_a_slot_are_served_and_accepted_and_every_gap_says_why() {
 
     // Votes appended while serving are served: block 13 votes on 12.
     log.append(&[votes_in(13, 12, &banks[&12], &all)]).unwrap();
-    wait_until("votes on 12", || s.call("getSlotVotes", json!([12])).get("result").is_some());
+    wait_until("votes on 12", WAIT, || s.call("getSlotVotes", json!([12])).get("result").is_some());
     let (_, ev) = evidence(&s, &key, 12);
     assert_eq!(verify_account_by_votes(&ev, &set).unwrap().accepted.voters, 4);
     assert_eq!(s.ok("getSlotVotes", json!([]))["value"]["slot"], 12);
 
     // Once the log holds blocks past slot 3's window, slot 3 will never be voted on.
     log.append(&[votes_in(40, 39, &bank(39, [0; 32], None), &all)]).unwrap();
-    wait_until("block 40", || s.call("getSlotVotes", json!([3]))["error"]["code"] == codes::SLOT_NO_SNAPSHOT);
+    wait_until("block 40", WAIT, || s.call("getSlotVotes", json!([3]))["error"]["code"] == codes::SLOT_NO_SNAPSHOT);
     let e = s.err("getSlotVotes", json!([3]), codes::SLOT_NO_SNAPSHOT);
     assert_eq!(e["data"], json!({"slot": 3, "window": 32}));
     assert!(s.metrics().contains("hyades_requests_total{method=\"getSlotVotes\"}"));
@@ -304,7 +272,7 @@ fn abandoned_banks_and_levels_answer_as_proofs_do() {
     writer.mark(2, SlotMark::Confirmed).unwrap();
     writer.mark(3, SlotMark::Abandoned).unwrap();
     writer.flush().unwrap();
-    wait_until("3 abandoned", || s.call("getSlotVotes", json!([3]))["error"]["code"] == codes::SLOT_ABANDONED);
+    wait_until("3 abandoned", WAIT, || s.call("getSlotVotes", json!([3]))["error"]["code"] == codes::SLOT_ABANDONED);
     let e = s.err("getSlotVotes", json!([3]), codes::SLOT_ABANDONED);
     assert_eq!(e["message"], "slot abandoned: its fork was dropped");
     let v = s.ok("getSlotVotes", json!([2, {"commitment": "confirmed"}]))["value"].clone();

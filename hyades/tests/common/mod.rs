@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub)]
 
 pub mod replica;
+pub mod votes;
 
 // The SeaweedFS harness is aldb-objstore's, used as is, so both crates start the store alike.
 #[path = "../../../aldb-objstore/tests/common/weed.rs"]
@@ -12,7 +13,7 @@ pub mod weed;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aldb_fixture::History;
 use aldb_format::Account;
@@ -200,4 +201,13 @@ impl Drop for Server {
 
 pub fn b58(h: &[u8; 32]) -> String {
     aldb_verify::hash_to_base58(h)
+}
+
+/// Polls `check` until it holds; the test fails if it does not within `within`.
+pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
