@@ -39,6 +39,10 @@ use serde_json::json;
 #[path = "../mem.rs"]
 #[allow(dead_code)]
 mod mem;
+#[path = "../proc_usage.rs"]
+mod proc_usage;
+
+use proc_usage::{ThreadTimes, Usage};
 
 /// Snapshot cost: the AlDBaran workload with the snapshot writer off, on, then off again.
 #[derive(clap::Parser)]
@@ -83,49 +87,14 @@ fn half_the_cores() -> usize {
     (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1)
 }
 
-/// What this process's threads have used so far, summed by thread name (a pool's numbered
-/// threads together): `(CPU, time runnable but waiting for a core)` in nanoseconds, from
-/// `/proc/self/task/*/schedstat`. Read over a whole phase it tells what each part costs in CPU,
-/// and what sharing the cores costs it, whatever else runs on the machine, which wall-clock rates
-/// on a shared 2-core host cannot. The kernel cuts names to 15 bytes: the writer's I/O thread
-/// `aldb-snapshot-io` reads `aldb-snapshot-i`.
-#[derive(Default)]
-struct ThreadTimes(std::collections::BTreeMap<String, (u64, u64)>);
-
-impl ThreadTimes {
-    fn now() -> Self {
-        let mut out = Self::default();
-        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
-        for t in tasks.flatten() {
-            let (Ok(comm), Ok(sched)) =
-                (std::fs::read_to_string(t.path().join("comm")), std::fs::read_to_string(t.path().join("schedstat")))
-            else {
-                continue;
-            };
-            let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-').to_string();
-            let mut fields = sched.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
-            let (cpu, wait) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
-            let e = out.0.entry(name).or_insert((0, 0));
-            e.0 += cpu;
-            e.1 += wait;
-        }
-        out
-    }
-
-    /// `(CPU, run-queue wait)` in milliseconds of the threads named `name` since `earlier`.
-    fn since(&self, earlier: &Self, name: &str) -> (u64, u64) {
-        let get = |t: &Self| t.0.get(name).copied().unwrap_or((0, 0));
-        let ((cpu, wait), (cpu0, wait0)) = (get(self), get(earlier));
-        (cpu.saturating_sub(cpu0) / 1_000_000, wait.saturating_sub(wait0) / 1_000_000)
-    }
-}
-
 /// What a snapshots-off phase measured over its timed slots.
 struct OffPhase {
     secs: f64,
     updates: u64,
-    /// CPU of the engine's pool.
-    cpu_ms: u64,
+    /// What the engine's pool used.
+    engine: Usage,
+    /// What the whole process used.
+    process: Usage,
 }
 
 impl OffPhase {
@@ -137,21 +106,52 @@ impl OffPhase {
 /// Commits `batches` (slots from `first_slot` on) with snapshots off; the first `o.warmup` are
 /// not timed.
 fn off_phase(o: &Opts, tree: &mut Pleiades, batches: &[AccountBatch], first_slot: u64) -> OffPhase {
-    let mut m = OffPhase { secs: 0.0, updates: 0, cpu_ms: 0 };
+    let fresh = || OffPhase { secs: 0.0, updates: 0, engine: Usage::default(), process: Usage::default() };
+    let mut m = fresh();
     let mut times = ThreadTimes::now();
+    let mut io = SlotIo::start();
     for (slot, batch) in (first_slot..).zip(batches) {
         if slot == first_slot + o.warmup {
-            m = OffPhase { secs: 0.0, updates: 0, cpu_ms: 0 };
+            m = fresh();
             times = ThreadTimes::now();
         }
         let t = Instant::now();
         tree.commit_accounts(&batch.refs());
         m.secs += t.elapsed().as_secs_f64();
         m.updates += o.slot_updates as u64;
-        println!("slot {slot:>3} (snapshots off): {:8.2} ms", t.elapsed().as_secs_f64() * 1e3);
+        println!("slot {slot:>3} (snapshots off): {:8.2} ms{}", t.elapsed().as_secs_f64() * 1e3, io.next());
     }
-    m.cpu_ms = ThreadTimes::now().since(&times, "pleiades").0;
+    let now = ThreadTimes::now();
+    (m.engine, m.process) = (now.since(&times, "pleiades"), now.process_since(&times));
     m
+}
+
+/// The process's storage traffic and page faults slot by slot, each reading taken where the last
+/// left off, so the writer's work between two slots' hand-offs is counted in one of them.
+struct SlotIo(Usage);
+
+impl SlotIo {
+    fn start() -> Self {
+        Self(Usage::process_now())
+    }
+
+    /// What the process did since the last reading, as a suffix for the slot's line.
+    fn next(&mut self) -> String {
+        let now = Usage::process_now();
+        let d = now.since(self.0);
+        self.0 = now;
+        format!(
+            "  (read {:.1} MiB, wrote {:.1} MiB, faults {} major, {} minor)",
+            mib(d.read_bytes),
+            mib(d.write_bytes),
+            d.majflt,
+            d.minflt
+        )
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// The accounts of `slots`, in order, each gathered into a batch whose key paths the engine
@@ -196,10 +196,14 @@ struct OnPhase {
     updates: u64,
     /// Wall ms of the hand-off's parts: hash, key paths into the batch, commit with capture, submit.
     hand_off: [f64; 4],
-    /// CPU ms: engine, writer, writer I/O thread.
-    cpu: [u64; 3],
-    /// Run-queue wait ms: engine, writer (both its threads).
-    queued: [u64; 2],
+    /// What the engine's pool used.
+    engine: Usage,
+    /// What the writer's thread used.
+    writer: Usage,
+    /// What the writer's I/O thread used.
+    writer_io: Usage,
+    /// What the whole process used.
+    process: Usage,
     /// Writer counters over the timed slots: bytes, account bytes, refresh bytes, full-queue
     /// waits, wait ns, write ns.
     counters: [u64; 6],
@@ -217,9 +221,20 @@ fn on_phase(
     first_slot: u64,
     full_counters: [u64; 6],
 ) -> anyhow::Result<OnPhase> {
-    let mut m = OnPhase { secs: 0.0, updates: 0, hand_off: [0.0; 4], cpu: [0; 3], queued: [0; 2], counters: [0; 6] };
+    let fresh = || OnPhase {
+        secs: 0.0,
+        updates: 0,
+        hand_off: [0.0; 4],
+        engine: Usage::default(),
+        writer: Usage::default(),
+        writer_io: Usage::default(),
+        process: Usage::default(),
+        counters: [0; 6],
+    };
+    let mut m = fresh();
     let mut base = full_counters;
     let mut times_on = ThreadTimes::now();
+    let mut io = SlotIo::start();
     // Each phase's accounts are generated before its clock starts, so the timed slots run back
     // to back and the writer gets no untimed pause to catch up in. They are gathered straight
     // into the batches the writer takes, as a producer that owns a slot's accounts would.
@@ -229,7 +244,7 @@ fn on_phase(
             writer.flush()?;
             base = counters(writer.stats());
             times_on = ThreadTimes::now();
-            m = OnPhase { secs: 0.0, updates: 0, hand_off: [0.0; 4], cpu: [0; 3], queued: [0; 2], counters: [0; 6] };
+            m = fresh();
         }
         let t = Instant::now();
         let (mut changes, spare) = writer.spare_buffers();
@@ -252,17 +267,16 @@ fn on_phase(
         }
         m.secs += t.elapsed().as_secs_f64();
         m.updates += o.slot_updates as u64;
-        println!("slot {slot:>3} (snapshots on):  {:8.2} ms to hand off", t.elapsed().as_secs_f64() * 1e3);
+        println!("slot {slot:>3} (snapshots on):  {:8.2} ms to hand off{}", t.elapsed().as_secs_f64() * 1e3, io.next());
     }
     let t = Instant::now();
     writer.flush()?;
     m.secs += t.elapsed().as_secs_f64();
     drop(spares);
     let times = ThreadTimes::now();
-    let [engine, writer_main, writer_io] =
+    [m.engine, m.writer, m.writer_io] =
         ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| times.since(&times_on, n));
-    m.cpu = [engine.0, writer_main.0, writer_io.0];
-    m.queued = [engine.1, writer_main.1 + writer_io.1];
+    m.process = times.process_since(&times_on);
     let now = counters(writer.stats());
     m.counters = std::array::from_fn(|i| now[i] - base[i]);
     writer.shutdown()?;
@@ -396,7 +410,7 @@ fn report(o: &Opts, run: &Run) {
     let wait_ms = wait_nanos as f64 / 1e6;
     let write_ms = write_nanos as f64 / 1e6;
     // Two off phases of `o.slots` timed slots each: CPU per phase, to compare with the one on phase.
-    let off_pool_cpu = (off_before.cpu_ms + off_after.cpu_ms) / 2;
+    let off_pool_cpu = (off_before.engine.cpu_ms() + off_after.engine.cpu_ms()) / 2;
     let on_rate = on.updates as f64 / on.secs;
     let off_rate = (off_before.updates + off_after.updates) as f64 / (off_before.secs + off_after.secs);
     let (rate_before, rate_after) = (off_before.rate(), off_after.rate());
@@ -421,24 +435,52 @@ fn report(o: &Opts, run: &Run) {
     );
     println!(
         "run-queue wait ms per slot (snapshots on): engine {:.1}, writer {:.1}",
-        per_slot(on.queued[0]),
-        per_slot(on.queued[1])
+        per_slot(on.engine.runq_ms()),
+        per_slot(on.writer.runq_ms() + on.writer_io.runq_ms())
     );
-    let cpu_ratio = off_pool_cpu as f64 / on.cpu.iter().sum::<u64>().max(1) as f64;
+    let cpu_ratio =
+        off_pool_cpu as f64 / (on.engine.cpu_ms() + on.writer.cpu_ms() + on.writer_io.cpu_ms()).max(1) as f64;
     println!(
         "cpu ms per slot: engine {:.1} (snapshots off: {:.1}), writer {:.1}, writer I/O thread {:.1}; \
          engine cpu off / (engine + writer) cpu on = {cpu_ratio:.3}",
-        per_slot(on.cpu[0]),
+        per_slot(on.engine.cpu_ms()),
         per_slot(off_pool_cpu),
-        per_slot(on.cpu[1]),
-        per_slot(on.cpu[2])
+        per_slot(on.writer.cpu_ms()),
+        per_slot(on.writer_io.cpu_ms())
+    );
+    let phases = [
+        ("_snapshots_off_before", "snapshots off before", &off_before.engine, &off_before.process),
+        ("_snapshots_on", "snapshots on", &on.engine, &on.process),
+        ("_snapshots_off_after", "snapshots off after", &off_after.engine, &off_after.process),
+    ];
+    for (suffix, name, engine, process) in phases {
+        let mut line = format!("per slot, {name}: engine {}", thread_usage(engine, o.slots));
+        if suffix == "_snapshots_on" {
+            line += &format!(
+                "; writer {}; writer I/O thread {}",
+                thread_usage(&on.writer, o.slots),
+                thread_usage(&on.writer_io, o.slots)
+            );
+        }
+        line += &format!("; process {}", process_usage(process, o.slots));
+        println!("{line}");
+    }
+    // The writer's thread is busy from the first timed slot to the final flush: what it did not
+    // spend on a core or waiting for one, it spent asleep (no work, or waiting on its I/O thread)
+    // or blocked (fsync, page faults on mapped files).
+    let on_wall_ms = on.secs * 1e3 / o.slots as f64;
+    let writer_off_cpu = on_wall_ms - (on.writer.cpu_ns + on.writer.runq_ns) as f64 / 1e6 / o.slots as f64;
+    println!(
+        "writer thread per slot (snapshots on): wall {on_wall_ms:.1} ms = cpu {:.1} + run-queue {:.1} + off cpu {writer_off_cpu:.1}",
+        per_slot(on.writer.cpu_ms()),
+        per_slot(on.writer.runq_ms()),
     );
     println!(
         "peak RSS: {:.1} MiB ({:.1} bytes per prefilled leaf)",
         peak_rss as f64 / (1u64 << 20) as f64,
         peak_rss as f64 / (1u64 << o.leaves_log2) as f64
     );
-    let line = json!({
+    let mut line = json!({
         "layout": o.layout,
         "leaves": run.leaves,
         "threads": o.threads,
@@ -459,15 +501,84 @@ fn report(o: &Opts, run: &Run) {
         "snapshot_refresh_bytes_per_update": (per(refresh) * 10.0).round() / 10.0,
         "writer_full_waits": waits,
         "engine_cpu_ms_per_slot_snapshots_off": per_slot(off_pool_cpu),
-        "engine_cpu_ms_per_slot_snapshots_on": per_slot(on.cpu[0]),
-        "writer_cpu_ms_per_slot": per_slot(on.cpu[1] + on.cpu[2]),
+        "engine_cpu_ms_per_slot_snapshots_on": per_slot(on.engine.cpu_ms()),
+        "writer_cpu_ms_per_slot": per_slot(on.writer.cpu_ms() + on.writer_io.cpu_ms()),
         "cpu_ratio": (cpu_ratio * 1000.0).round() / 1000.0,
         "writer_wait_ms": wait_ms.round(),
-        "engine_runq_wait_ms_per_slot": per_slot(on.queued[0]),
-        "writer_runq_wait_ms_per_slot": per_slot(on.queued[1]),
+        "engine_runq_wait_ms_per_slot": per_slot(on.engine.runq_ms()),
+        "writer_runq_wait_ms_per_slot": per_slot(on.writer.runq_ms() + on.writer_io.runq_ms()),
         "writer_write_ms": write_ms.round(),
         "full_snapshot_bytes": run.full_bytes,
         "peak_rss_bytes": peak_rss,
     });
+    if let Some(out) = line.as_object_mut() {
+        let slots = o.slots;
+        out.insert("delay_accounting".into(), json!(proc_usage::delay_accounting()));
+        out.insert("on_wall_ms_per_slot".into(), json!(round1(on_wall_ms)));
+        out.insert("writer_thread_off_cpu_ms_per_slot".into(), json!(round1(writer_off_cpu)));
+        for (suffix, _, engine, process) in phases {
+            out.insert(format!("engine_cpu_ms_per_slot{suffix}"), json!(per_slot(engine.cpu_ms())));
+            out.insert(format!("engine_runq_wait_ms_per_slot{suffix}"), json!(per_slot(engine.runq_ms())));
+            usage_json(out, "engine_", suffix, engine, slots);
+            usage_json(out, "process_", suffix, process, slots);
+        }
+        // The writer's two threads together, as `writer_cpu_ms_per_slot`, and its I/O thread alone.
+        usage_json(out, "writer_", "", &on.writer.plus(on.writer_io), slots);
+        usage_json(out, "writer_io_thread_", "", &on.writer_io, slots);
+        out.insert("writer_thread_cpu_ms_per_slot".into(), json!(per_slot(on.writer.cpu_ms())));
+        out.insert("writer_thread_runq_wait_ms_per_slot".into(), json!(per_slot(on.writer.runq_ms())));
+    }
     println!("{line}");
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// A thread group's per-slot usage, for the readable lines.
+fn thread_usage(u: &Usage, slots: u64) -> String {
+    let n = slots as f64;
+    format!(
+        "user {:.1} ms, system {:.1} ms, run-queue {:.1} ms, faults {:.1} major / {:.0} minor, read {:.2} MiB",
+        u.utime_ms() / n,
+        u.stime_ms() / n,
+        u.runq_ns as f64 / 1e6 / n,
+        u.majflt as f64 / n,
+        u.minflt as f64 / n,
+        mib(u.read_bytes) / n
+    )
+}
+
+/// The process's per-slot usage, for the readable lines.
+fn process_usage(u: &Usage, slots: u64) -> String {
+    let n = slots as f64;
+    let blkio = u.blkio_ms().map_or("n/a".to_string(), |ms| format!("{:.1} ms", ms / n));
+    format!(
+        "user {:.1} ms, system {:.1} ms, faults {:.1} major / {:.0} minor, read {:.2} MiB, wrote {:.2} MiB, \
+         blocked on I/O {blkio}",
+        u.utime_ms() / n,
+        u.stime_ms() / n,
+        u.majflt as f64 / n,
+        u.minflt as f64 / n,
+        mib(u.read_bytes) / n,
+        mib(u.write_bytes) / n
+    )
+}
+
+/// Adds a thread group's (or the process's) per-slot counters to the JSON line as
+/// `{prefix}utime_ms_per_slot{suffix}` and so on; block-I/O time is null without delay accounting.
+fn usage_json(out: &mut serde_json::Map<String, serde_json::Value>, prefix: &str, suffix: &str, u: &Usage, slots: u64) {
+    let n = slots as f64;
+    let blkio = u.blkio_ms().map(|ms| round1(ms / n));
+    for (name, value) in [
+        ("utime_ms_per_slot", json!(round1(u.utime_ms() / n))),
+        ("stime_ms_per_slot", json!(round1(u.stime_ms() / n))),
+        ("minflt_per_slot", json!(round1(u.minflt as f64 / n))),
+        ("majflt_per_slot", json!(round1(u.majflt as f64 / n))),
+        ("read_bytes_per_slot", json!(u.read_bytes / slots)),
+        ("write_bytes_per_slot", json!(u.write_bytes / slots)),
+        ("blkio_ms_per_slot", json!(blkio)),
+    ] {
+        out.insert(format!("{prefix}{name}{suffix}"), value);
+    }
 }
