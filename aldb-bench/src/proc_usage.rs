@@ -193,3 +193,90 @@ impl ThreadTimes {
         self.process.since(earlier.process)
     }
 }
+
+/// How often a thread was found in each state by [`StateSampler`].
+#[derive(Clone, Copy, Default)]
+pub(crate) struct StateCounts {
+    /// On a core or runnable and waiting for one (`R`).
+    pub running: u64,
+    /// Asleep by choice (`S`): waiting for work, a lock or another thread.
+    pub sleeping: u64,
+    /// Asleep in the kernel (`D`): waiting for storage, as on a major fault or an fsync.
+    pub blocked: u64,
+    /// Any other state, or the thread not found.
+    pub other: u64,
+}
+
+impl StateCounts {
+    fn count(&mut self, state: Option<char>) {
+        match state {
+            Some('R') => self.running += 1,
+            Some('S') => self.sleeping += 1,
+            Some('D') => self.blocked += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    /// Samples taken.
+    pub(crate) fn samples(&self) -> u64 {
+        self.running + self.sleeping + self.blocked + self.other
+    }
+
+    /// The share of the samples `n` of them make (0 without samples).
+    pub(crate) fn share(&self, n: u64) -> f64 {
+        n as f64 / self.samples().max(1) as f64
+    }
+}
+
+/// Samples the state (`stat` field 3) of the threads of the given names at a fixed period from
+/// a thread of its own (`aldb-sampler`), so the time a thread spends off a core can be split
+/// into waiting for work and waiting for storage where the kernel keeps no delay accounting. The
+/// share of samples in a state, times the window's length, estimates the time in it.
+pub(crate) struct StateSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<StateCounts>>,
+}
+
+impl StateSampler {
+    /// Starts sampling the first thread named each of `names`, every `period`.
+    pub(crate) fn start(names: &[&str], period: std::time::Duration) -> std::io::Result<Self> {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new().name("aldb-sampler".into()).spawn(move || {
+            let mut counts = vec![StateCounts::default(); names.len()];
+            let mut tasks: Vec<Option<std::path::PathBuf>> = vec![None; names.len()];
+            while !stopped.load(Ordering::Relaxed) {
+                for ((name, task), c) in names.iter().zip(&mut tasks).zip(&mut counts) {
+                    if task.is_none() {
+                        *task = find_task(name);
+                    }
+                    let stat = task.as_ref().and_then(|t| std::fs::read_to_string(t.join("stat")).ok());
+                    if stat.is_none() {
+                        *task = None;
+                    }
+                    c.count(stat.and_then(|s| s.rsplit_once(')')?.1.trim_start().chars().next()));
+                }
+                std::thread::sleep(period);
+            }
+            counts
+        })?;
+        Ok(Self { stop, thread })
+    }
+
+    /// Stops sampling; the counts, one per name, in the order given.
+    pub(crate) fn finish(self) -> Vec<StateCounts> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// The `/proc` directory of this process's first thread named `name`.
+fn find_task(name: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .find(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .map(|t| t.path())
+}

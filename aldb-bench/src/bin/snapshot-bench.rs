@@ -42,7 +42,13 @@ mod mem;
 #[path = "../proc_usage.rs"]
 mod proc_usage;
 
-use proc_usage::{ThreadTimes, Usage};
+use proc_usage::{StateCounts, StateSampler, ThreadTimes, Usage};
+
+/// The writer's threads as the kernel names them (cut to 15 bytes): its own and its I/O thread.
+const WRITER_THREADS: [&str; 2] = ["aldb-snapshot", "aldb-snapshot-i"];
+/// How often the writer's threads' states are sampled in the snapshots-on phase: often enough
+/// for thousands of samples over a phase, rarely enough that the sampler's CPU stays near 1%.
+const STATE_PERIOD: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Snapshot cost: the AlDBaran workload with the snapshot writer off, on, then off again.
 #[derive(clap::Parser)]
@@ -204,6 +210,11 @@ struct OnPhase {
     writer_io: Usage,
     /// What the whole process used.
     process: Usage,
+    /// Seconds from the first timed slot to the end of the final flush, gaps between slots
+    /// included: the window the thread figures cover.
+    window_secs: f64,
+    /// The writer's thread and its I/O thread, sampled every [`STATE_PERIOD`] over the window.
+    states: [StateCounts; 2],
     /// Writer counters over the timed slots: bytes, account bytes, refresh bytes, full-queue
     /// waits, wait ns, write ns.
     counters: [u64; 6],
@@ -229,11 +240,14 @@ fn on_phase(
         writer: Usage::default(),
         writer_io: Usage::default(),
         process: Usage::default(),
+        window_secs: 0.0,
+        states: [StateCounts::default(); 2],
         counters: [0; 6],
     };
     let mut m = fresh();
     let mut base = full_counters;
     let mut times_on = ThreadTimes::now();
+    let (mut window, mut sampler) = (Instant::now(), None);
     let mut io = SlotIo::start();
     // Each phase's accounts are generated before its clock starts, so the timed slots run back
     // to back and the writer gets no untimed pause to catch up in. They are gathered straight
@@ -244,6 +258,8 @@ fn on_phase(
             writer.flush()?;
             base = counters(writer.stats());
             times_on = ThreadTimes::now();
+            window = Instant::now();
+            sampler = Some(StateSampler::start(&WRITER_THREADS, STATE_PERIOD)?);
             m = fresh();
         }
         let t = Instant::now();
@@ -274,8 +290,12 @@ fn on_phase(
     m.secs += t.elapsed().as_secs_f64();
     drop(spares);
     let times = ThreadTimes::now();
-    [m.engine, m.writer, m.writer_io] =
-        ["pleiades", "aldb-snapshot", "aldb-snapshot-i"].map(|n| times.since(&times_on, n));
+    m.window_secs = window.elapsed().as_secs_f64();
+    if let Some([main, io]) = sampler.map(|s| s.finish()).as_deref() {
+        m.states = [*main, *io];
+    }
+    let [main, io] = WRITER_THREADS;
+    [m.engine, m.writer, m.writer_io] = ["pleiades", main, io].map(|n| times.since(&times_on, n));
     m.process = times.process_since(&times_on);
     let now = counters(writer.stats());
     m.counters = std::array::from_fn(|i| now[i] - base[i]);
@@ -469,12 +489,27 @@ fn report(o: &Opts, run: &Run) {
     // spend on a core or waiting for one, it spent asleep (no work, or waiting on its I/O thread)
     // or blocked (fsync, page faults on mapped files).
     let on_wall_ms = on.secs * 1e3 / o.slots as f64;
-    let writer_off_cpu = on_wall_ms - (on.writer.cpu_ns + on.writer.runq_ns) as f64 / 1e6 / o.slots as f64;
+    let window_ms = on.window_secs * 1e3 / o.slots as f64;
+    let writer_off_cpu = window_ms - (on.writer.cpu_ns + on.writer.runq_ns) as f64 / 1e6 / o.slots as f64;
     println!(
-        "writer thread per slot (snapshots on): wall {on_wall_ms:.1} ms = cpu {:.1} + run-queue {:.1} + off cpu {writer_off_cpu:.1}",
+        "writer thread per slot (snapshots on): wall {window_ms:.1} ms = cpu {:.1} + run-queue {:.1} + off cpu {writer_off_cpu:.1}",
         per_slot(on.writer.cpu_ms()),
         per_slot(on.writer.runq_ms()),
     );
+    // Sampled states times the window: an estimate, the share of each state's samples.
+    let state_ms = |c: &StateCounts, n: u64| round1(c.share(n) * window_ms);
+    for (name, c) in [("writer thread", &on.states[0]), ("writer I/O thread", &on.states[1])] {
+        println!(
+            "{name} states sampled every {} ms (snapshots on, {} samples), ms per slot: running or runnable {:.1}, \
+             asleep {:.1}, blocked in the kernel (D: storage, major faults, fsync) {:.1}, other {:.1}",
+            STATE_PERIOD.as_millis(),
+            c.samples(),
+            state_ms(c, c.running),
+            state_ms(c, c.sleeping),
+            state_ms(c, c.blocked),
+            state_ms(c, c.other)
+        );
+    }
     println!(
         "peak RSS: {:.1} MiB ({:.1} bytes per prefilled leaf)",
         peak_rss as f64 / (1u64 << 20) as f64,
@@ -516,6 +551,13 @@ fn report(o: &Opts, run: &Run) {
         out.insert("delay_accounting".into(), json!(proc_usage::delay_accounting()));
         out.insert("on_wall_ms_per_slot".into(), json!(round1(on_wall_ms)));
         out.insert("writer_thread_off_cpu_ms_per_slot".into(), json!(round1(writer_off_cpu)));
+        out.insert("writer_window_ms_per_slot".into(), json!(round1(window_ms)));
+        for (prefix, c) in [("writer_thread", &on.states[0]), ("writer_io_thread", &on.states[1])] {
+            out.insert(format!("{prefix}_state_samples"), json!(c.samples()));
+            out.insert(format!("{prefix}_running_ms_per_slot_sampled"), json!(state_ms(c, c.running)));
+            out.insert(format!("{prefix}_asleep_ms_per_slot_sampled"), json!(state_ms(c, c.sleeping)));
+            out.insert(format!("{prefix}_blocked_ms_per_slot_sampled"), json!(state_ms(c, c.blocked)));
+        }
         for (suffix, _, engine, process) in phases {
             out.insert(format!("engine_cpu_ms_per_slot{suffix}"), json!(per_slot(engine.cpu_ms())));
             out.insert(format!("engine_runq_wait_ms_per_slot{suffix}"), json!(per_slot(engine.runq_ms())));
