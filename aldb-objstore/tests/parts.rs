@@ -12,18 +12,19 @@ use std::collections::BTreeMap;
 use aldb_fixture::History;
 use aldb_format::format::FileKind;
 use aldb_format::{AccountProof, SnapshotReader};
-use aldb_objstore::manifest::{MANIFEST_NAME, Manifest, root_hex};
-use aldb_objstore::{CacheConfig, ObjectStoreSource, ShipConfig, Shipper};
+use aldb_objstore::manifest::root_hex;
+use aldb_objstore::{CacheConfig, ObjectStoreSource, Shipper};
 use aldb_snapshot::records::RecordProducer;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use common::ship::{read_manifest, rt, ship_config};
 use common::weed::Weed;
 
 #[test]
 fn a_replica_serves_slots_made_of_parts_as_the_local_reader_did() {
     let Some(weed) = Weed::start() else { return };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = rt();
     let dir = tempfile::tempdir().unwrap();
     let (store, prefix) = weed.bucket("parts");
     let mut rng = ChaCha8Rng::seed_from_u64(41);
@@ -35,9 +36,7 @@ fn a_replica_serves_slots_made_of_parts_as_the_local_reader_did() {
     cfg.part_bytes = 4096;
     let mut history = History::start(cfg, 500).unwrap();
     let mut records = RecordProducer::open(dir.path(), [3; 32], None).unwrap();
-    let mut ship = ShipConfig::new(dir.path());
-    ship.records_interval = std::time::Duration::ZERO;
-    let mut shipper = Shipper::new(store.clone(), prefix.clone(), ship).unwrap();
+    let mut shipper = Shipper::new(store.clone(), prefix.clone(), ship_config(dir.path())).unwrap();
     let local = SnapshotReader::open(dir.path()).unwrap();
     let mut expected: BTreeMap<(u64, [u8; 32]), AccountProof> = BTreeMap::new();
     let slots = 2000..2024;
@@ -51,8 +50,7 @@ fn a_replica_serves_slots_made_of_parts_as_the_local_reader_did() {
     }
     history.finish().unwrap();
 
-    let at = prefix.child(MANIFEST_NAME);
-    let m = Manifest::decode(&rt.block_on(async { store.get(&at).await.unwrap().bytes().await.unwrap() })).unwrap();
+    let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
     let parts: Vec<_> = m.snapshots.iter().filter(|s| s.kind() == Some(FileKind::Part)).collect();
     assert!(parts.len() > 20, "{} parts shipped", parts.len());
     assert!(parts.iter().all(|p| p.root == root_hex(&[0; 32]) && p.name.ends_with(".part")));
