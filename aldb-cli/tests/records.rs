@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -9,6 +11,7 @@ use std::process::{Command, Output};
 use aldb_format::records::RecordLogReader;
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::record::{Commitment, Quorum};
+use common::workload::published_field;
 
 fn aldb(args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_aldb")).args(args).output().expect("run aldb");
@@ -20,7 +23,7 @@ fn aldb(args: &[&str]) -> Output {
 fn published(out: &Output) -> BTreeMap<u64, String> {
     let mut m = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let field = |k: &str| line.split_whitespace().find_map(|f| f.strip_prefix(k)).map(str::to_string);
+        let field = |k: &str| published_field(line, k);
         if let (Some(s), Some(r)) = (field("slot="), field("root=")) {
             m.insert(s.parse().unwrap(), r);
         }

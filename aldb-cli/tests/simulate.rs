@@ -18,7 +18,7 @@ use aldb_format::format::{FLAG_FULL, HEADER_LEN, Header, file_name};
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::spec::{Hash, account_value, bit, branch_hash, first_difference, key_path, leaf_hash};
 use aldb_workload::{OWNER, pubkey};
-use common::workload::{State, Workload};
+use common::workload::{State, Workload, published_field};
 
 const WORKLOAD: Workload = Workload { seed: 77, leaves_log2: 9, slot_updates: 150, data_len: 40 };
 /// The first run stops here; the resumed one goes on to `LAST`.
@@ -49,7 +49,7 @@ fn root_of(state: &State) -> String {
 fn published(out: &Output) -> BTreeMap<u64, (String, u32)> {
     let mut m = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let field = |k: &str| line.split_whitespace().find_map(|f| f.strip_prefix(k)).map(str::to_string);
+        let field = |k: &str| published_field(line, k);
         if let (Some(s), Some(r), Some(q)) = (field("slot="), field("root="), field("seq=")) {
             m.insert(s.parse().unwrap(), (r, q.parse().unwrap()));
         }

@@ -17,7 +17,7 @@ use aldb_core::Claim;
 use aldb_format::SnapshotReader;
 use aldb_verify::json::hash_to_base58;
 use aldb_workload::pubkey;
-use common::workload::Workload;
+use common::workload::{Workload, published_field};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -86,17 +86,8 @@ fn sigkill_never_loses_a_published_slot() {
         };
         reader.join().unwrap();
         for line in rx.try_iter() {
-            let mut slot = None;
-            let mut root = None;
-            for field in line.split_whitespace() {
-                if let Some(v) = field.strip_prefix("slot=") {
-                    slot = v.parse::<u64>().ok();
-                }
-                if let Some(v) = field.strip_prefix("root=") {
-                    root = Some(v.to_string());
-                }
-            }
-            if let (Some(s), Some(r)) = (slot, root) {
+            let slot = published_field(&line, "slot=").and_then(|v| v.parse::<u64>().ok());
+            if let (Some(s), Some(r)) = (slot, published_field(&line, "root=")) {
                 // A slot published twice (by a run and by its restart) must have one root.
                 if let Some(prev) = reported.insert(s, r.clone()) {
                     assert_eq!(prev, r, "slot {s} published with two roots");

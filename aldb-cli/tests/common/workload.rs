@@ -55,3 +55,9 @@ impl Workload {
         out
     }
 }
+
+/// The value of field `key` (`slot=`, `root=`, `seq=`) of a `published` line `aldb simulate`
+/// prints, if the line has it.
+pub fn published_field(line: &str, key: &str) -> Option<String> {
+    line.split_whitespace().find_map(|f| f.strip_prefix(key)).map(str::to_string)
+}
