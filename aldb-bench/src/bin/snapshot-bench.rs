@@ -24,6 +24,14 @@
 //! Timed with snapshots on: hashing, copying the slot's accounts for the writer, the commit with
 //! change capture, the hand-off (including any wait on a full queue), and the final flush, so the
 //! figure is the rate the writer sustains end to end, fsyncs included.
+//!
+//! What bounds each side is read from the kernel's counters (`/proc/self`) over each phase's
+//! timed slots: for the engine's pool and the writer's two threads, user and system CPU, minor
+//! and major page faults, run-queue wait and bytes read from storage; for the process, the same
+//! and the bytes read from and written to storage (each slot's line too). Time blocked on storage
+//! comes from delay accounting where the kernel keeps it ("n/a" otherwise); the writer's threads'
+//! states are also sampled every few milliseconds in the on phase, which splits their time off
+//! CPU into asleep (no work) and blocked in the kernel (major faults, fsync) on any kernel.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
