@@ -233,6 +233,8 @@ impl Files {
     /// synchronous page fault to the device. Sorts `refs`; records within 64 KiB of each other
     /// share one request. A hint only: failures are ignored.
     pub fn will_need(&self, refs: &mut [Ref]) {
+        /// Bytes asked for per request: Linux's default read-ahead window.
+        const WILL_NEED_PIECE: u64 = 128 << 10;
         const GAP: u64 = 64 << 10;
         // An account record is a few hundred bytes; one page past its start covers nearly all.
         const TAIL: u64 = 4096;
@@ -248,8 +250,17 @@ impl Files {
             }
             if let Some(f) = self.by_seq.get(&seq) {
                 let len = f.map.len() as u64;
-                let (from, to) = (start.min(len), end.min(len));
-                let _ = f.map.advise_range(memmap2::Advice::WillNeed, from as usize, (to - from) as usize);
+                let (mut from, to) = (start.min(len), end.min(len));
+                // The kernel reads at most the device's read-ahead window per request (128 KiB
+                // by default, 8 MiB on this project's test VM) and drops the rest silently: one
+                // request for a refresh chunk's 37 MB read 8 of them, and the copy faulted on the
+                // other 29 one page at a time (BENCHMARKS.md §2). Pieces of the smallest common
+                // window are all read.
+                while from < to {
+                    let piece = (to - from).min(WILL_NEED_PIECE);
+                    let _ = f.map.advise_range(memmap2::Advice::WillNeed, from as usize, piece as usize);
+                    from += piece;
+                }
             }
         }
     }
