@@ -166,6 +166,8 @@ struct Scratch {
     index: PathIndex,
     /// Records the refresh will read, for [`Files::will_need`].
     hint: Vec<Ref>,
+    /// The refresh chunk the last write already asked the device for, a slot ahead.
+    hinted: Option<usize>,
     /// By batch index: the account record written for it (null: superseded or deleted).
     refs: Vec<Ref>,
     /// By position in `by_path`: the account record written (null when deleted).
@@ -611,15 +613,22 @@ impl Serializer {
         // The chunk's buckets.
         let (chunk_lo, chunk_hi) = (chunk << (l - rbits), (chunk + 1) << (l - rbits));
         if refreshing {
-            // Its records are read back below; start the device on them now.
+            // The chunk's records are read back below: the stale account records it copies
+            // forward, and the hash of every bucket and stored node it rewrites without a change
+            // of its own, wherever that record is. Files are written past the page cache, so each
+            // of those reads is a fault to the device unless asked for in advance; hinting only
+            // the stale records, right before the copy, left 6,274 major faults and ~280 ms
+            // blocked per 400k-update slot at 2^26 (BENCHMARKS.md §2). The next chunk is asked
+            // for a slot ahead, so its reads have a whole slot to complete; this chunk only when
+            // the last write did not (the first refreshing write, after a full one or a restart).
             s.hint.clear();
-            for b in chunk_lo..chunk_hi {
-                let before = s.hint.len();
-                s.hint.extend(self.bucket_leaves.leaves(b).iter().map(|lv| lv.account()).filter(|&r| stale(r)));
-                if s.hint.len() > before || stale(self.buckets[b]) {
-                    s.hint.push(self.buckets[b]);
-                }
+            let chunks = 1usize << rbits;
+            if s.hinted != Some(chunk) {
+                self.refresh_reads(chunk, rbits, &stale, &mut s.hint);
             }
+            let next = (chunk + 1) % chunks;
+            self.refresh_reads(next, rbits, &stale, &mut s.hint);
+            s.hinted = Some(next);
             self.files.will_need(&mut s.hint);
         }
 
@@ -902,6 +911,27 @@ impl Serializer {
             }
         }
         Ok((account_bytes, refresh_bytes, top_hash))
+    }
+
+    /// Pushes to `out` the records a refresh of `chunk` reads: its buckets' stale account
+    /// records (copied forward), and every bucket and stored node record of the chunk (their
+    /// hashes are read back for whatever this slot does not change). A superset of the reads
+    /// is harmless: it only asks the device for a few pages more.
+    fn refresh_reads(&self, chunk: usize, rbits: usize, stale: &impl Fn(Ref) -> bool, out: &mut Vec<Ref>) {
+        let l = usize::from(self.bucket_bits);
+        for b in chunk << (l - rbits)..(chunk + 1) << (l - rbits) {
+            out.extend(self.bucket_leaves.leaves(b).iter().map(|lv| lv.account()).filter(|&r| stale(r)));
+            out.push(self.buckets[b]);
+        }
+        for d in (0..l).filter(|&d| node_stored(d, l)) {
+            let (lo, hi) = if d >= rbits {
+                (chunk << (d - rbits), (chunk + 1) << (d - rbits))
+            } else {
+                (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
+            };
+            out.extend(self.nodes[d][lo..hi].iter().copied());
+        }
+        out.retain(|r| !r.is_null());
     }
 
     /// The old leaf (from `old`, the bucket's previous leaves) with this path. Tags almost never
