@@ -81,6 +81,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
         "reason": "2^22, 2^24 and 2^26 leaves: gigabytes of snapshots (tens at 2^26) and minutes", "timeout": 1800}),
     ("BENCHMARKS.md", "nice -n 5 cargo run --release -p aldb-bench --bin fork-bench", "skip",
      "fork-bench at 2^26 leaves: ~7.5 GB of memory and many minutes", {}),
+    ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin fork-bench -- --pin-workers", "skip",
+     "fork-bench at 2^26 leaves: ~7.5 GB of memory and minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p hyades --example hyades-bench", "run", None, {"timeout": 900}),
     ("BENCHMARKS.md", "scripts/hyades-resources.sh ", "skip",
      "the resource suite, a slow check of its own (README.md, Slow checks)", {}),
