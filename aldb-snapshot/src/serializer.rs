@@ -611,7 +611,7 @@ impl Serializer {
         let cycle_start = self.cycle_start;
         let stale = move |r: Ref| !r.is_null() && r.seq() < cycle_start;
         // The chunk's buckets.
-        let (chunk_lo, chunk_hi) = (chunk << (l - rbits), (chunk + 1) << (l - rbits));
+        let (chunk_lo, chunk_hi) = chunk_span(chunk, rbits, l);
         if refreshing {
             // The chunk's records are read back below: the stale account records it copies
             // forward, and the hash of every bucket and stored node it rewrites without a change
@@ -866,13 +866,7 @@ impl Serializer {
         for d in (0..l).rev().filter(|&d| node_stored(d, l)) {
             let arity = node_arity(d, l);
             let below = d + arity.trailing_zeros() as usize;
-            let (lo, hi) = if !refreshing {
-                (0, 0)
-            } else if d >= rbits {
-                (chunk << (d - rbits), (chunk + 1) << (d - rbits))
-            } else {
-                (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
-            };
+            let (lo, hi) = if refreshing { chunk_span(chunk, rbits, d) } else { (0, 0) };
             let real = s.by_level[d].iter().map(|&(i, h)| (i as usize, Some(h)));
             for (i, k) in real.chain((lo..hi).map(|i| (i, None))) {
                 let hash = match k {
@@ -919,16 +913,13 @@ impl Serializer {
     /// is harmless: it only asks the device for a few pages more.
     fn refresh_reads(&self, chunk: usize, rbits: usize, stale: &impl Fn(Ref) -> bool, out: &mut Vec<Ref>) {
         let l = usize::from(self.bucket_bits);
-        for b in chunk << (l - rbits)..(chunk + 1) << (l - rbits) {
+        let (lo, hi) = chunk_span(chunk, rbits, l);
+        for b in lo..hi {
             out.extend(self.bucket_leaves.leaves(b).iter().map(|lv| lv.account()).filter(|&r| stale(r)));
             out.push(self.buckets[b]);
         }
         for d in (0..l).filter(|&d| node_stored(d, l)) {
-            let (lo, hi) = if d >= rbits {
-                (chunk << (d - rbits), (chunk + 1) << (d - rbits))
-            } else {
-                (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
-            };
+            let (lo, hi) = chunk_span(chunk, rbits, d);
             out.extend(self.nodes[d][lo..hi].iter().copied());
         }
         out.retain(|r| !r.is_null());
@@ -957,6 +948,16 @@ impl Serializer {
         // Copied straight out of the mapping: checked after the copy (`AccountView::intact`).
         let copied = fb.record(Kind::Account, &[a.raw])?;
         Ok(a.intact(copied)?)
+    }
+}
+
+/// The prefixes of `d` bits that refresh chunk `chunk` (a prefix of `rbits` bits) rewrites: those
+/// under it when `d >= rbits`, else the one it lies under.
+fn chunk_span(chunk: usize, rbits: usize, d: usize) -> (usize, usize) {
+    if d >= rbits {
+        (chunk << (d - rbits), (chunk + 1) << (d - rbits))
+    } else {
+        (chunk >> (rbits - d), (chunk >> (rbits - d)) + 1)
     }
 }
 
