@@ -62,8 +62,12 @@ struct Opts {
     /// Unmeasured freezes before each size's measured ones.
     #[arg(long, default_value_t = 4)]
     warmup: usize,
-    /// Writes one CSV line per measured freeze (size, wall ms, process CPU ms, the most a worker
-    /// waited for a CPU in ms, involuntary switches, minor faults) to this file.
+    /// Appends one CSV line per measured freeze to this file: size, wall ms, process CPU ms, of
+    /// which in the kernel, the most a worker waited for a CPU in ms, involuntary switches, minor
+    /// faults, the workers' CPU ms, the CPU ms of every other thread on the machine, the busiest
+    /// of them and its ms, then the hash-work anchor run right after the freeze: its compressions,
+    /// wall ms and CPU ms (empty once forks have run). A freeze slow with its anchor is a slow
+    /// machine; a freeze slow alone is the engine. Last, the machine's steal ticks (10 ms each).
     #[arg(long)]
     samples_out: Option<std::path::PathBuf>,
     /// Banks kept unrooted behind the head on the steady chain (a root lags the tip by ~32).
@@ -189,13 +193,15 @@ impl HashWork {
 
 /// Times `n` one-block compressions through the engine's kernel: the key paths of `n` closed
 /// accounts (a closed account's value is not hashed), on `pool`'s threads in chunks that keep
-/// every 16-lane batch full. Returns milliseconds.
-fn hash_anchor(pool: &rayon::ThreadPool, keys: &[[u8; 32]], n: usize) -> f64 {
+/// every 16-lane batch full. Returns the hashing's wall and process CPU milliseconds (building
+/// its inputs, which faults in fresh pages, is in neither).
+fn hash_anchor(pool: &rayon::ThreadPool, keys: &[[u8; 32]], n: usize, clock: &cpu::Clock) -> (f64, f64) {
     const OWNER: [u8; 32] = [0; 32];
     const CHUNK: usize = 1024;
     let accounts: Vec<AccountRef<'_>> = (0..n)
         .map(|i| AccountRef { pubkey: &keys[i % keys.len()], lamports: 0, owner: &OWNER, executable: false, data: &[] })
         .collect();
+    let c0 = clock.sample();
     let t = Instant::now();
     pool.install(|| {
         accounts.par_chunks(CHUNK).for_each_init(
@@ -206,18 +212,22 @@ fn hash_anchor(pool: &rayon::ThreadPool, keys: &[[u8; 32]], n: usize) -> f64 {
             },
         );
     });
-    ms(t)
+    let wall = ms(t);
+    (wall, cpu::between(&c0, &clock.sample()).cpu_ms)
 }
 
 /// CPU time of the process and of each engine worker, and the process's minor faults: what a
 /// freeze costs the machine, which machine load changes much less than its wall time.
 mod cpu {
+    use std::collections::BTreeMap;
     use std::path::PathBuf;
 
     /// One reading of the counters.
     pub(crate) struct Sample {
         /// CPU time of the whole process (all threads, user and system), ns.
         pub(crate) process_ns: u64,
+        /// The system (kernel) part of `process_ns`, ns: page faults, allocation, scheduling.
+        pub(crate) system_ns: u64,
         /// Minor page faults of the whole process.
         pub(crate) minflt: u64,
         /// CPU time of each engine worker thread, ns.
@@ -227,11 +237,51 @@ mod cpu {
         pub(crate) waits: Vec<u64>,
         /// Involuntary context switches of the whole process.
         pub(crate) nivcsw: u64,
+        /// CPU time of every other thread on the machine, by thread id, ns: the kernel's own
+        /// threads (memory reclaim, writeback) and other processes, which share the two cores.
+        pub(crate) others: BTreeMap<u32, u64>,
+        /// Time the hypervisor ran something else on this machine's CPUs, in clock ticks
+        /// (`/proc/stat`'s steal, 10 ms each): coarse, but the only view of a host's other guests.
+        pub(crate) steal_ticks: u64,
+    }
+
+    fn steal_ticks() -> u64 {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        stat.lines().next().and_then(|l| l.split_whitespace().nth(8)).and_then(|x| x.parse().ok()).unwrap_or(0)
     }
 
     /// The engine's worker threads (named `pleiades-*`), found once.
     pub(crate) struct Clock {
         workers: Vec<PathBuf>,
+        own_pid: u32,
+    }
+
+    /// Every thread of every other process, with its `schedstat` run time in ns.
+    fn others(own_pid: u32) -> BTreeMap<u32, u64> {
+        let mut out = BTreeMap::new();
+        let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            if pid == own_pid {
+                continue;
+            }
+            let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+            for t in tasks.flatten() {
+                let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+                let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+                if let Some(ns) = s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()) {
+                    out.insert(tid, ns);
+                }
+            }
+        }
+        out
+    }
+
+    /// The command name of thread `tid`, or its number if it has gone.
+    pub(crate) fn comm(tid: u32) -> String {
+        std::fs::read_to_string(format!("/proc/{tid}/comm"))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_else(|_| tid.to_string())
     }
 
     impl Clock {
@@ -245,11 +295,11 @@ mod cpu {
                     }
                 }
             }
-            Self { workers }
+            Self { workers, own_pid: std::process::id() }
         }
 
         pub(crate) fn sample(&self) -> Sample {
-            let (process_ns, minflt, nivcsw) = usage();
+            let (process_ns, system_ns, minflt, nivcsw) = usage();
             let (mut workers, mut waits) = (Vec::new(), Vec::new());
             for p in &self.workers {
                 let s = std::fs::read_to_string(p).unwrap_or_default();
@@ -257,38 +307,80 @@ mod cpu {
                 workers.push(fields.next().unwrap_or(0));
                 waits.push(fields.next().unwrap_or(0));
             }
-            Sample { process_ns, minflt, workers, waits, nivcsw }
+            Sample {
+                process_ns,
+                system_ns,
+                minflt,
+                workers,
+                waits,
+                nivcsw,
+                others: others(self.own_pid),
+                steal_ticks: steal_ticks(),
+            }
         }
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    fn usage() -> (u64, u64, u64) {
+    fn usage() -> (u64, u64, u64, u64) {
         // SAFETY: getrusage only writes the struct it is given, which is plain data.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: as above; RUSAGE_SELF is always valid.
         if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-            return (0, 0, 0);
+            return (0, 0, 0, 0);
         }
         let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-        (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_minflt as u64, ru.ru_nivcsw as u64)
+        (tv(ru.ru_utime) + tv(ru.ru_stime), tv(ru.ru_stime), ru.ru_minflt as u64, ru.ru_nivcsw as u64)
     }
 
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    fn usage() -> (u64, u64, u64) {
-        (0, 0, 0)
+    fn usage() -> (u64, u64, u64, u64) {
+        (0, 0, 0, 0)
     }
 
-    /// The most any one worker waited for a CPU between two samples, ms, and the process's
-    /// involuntary context switches.
-    pub(crate) fn waited(a: &Sample, b: &Sample) -> (f64, u64) {
-        let w = a.waits.iter().zip(&b.waits).map(|(x, y)| y.saturating_sub(*x) as f64 / 1e6).fold(0.0, f64::max);
-        (w, b.nivcsw.saturating_sub(a.nivcsw))
+    /// What happened to the process between two readings.
+    pub(crate) struct Delta {
+        /// Process CPU, ms.
+        pub(crate) cpu_ms: f64,
+        /// The kernel's part of `cpu_ms`.
+        pub(crate) system_ms: f64,
+        /// Minor page faults.
+        pub(crate) faults: u64,
+        /// CPU of each worker, ms.
+        pub(crate) workers_ms: Vec<f64>,
+        /// The most any one worker waited for a CPU, ms.
+        pub(crate) wait_ms: f64,
+        /// Involuntary context switches of the process.
+        pub(crate) switches: u64,
+        /// CPU every other thread on the machine used, ms.
+        pub(crate) others_ms: f64,
+        /// The other thread that used the most, and its ms.
+        pub(crate) top_other: Option<(u32, f64)>,
+        /// Clock ticks of steal on the machine.
+        pub(crate) steal_ticks: u64,
     }
 
-    /// What happened between two samples: process CPU ms, minor faults, each worker's CPU ms.
-    pub(crate) fn between(a: &Sample, b: &Sample) -> (f64, u64, Vec<f64>) {
-        let w = a.workers.iter().zip(&b.workers).map(|(x, y)| y.saturating_sub(*x) as f64 / 1e6).collect();
-        ((b.process_ns.saturating_sub(a.process_ns)) as f64 / 1e6, b.minflt.saturating_sub(a.minflt), w)
+    pub(crate) fn between(a: &Sample, b: &Sample) -> Delta {
+        let ms = |x: u64, y: u64| y.saturating_sub(x) as f64 / 1e6;
+        let mut others_ms = 0.0;
+        let mut top_other: Option<(u32, f64)> = None;
+        for (tid, ns) in &b.others {
+            let d = ms(a.others.get(tid).copied().unwrap_or(*ns), *ns);
+            others_ms += d;
+            if d > top_other.map_or(0.0, |t| t.1) {
+                top_other = Some((*tid, d));
+            }
+        }
+        Delta {
+            steal_ticks: b.steal_ticks.saturating_sub(a.steal_ticks),
+            others_ms,
+            top_other,
+            cpu_ms: ms(a.process_ns, b.process_ns),
+            system_ms: ms(a.system_ns, b.system_ns),
+            faults: b.minflt.saturating_sub(a.minflt),
+            workers_ms: a.workers.iter().zip(&b.workers).map(|(x, y)| ms(*x, *y)).collect(),
+            wait_ms: a.waits.iter().zip(&b.waits).map(|(x, y)| ms(*x, *y)).fold(0.0, f64::max),
+            switches: b.nivcsw.saturating_sub(a.nivcsw),
+        }
     }
 }
 
@@ -314,6 +406,14 @@ fn rss_bytes() -> Option<u64> {
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
+}
+
+/// One measured freeze.
+struct Freeze {
+    wall_ms: f64,
+    cpu: cpu::Delta,
+    /// The hash-work anchor run right after it: compressions, wall ms, CPU ms.
+    anchor: Option<(u64, f64, f64)>,
 }
 
 /// The engine, the next free slot and the workload stream.
@@ -363,10 +463,9 @@ impl Bench {
         let mut root = Vec::new();
         let (mut anchor, mut ratio, mut hashes) = (Vec::new(), Vec::new(), 0u64);
         let (mut cpu, mut cpu_ratio, mut faults, mut imbalance) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        // Per freeze: wall ms, CPU ms, the longest run-queue wait of a worker (ms), involuntary
-        // switches, minor faults; what tells a slow freeze's own work from a stolen core.
-        let mut each: Vec<(f64, f64, f64, u64, u64)> = Vec::new();
-        let mut worker_sum: Vec<f64> = Vec::new();
+        // Per freeze, what tells a slow freeze's own work (more CPU, in user or kernel) from a
+        // stolen core (run-queue wait with the CPU unchanged).
+        let mut each: Vec<Freeze> = Vec::new();
         let clock = cpu::Clock::new();
         for i in 0..o.warmup + o.slots {
             let updates = self.updates(n);
@@ -385,50 +484,63 @@ impl Bench {
             if i >= o.warmup {
                 freeze.push(f);
                 root.push(r);
-                let (c, flt, workers) = cpu::between(&c0, &c1);
-                let (wait, switches) = cpu::waited(&c0, &c1);
-                each.push((f, c, wait, switches, flt));
-                worker_sum.push(workers.iter().sum());
-                cpu.push(c);
-                faults.push(flt as f64);
-                let busiest = workers.iter().copied().fold(0.0, f64::max);
-                let mean = workers.iter().sum::<f64>() / workers.len().max(1) as f64;
+                let d = cpu::between(&c0, &c1);
+                cpu.push(d.cpu_ms);
+                faults.push(d.faults as f64);
+                let busiest = d.workers_ms.iter().copied().fold(0.0, f64::max);
+                let mean = d.workers_ms.iter().sum::<f64>() / d.workers_ms.len().max(1) as f64;
                 if mean > 0.0 {
                     imbalance.push(busiest / mean);
                 }
+                let mut anchored = None;
                 if let Some(h) = count {
-                    let a0 = clock.sample();
-                    let a = hash_anchor(&self.anchor_pool, &self.anchor_keys, h as usize);
-                    let (ac, _, _) = cpu::between(&a0, &clock.sample());
+                    let (a, ac) = hash_anchor(&self.anchor_pool, &self.anchor_keys, h as usize, &clock);
                     anchor.push(a);
                     ratio.push(f / a);
                     if ac > 0.0 {
-                        cpu_ratio.push(c / ac);
+                        cpu_ratio.push(d.cpu_ms / ac);
                     }
                     hashes += h;
+                    anchored = Some((h, a, ac));
                 }
+                each.push(Freeze { wall_ms: f, cpu: d, anchor: anchored });
             }
         }
         let held = self.engine.held_bytes();
         if let Some(path) = &o.samples_out {
             use std::io::Write as _;
             let mut out = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-            for ((f, c, w, sw, flt), ws) in each.iter().zip(&worker_sum) {
-                writeln!(out, "{n},{f:.3},{c:.3},{w:.3},{sw},{flt},{ws:.3}")?;
+            for Freeze { wall_ms: f, cpu: d, anchor } in &each {
+                let workers: f64 = d.workers_ms.iter().sum();
+                let (top, top_ms) = d.top_other.map(|(t, m)| (cpu::comm(t), m)).unwrap_or_default();
+                let anchor = anchor.map(|(h, a, ac)| format!("{h},{a:.3},{ac:.3}")).unwrap_or_else(|| ",,".into());
+                writeln!(
+                    out,
+                    "{n},{f:.3},{:.3},{:.3},{:.3},{},{},{workers:.3},{:.3},{top},{top_ms:.3},{anchor},{}",
+                    d.cpu_ms, d.system_ms, d.wait_ms, d.switches, d.faults, d.others_ms, d.steal_ticks
+                )?;
             }
         }
-        // The slowest 1% of freezes against the rest: a stolen core shows as run-queue wait with
-        // the CPU unchanged, the freeze's own work as more CPU.
-        each.sort_by(|a, b| b.0.total_cmp(&a.0));
+        // The slowest 1% of freezes against the rest.
+        each.sort_by(|a, b| b.wall_ms.total_cmp(&a.wall_ms));
         let slow = each.len().div_ceil(100).max(1).min(each.len());
-        let mean_of = |v: &[(f64, f64, f64, u64, u64)], k: fn(&(f64, f64, f64, u64, u64)) -> f64| {
-            v.iter().map(k).sum::<f64>() / v.len().max(1) as f64
-        };
+        let mean_of =
+            |v: &[Freeze], k: fn(&cpu::Delta) -> f64| v.iter().map(|e| k(&e.cpu)).sum::<f64>() / v.len().max(1) as f64;
         let (tail, rest) = each.split_at(slow);
-        let tail_wait = mean_of(tail, |e| e.2);
-        let tail_cpu = mean_of(tail, |e| e.1);
-        let rest_wait = mean_of(rest, |e| e.2);
-        let rest_cpu = mean_of(rest, |e| e.1);
+        let tail_wait = mean_of(tail, |d| d.wait_ms);
+        let tail_cpu = mean_of(tail, |d| d.cpu_ms);
+        let tail_sys = mean_of(tail, |d| d.system_ms);
+        let rest_wait = mean_of(rest, |d| d.wait_ms);
+        let rest_cpu = mean_of(rest, |d| d.cpu_ms);
+        let rest_sys = mean_of(rest, |d| d.system_ms);
+        // The anchor right after a freeze runs on the same threads: slow with it, the machine was slow.
+        let anchor_cpu = |v: &[Freeze]| {
+            let a: Vec<f64> = v.iter().filter_map(|e| e.anchor.map(|a| a.2)).collect();
+            a.iter().sum::<f64>() / a.len().max(1) as f64
+        };
+        let (tail_anchor, rest_anchor) = (anchor_cpu(tail), anchor_cpu(rest));
+        let tail_others = mean_of(tail, |d| d.others_ms);
+        let rest_others = mean_of(rest, |d| d.others_ms);
         let f = sorted(freeze);
         let r = sorted(root);
         let a = sorted(anchor);
@@ -469,12 +581,20 @@ impl Bench {
             faults.last().copied().unwrap_or(f64::NAN),
         );
         println!(
-            "  slowest 1% ({slow} freezes): CPU {tail_cpu:.2} ms, a worker waiting for a CPU {tail_wait:.2} ms; \
-             the rest: CPU {rest_cpu:.2} ms, waiting {rest_wait:.2} ms",
+            "  slowest 1% ({slow} freezes): CPU {tail_cpu:.2} ms ({tail_sys:.2} in the kernel), a worker waiting \
+             for a CPU {tail_wait:.2} ms, other threads on the machine {tail_others:.2} ms; the rest: CPU \
+             {rest_cpu:.2} ms ({rest_sys:.2} in the kernel), waiting {rest_wait:.2} ms, others {rest_others:.2} ms; \
+             the hash anchor's CPU right after them {tail_anchor:.2} ms, after the rest {rest_anchor:.2} ms",
         );
         Ok(json!({
             "tail_cpu_ms": round(tail_cpu),
             "tail_wait_ms": round(tail_wait),
+            "tail_system_ms": round(tail_sys),
+            "tail_others_ms": round(tail_others),
+            "tail_anchor_cpu_ms": round(tail_anchor),
+            "rest_anchor_cpu_ms": round(rest_anchor),
+            "rest_others_ms": round(rest_others),
+            "rest_system_ms": round(rest_sys),
             "rest_cpu_ms": round(rest_cpu),
             "rest_wait_ms": round(rest_wait),
             "cpu_p50_ms": round(percentile(&cpu, 50.0)),
