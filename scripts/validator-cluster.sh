@@ -21,22 +21,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-120}"
-RPC_PORT="${RPC_PORT:-8899}"
-FAUCET_PORT="${FAUCET_PORT:-9900}"
-GOSSIP_PORT="${GOSSIP_PORT:-10100}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+# The bootstrap's metrics port is unused (it loads no plugin).
+validator_ports 8899 9900 10100 10000-10100 9898
 RPC_PORT2="${RPC_PORT2:-28899}"
 GOSSIP_PORT2="${GOSSIP_PORT2:-30100}"
 DYNAMIC_PORTS2="${DYNAMIC_PORTS2:-30000-30100}"
-bin="${ALDB_PATCHED_BIN:-$(scripts/build-patched-validator.sh | tail -n1)}"
+bin="$(patched_validator_bin)"
 work="$(mktemp -d)"
 echo "work dir: $work"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 t0=$(date +%s)
 
-"$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger1" \
-  --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 \
-  --dynamic-port-range "$DYNAMIC_PORTS" --gossip-port "$GOSSIP_PORT" --log >"$work/validator1.log" 2>&1 &
+"$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger1" "${validator_net[@]}" \
+  --log >"$work/validator1.log" 2>&1 &
+v1=$!
+wait_for_health "http://127.0.0.1:$RPC_PORT" 120 "$v1" "$work/validator1.log" ||
+  { echo "FAIL: the bootstrap's RPC is not healthy"; exit 1; }
+# A first rooted slot, before its faucet is asked for the second node's funds.
 for _ in $(seq 120); do
   curl -s -X POST "127.0.0.1:$RPC_PORT" -H 'content-type: application/json' \
     -d '{"jsonrpc":"2.0","id":1,"method":"getSlot","params":[{"commitment":"finalized"}]}' | grep -q '"result":[1-9]' && break
@@ -134,7 +137,7 @@ print(f"second node: identity {b58e(ipk)}, vote account {b58e(vpk)} created")
 PY
 # agave-validator cannot start from genesis without slot 0's shreds: it starts from a snapshot.
 echo "== waiting for the bootstrap's first snapshot"
-for _ in $(seq 900); do ls "$work/ledger1" | grep -q '^snapshot-' && break; sleep 1; done
+wait_for_ledger_snapshot "$work/ledger1" 900 || { echo "FAIL: the bootstrap wrote no ledger snapshot in 900 s"; exit 1; }
 
 # Containers often cap open files far below agave-validator's 1,000,000 (patch 0008).
 ALDB_NO_ENFORCE_ULIMIT_NOFILE=1 "$bin/agave-validator" --identity "$work/identity2.json" --vote-account "$(cat "$work/vote2.pubkey")" \

@@ -4,29 +4,34 @@
 # callback cost (ns, p50/p99), the delay from a slot's Processed callback to its commit, and how
 # many slots commits trail the highest processed one, all over the load window only (from the
 # plugin's Prometheus histograms). Usage: scripts/validator-load.sh [TPS] [SECONDS]
-# Ports: RPC 8899 (+8900), faucet 9900, metrics 9898, validator's dynamic ports 10000-10099, gossip 10100.
+# All on loopback. Ports from the environment, so this can run beside another validator:
+#   RPC_PORT (8899, +1 for its websocket) FAUCET_PORT (9900) GOSSIP_PORT (10100)
+#   DYNAMIC_PORTS (10000-10100) METRICS_PORT (9898)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tps="${1:-100}"
 secs="${2:-60}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 8899 9900 10100 10000-10100 9898
 validator="$(scripts/build-validator.sh)"
 # The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
+echo "work dir: $work" >&2
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 cat > "$work/aldb.json5" <<JSON
 {
   libpath: "$PWD/target/release/libaldb_plugin.so",
   snapshot_dir: "$work/snapshots",
   commitment: "confirmed",
-  metrics_addr: "127.0.0.1:9898",
+  metrics_addr: "127.0.0.1:$METRICS_PORT",
 }
 JSON
 target/release/aldb-config-check "$work/aldb.json5" >/dev/null
-"$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" \
-  --rpc-port 8899 --faucet-port 9900 --bind-address 127.0.0.1 --dynamic-port-range 10000-10100 --gossip-port 10100 \
+"$validator" --ledger "$work/ledger" --geyser-plugin-config "$work/aldb.json5" "${validator_net[@]}" \
   --quiet >"$work/validator.log" 2>&1 &
 echo "validator $("$validator" --version), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-target/release/aldb-scenario load --rpc http://127.0.0.1:8899 --metrics http://127.0.0.1:9898/metrics \
+target/release/aldb-scenario load --rpc "http://127.0.0.1:$RPC_PORT" --metrics "http://127.0.0.1:$METRICS_PORT/metrics" \
   --tps "$tps" --secs "$secs"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -18,33 +18,16 @@ cd "$(dirname "$0")/.."
 tps="${1:-100}"
 secs="${2:-60}"
 rounds="${3:-5}"
-RPC_PORT="${RPC_PORT:-8899}"
-FAUCET_PORT="${FAUCET_PORT:-9900}"
-GOSSIP_PORT="${GOSSIP_PORT:-10100}"
-DYNAMIC_PORTS="${DYNAMIC_PORTS:-10000-10100}"
-METRICS_PORT="${METRICS_PORT:-9898}"
-bin="${ALDB_PATCHED_BIN:-$(scripts/build-patched-validator.sh | tail -n1)}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 8899 9900 10100 10000-10100 9898
+bin="$(patched_validator_bin)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
 echo "work dir: $work"
 vpid=""
 trap '[[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null; wait 2>/dev/null || true' EXIT
 echo "$(nproc) cores, $(uptime)"
-
-stop_validator() { # stop_validator LEDGER
-  python3 - "$1/admin.rpc" <<'PY' || true
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "exit", "params": []}).encode())
-s.recv(4096)
-PY
-  for _ in $(seq 60); do kill -0 "$vpid" 2>/dev/null || break; sleep 1; done
-  kill -0 "$vpid" 2>/dev/null && kill -TERM "$vpid"
-  wait "$vpid" 2>/dev/null || true
-  vpid=""
-}
 
 load() { # load on|off: a ledger under load
   local mode=$1 dir="$work/$1" flag=()
@@ -59,13 +42,13 @@ load() { # load on|off: a ledger under load
 }
 JSON
   "$bin/solana-test-validator" "${flag[@]}" --ledger "$dir/ledger" --geyser-plugin-config "$dir/aldb.json5" \
-    --rpc-port "$RPC_PORT" --faucet-port "$FAUCET_PORT" --bind-address 127.0.0.1 \
-    --dynamic-port-range "$DYNAMIC_PORTS" --gossip-port "$GOSSIP_PORT" --log >"$dir/validator.log" 2>&1 &
+    "${validator_net[@]}" --log >"$dir/validator.log" 2>&1 &
   vpid=$!
   echo "== feature $mode: load, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   target/release/aldb-scenario load --rpc "http://127.0.0.1:$RPC_PORT" --metrics "http://127.0.0.1:$METRICS_PORT/metrics" \
     --tps "$tps" --secs "$secs" | tee "$dir/load.out"
-  stop_validator "$dir/ledger"
+  stop_validator "$dir/ledger" "$vpid"
+  vpid=""
 }
 
 replay() { # replay on|off ROUND: a fresh copy of the ledger, from genesis

@@ -22,12 +22,16 @@
 # `aldb-scenario processed` watches the processed tip for SECONDS (default 20): every processed
 # slot is served at once, every confirmed slot has a file, and every slot keeps its processed root
 # (and its confirmed record names it) once confirmed.
-# Ports: RPC 8899 (+8900 websocket), faucet 9900, Hyades 8999, metrics 9898/9899, validator's
-# dynamic ports 10000-10099, gossip 10100 (its default, 8000, may be taken).
+# All on loopback. Ports from the environment (gossip not on its default 8000, which may be taken):
+#   RPC_PORT (8899, +1 for its websocket) FAUCET_PORT (9900) GOSSIP_PORT (10100)
+#   DYNAMIC_PORTS (10000-10100) METRICS_PORT (9898) HYADES_PORT (8999) HYADES_METRICS_PORT (9899)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra="${1:-20}"
 same_dir="${2:-}"
+# shellcheck source=scripts/lib/validator.sh
+source scripts/lib/validator.sh
+validator_ports 8899 9900 10100 10000-10100 9898 8999 9899
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
 work="$(mktemp -d)"
@@ -40,8 +44,8 @@ cleanup() {
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
-rpc_url=http://127.0.0.1:8899
-hyades_url=http://127.0.0.1:8999
+rpc_url="http://127.0.0.1:$RPC_PORT"
+hyades_url="http://127.0.0.1:$HYADES_PORT"
 scenario=target/release/aldb-scenario
 
 config() { # config NAME SNAPSHOT_DIR [COMMITMENT]
@@ -54,7 +58,7 @@ config() { # config NAME SNAPSHOT_DIR [COMMITMENT]
   snapshot_dir: "$2",
   commitment: "${3:-confirmed}",
   keep_slots: 100000,
-  metrics_addr: "127.0.0.1:9898",
+  metrics_addr: "127.0.0.1:$METRICS_PORT",
   $extra
 }
 JSON
@@ -63,35 +67,18 @@ JSON
 
 start_validator() { # start_validator CONFIG LOG
   RUST_LOG=solana=info,agave=info,aldb_plugin=info "$validator" --ledger "$work/ledger" \
-    --geyser-plugin-config "$1" --rpc-port 8899 --faucet-port 9900 --bind-address 127.0.0.1 \
-    --dynamic-port-range 10000-10100 --gossip-port 10100 --quiet >"$2" 2>&1 &
+    --geyser-plugin-config "$1" "${validator_net[@]}" --quiet >"$2" 2>&1 &
   vpid=$!
 }
 
-stop_validator() {
-  # A graceful exit through the validator's admin RPC (what `agave-validator exit` sends), so the
-  # plugin is unloaded and flushes; SIGTERM if that does not end it. (SIGINT would not do: a
-  # background job of a non-interactive shell ignores it.)
-  python3 - "$work/ledger/admin.rpc" <<'PY' || true
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "exit", "params": []}).encode())
-print("admin exit:", s.recv(4096).decode().strip())
-PY
-  for _ in $(seq 60); do kill -0 "$vpid" 2>/dev/null || break; sleep 1; done
-  if kill -0 "$vpid" 2>/dev/null; then echo "validator still running 60 s after exit, sending SIGTERM"; kill -TERM "$vpid"; fi
-  wait "$vpid" 2>/dev/null || true
-  vpid=""
-}
-
 start_hyades() { # start_hyades SNAPSHOT_DIR LOG
-  for _ in $(seq 120); do ls "$1" 2>/dev/null | grep -q snap && break; sleep 1; done
-  target/release/hyades --dir "$1" --addr 127.0.0.1:8999 --metrics-addr 127.0.0.1:9899 >"$2" 2>&1 &
+  wait_for_snapshot "$1" 120 || true
+  target/release/hyades --dir "$1" --addr "127.0.0.1:$HYADES_PORT" --metrics-addr "127.0.0.1:$HYADES_METRICS_PORT" \
+    >"$2" 2>&1 &
   hpid=$!
+  # Up and serving a root, not only healthy.
   for _ in $(seq 30); do
-    curl -s -X POST 127.0.0.1:8999 -H 'content-type: application/json' \
+    curl -s -X POST "$hyades_url" -H 'content-type: application/json' \
       -d '{"jsonrpc":"2.0","id":1,"method":"getStateRoot","params":[]}' | grep -q '"root"' && return 0
     sleep 1
   done
@@ -106,7 +93,7 @@ stop_hyades() {
 }
 
 newest() { # the newest slot Hyades serves
-  curl -s -X POST 127.0.0.1:8999 -H 'content-type: application/json' \
+  curl -s -X POST "$hyades_url" -H 'content-type: application/json' \
     -d '{"jsonrpc":"2.0","id":1,"method":"getStateRoot","params":[]}' | sed -n 's/.*"slot":\([0-9]*\).*/\1/p'
 }
 
@@ -119,8 +106,9 @@ if [[ "$same_dir" == processed ]]; then
   target/release/aldb-config-check "$work/runp.json5" >/dev/null
   "$scenario" run --rpc "$rpc_url" --hyades "$hyades_url" --seed 1 --commitment processed
   "$scenario" processed --rpc "$rpc_url" --hyades "$hyades_url" --dir "$work/snapp" --secs "$extra"
-  curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed_total|last_committed_slot|last_confirmed_slot|last_finalized_slot|status_lag_slots|fork_banks_held|fork_switches_total|fork_slots_rolled_back_total|bank_status_changes_total|freezes_refused_total|records_produced_total|records_signed_total|snapshot_fork_refused_total|irregular_events_total|callback_errors_total)' | grep -v '{kind=.*} 0$' || true
-  stop_validator
+  curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(slots_committed_total|last_committed_slot|last_confirmed_slot|last_finalized_slot|status_lag_slots|fork_banks_held|fork_switches_total|fork_slots_rolled_back_total|bank_status_changes_total|freezes_refused_total|records_produced_total|records_signed_total|snapshot_fork_refused_total|irregular_events_total|callback_errors_total)' | grep -v '{kind=.*} 0$' || true
+  stop_validator "$work/ledger" "$vpid"
+  vpid=""
   grep -ho 'aldb-plugin unloaded: .*' "$work/validatorp.log" "$work/ledger/validator.log" 2>/dev/null | tail -1 || true
   echo "validator-scenario (processed) passed in $(( $(date +%s) - t0 )) s"
   exit 0
@@ -134,16 +122,15 @@ start_hyades "$work/snap1" "$work/hyades1.log"
 # 100 slots), then run the scenario again with new keys: a restart starts from that snapshot and
 # replays the ledger after it, so these transactions' slots are committed by both runs.
 echo "== waiting for the validator's first ledger snapshot"
-# The first snapshot is taken at the first root past slot 100: about a minute on a quiet machine,
-# several on a loaded one (slots of 2 s), so the wait is long and only a stalled validator fails it.
-for _ in $(seq 900); do ls "$work/ledger" | grep -q '^snapshot-' && break; sleep 1; done
-ls "$work/ledger" | grep -q '^snapshot-' || { echo "FAIL: no ledger snapshot after 900 s"; exit 1; }
+# A long wait, so that only a stalled validator fails it.
+wait_for_ledger_snapshot "$work/ledger" 900 || { echo "FAIL: no ledger snapshot after 900 s"; exit 1; }
 "$scenario" run --rpc "$rpc_url" --hyades "$hyades_url" --seed 2 | tee "$work/scenario2.log"
 tx_slots=$(sed -n 's/^tx slots: //p' "$work/scenario2.log")
 sleep 3
 last1=$(newest)
 echo "== stopping the validator at Hyades slot $last1"
-stop_validator
+stop_validator "$work/ledger" "$vpid"
+vpid=""
 grep -ho 'aldb-plugin unloaded: .*' "$work/ledger/validator.log" | tail -1 || echo "(no unload line: the validator did not unload the plugin)"
 sleep 2 # Hyades picks up the files published while the plugin unloaded
 "$scenario" roots --hyades "$hyades_url" >"$work/roots1.jsonl"
@@ -171,5 +158,5 @@ fi
 cover=()
 for s in $tx_slots; do cover+=(--must-cover "$s"); done
 "$scenario" compare-roots --before "$work/roots1.jsonl" --hyades "$hyades_url" --min-overlap 1 "${cover[@]}"
-curl -s 127.0.0.1:9898/metrics | grep -E '^aldb_(slots_committed_total|last_committed_slot|irregular_events_total|callback_errors_total)' | grep -v ' 0$' || true
+curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(slots_committed_total|last_committed_slot|irregular_events_total|callback_errors_total)' | grep -v ' 0$' || true
 echo "validator-scenario passed in $(( $(date +%s) - t0 )) s"

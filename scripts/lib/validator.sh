@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The start-up the validator scripts share, sourced by each (after `cd` to the repository root):
-# their loopback ports, the patched validator's bin directory, and waiting for a snapshot file or
-# a JSON-RPC service. Functions only; sourcing it starts nothing.
+# their loopback ports, the patched validator's bin directory, waiting for a snapshot file, a
+# JSON-RPC service or a ledger snapshot, and stopping a validator. Functions only; sourcing it
+# starts nothing.
 
 # validator_ports RPC FAUCET GOSSIP DYNAMIC METRICS [HYADES HYADES_METRICS]
 # Sets RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS, METRICS_PORT (and HYADES_PORT,
@@ -60,4 +61,42 @@ wait_for_health() {
     sleep 1
   done
   return 1
+}
+
+# wait_for_ledger_snapshot LEDGER SECONDS: waits up to SECONDS for the validator to have written a
+# full ledger snapshot into LEDGER (solana-test-validator makes one at the first root past slot
+# 100: about a minute on a quiet machine, several on a loaded one, where slots take 2 s). Returns
+# 1 if none came.
+wait_for_ledger_snapshot() {
+  local _
+  for _ in $(seq "$2"); do
+    compgen -G "$1/snapshot-*" >/dev/null && return 0
+    sleep 1
+  done
+  compgen -G "$1/snapshot-*" >/dev/null
+}
+
+# stop_validator LEDGER PID: a graceful exit through the validator's admin RPC (what
+# `agave-validator exit` sends), so its plugins are unloaded and flush; SIGTERM if PID is still
+# running 60 s later. (SIGINT would not do: a background job of a non-interactive shell ignores
+# it.) Returns once PID has ended; PID must be a child of the calling shell.
+stop_validator() {
+  python3 - "$1/admin.rpc" <<'PY' || true
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "exit", "params": []}).encode())
+print("admin exit:", s.recv(4096).decode().strip())
+PY
+  local _
+  for _ in $(seq 60); do
+    kill -0 "$2" 2>/dev/null || break
+    sleep 1
+  done
+  if kill -0 "$2" 2>/dev/null; then
+    echo "validator still running 60 s after exit, sending SIGTERM"
+    kill -TERM "$2"
+  fi
+  wait "$2" 2>/dev/null || true
 }
