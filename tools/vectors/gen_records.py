@@ -2,9 +2,11 @@
 """Test vectors for aldb root records and attestations (docs/SPEC.md §9).
 
 A second, deliberately simple implementation of §9, written from the spec alone and sharing no
-code with the Rust crates or with gen_vectors.py: the record layout is built and parsed field by
-field, H_rec is hashlib's BLAKE2s, and Ed25519 is the reference code of RFC 8032 §6 (big Python
-integers, extended coordinates), with the strict rules of §9.3 added to its verify.
+code with the Rust crates or the TypeScript package: the record layout is built and parsed field
+by field, H_rec is hashlib's BLAKE2s, and Ed25519 is the reference code of RFC 8032 §6 (big
+Python integers, extended coordinates) with the strict rules of §9.3 added to its verify. The
+hashes and Ed25519 live in specref.py, the reference code shared with gen_vectors.py and
+gen_votes.py.
 
 Standard library only (Python 3.11). Nothing comes from the operating system's randomness: keys
 come from fixed 32-byte seeds, other bytes from random.Random(SEED), and Ed25519 signing is
@@ -14,229 +16,44 @@ deterministic, so running the script again rewrites tests/vectors/records-v1.jso
     python3 tools/vectors/gen_records.py --check    # exit 1 if the checked-in file differs
 """
 
-import base64
 import hashlib
 import json
 import random
 import sys
 from pathlib import Path
 
+# specref.py sits beside this script. Putting its folder first on the path makes the import work
+# however the script is started: from any directory, with `python3 -P`, or through runpy.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+from specref import (  # noqa: E402
+    G,
+    IDENTITY,
+    U64_MAX,
+    ZERO,
+    b58encode,
+    b64,
+    check_signature,
+    p,
+    point_add,
+    point_compress,
+    point_decompress,
+    point_equal,
+    point_mul,
+    point_neg,
+    q,
+    record_hash,
+    secret_expand,
+    secret_to_public,
+    sha512_modq,
+    sign,
+    small_order,
+    verify_strict,
+)
+from specref import self_test as specref_self_test  # noqa: E402
+
 SEED = 0xA1DB_0009
 OUT = Path(__file__).resolve().parent.parent.parent / "tests" / "vectors" / "records-v1.json"
-
-U64_MAX = (1 << 64) - 1
-ZERO = bytes(32)
-
-# --------------------------------------------------------------------------------------------
-# Base58 and base64 (written out, as in gen_vectors.py, but not shared with it).
-
-B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-
-def b58encode(b: bytes) -> str:
-    n = int.from_bytes(b, "big")
-    digits = ""
-    while n > 0:
-        n, r = divmod(n, 58)
-        digits = B58[r] + digits
-    zeros = 0
-    while zeros < len(b) and b[zeros] == 0:
-        zeros += 1
-    return "1" * zeros + digits
-
-
-def b58decode(s: str) -> bytes:
-    n = 0
-    for c in s:
-        n = n * 58 + B58.index(c)
-    zeros = 0
-    while zeros < len(s) and s[zeros] == "1":
-        zeros += 1
-    body = b"" if n == 0 else n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes(zeros) + body
-
-
-# --------------------------------------------------------------------------------------------
-# Ed25519: RFC 8032 §6 reference code, nearly verbatim (sign and verify), plus the rules of
-# docs/SPEC.md §9.3 in verify_strict().
-
-p = 2**255 - 19
-q = 2**252 + 27742317777372353535851937790883648493  # the group order L
-
-
-def sha512(s):
-    return hashlib.sha512(s).digest()
-
-
-def modp_inv(x):
-    return pow(x, p - 2, p)
-
-
-d = -121665 * modp_inv(121666) % p
-
-
-def sha512_modq(s):
-    return int.from_bytes(sha512(s), "little") % q
-
-
-def point_add(P, Q):
-    A, B = (P[1] - P[0]) * (Q[1] - Q[0]) % p, (P[1] + P[0]) * (Q[1] + Q[0]) % p
-    C, D = 2 * P[3] * Q[3] * d % p, 2 * P[2] * Q[2] % p
-    E, F, G, H = B - A, D - C, D + C, B + A
-    return (E * F, G * H, F * G, E * H)
-
-
-def point_mul(s, P):
-    Q = (0, 1, 1, 0)  # neutral element
-    while s > 0:
-        if s & 1:
-            Q = point_add(Q, P)
-        P = point_add(P, P)
-        s >>= 1
-    return Q
-
-
-def point_equal(P, Q):
-    if (P[0] * Q[2] - Q[0] * P[2]) % p != 0:
-        return False
-    if (P[1] * Q[2] - Q[1] * P[2]) % p != 0:
-        return False
-    return True
-
-
-modp_sqrt_m1 = pow(2, (p - 1) // 4, p)
-
-
-def recover_x(y, sign):
-    if y >= p:
-        return None
-    x2 = (y * y - 1) * modp_inv(d * y * y + 1)
-    if x2 == 0:
-        if sign:
-            return None
-        else:
-            return 0
-    x = pow(x2, (p + 3) // 8, p)
-    if (x * x - x2) % p != 0:
-        x = x * modp_sqrt_m1 % p
-    if (x * x - x2) % p != 0:
-        return None
-    if (x & 1) != sign:
-        x = p - x
-    return x
-
-
-g_y = 4 * modp_inv(5) % p
-g_x = recover_x(g_y, 0)
-G = (g_x, g_y, 1, g_x * g_y % p)
-IDENTITY = (0, 1, 1, 0)
-
-
-def point_compress(P):
-    zinv = modp_inv(P[2])
-    x = P[0] * zinv % p
-    y = P[1] * zinv % p
-    return int.to_bytes(y | ((x & 1) << 255), 32, "little")
-
-
-def point_decompress(s):
-    if len(s) != 32:
-        raise Exception("Invalid input length for decompression")
-    y = int.from_bytes(s, "little")
-    sign = y >> 255
-    y &= (1 << 255) - 1
-    x = recover_x(y, sign)
-    if x is None:
-        return None
-    else:
-        return (x, y, 1, x * y % p)
-
-
-def secret_expand(secret):
-    if len(secret) != 32:
-        raise Exception("Bad size of private key")
-    h = sha512(secret)
-    a = int.from_bytes(h[:32], "little")
-    a &= (1 << 254) - 8
-    a |= 1 << 254
-    return (a, h[32:])
-
-
-def secret_to_public(secret):
-    (a, dummy) = secret_expand(secret)
-    return point_compress(point_mul(a, G))
-
-
-def sign(secret, msg):
-    a, prefix = secret_expand(secret)
-    A = point_compress(point_mul(a, G))
-    r = sha512_modq(prefix + msg)
-    R = point_mul(r, G)
-    Rs = point_compress(R)
-    h = sha512_modq(Rs + A + msg)
-    s = (r + h * a) % q
-    return Rs + int.to_bytes(s, 32, "little")
-
-
-def neg(P):
-    return (p - P[0], P[1], P[2], p - P[3])
-
-
-def small_order(P):
-    return point_equal(point_mul(8, P), IDENTITY)
-
-
-def check_signature(public, msg, signature):
-    """Every rule of §9.3, each evaluated on its own; returns the list of broken rule names.
-
-    Evaluating them separately is what lets each invalid vector be made to break exactly the one
-    rule it is about (like gen_vectors.py's check()).
-    """
-    assert len(public) == 32 and len(signature) == 64
-    broken = []
-    Rs = signature[:32]
-    s = int.from_bytes(signature[32:], "little")
-    if s >= q:
-        broken.append("s_not_reduced")
-    A = point_decompress(public)
-    R = point_decompress(Rs)
-    if A is None:
-        broken.append("identity_not_a_point")
-    if R is None:
-        broken.append("r_not_a_point")
-    if A is not None and small_order(A):
-        broken.append("identity_small_order")
-    if R is not None and small_order(R):
-        broken.append("r_small_order")
-    if A is not None:
-        # The cofactorless equation, compared by encoding: [S]B - [k]A must encode to R's bytes.
-        # S is used as given (not reduced), so an S >= L breaks only rule 1.
-        h = sha512_modq(Rs + public + msg)
-        if point_compress(point_add(point_mul(s, G), neg(point_mul(h, A)))) != Rs:
-            broken.append("equation")
-    return broken
-
-
-def verify_strict(public, msg, signature):
-    return check_signature(public, msg, signature) == []
-
-
-# RFC 8032 §7.1 TEST 1 and TEST 2, so a slip in the code above cannot hide behind agreeing with
-# itself.
-RFC_TESTS = [
-    (
-        "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
-        "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
-        "",
-        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
-    ),
-    (
-        "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
-        "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
-        "72",
-        "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
-    ),
-]
 
 # --------------------------------------------------------------------------------------------
 # Root records (§9.1, §9.2).
@@ -322,10 +139,6 @@ def record_errors(b):
     return broken
 
 
-def record_hash(b):
-    return hashlib.blake2s(b, digest_size=32, person=b"aldbrcrd").digest()
-
-
 def attest_message(rec_bytes):
     return ATTEST_PREFIX + record_hash(rec_bytes)
 
@@ -396,7 +209,7 @@ def record_json_form(f, attestations):
     if fl & SLOT_BANK_HASH:
         out["bankHash"] = b58encode(f["bank_hash"])
     out["recordHash"] = b58encode(record_hash(b))
-    out["bytes"] = base64.b64encode(b).decode("ascii")
+    out["bytes"] = b64(b)
     out["attestations"] = [{"identity": b58encode(i), "signature": b58encode(s)} for i, s in attestations]
     return out
 
@@ -769,7 +582,7 @@ def small_order_points():
         if P is None:
             continue
         for sign in (0, 1):
-            T = point_mul(q, P if sign == 0 else (p - P[0], P[1], P[2], p - P[3]))
+            T = point_mul(q, P if sign == 0 else point_neg(P))
             assert small_order(T)
             found[point_compress(T)] = T
     return found
@@ -981,17 +794,8 @@ def build_quorum(recs, signers, per_record):
 
 
 def self_test():
-    assert b58encode(b"hello world") == "StV1DL6CwTryKyV"
-    assert b58encode(b"\0\0\x01") == "112" and b58decode("112") == b"\0\0\x01"
-    assert b58encode(ZERO) == "1" * 32
-    for secret, public, msg, sig in RFC_TESTS:
-        secret, public, msg, sig = map(bytes.fromhex, (secret, public, msg, sig))
-        assert secret_to_public(secret) == public
-        assert sign(secret, msg) == sig
-        assert verify_strict(public, msg, sig)
-        assert not verify_strict(public, msg + b"x", sig)
-    # H_rec differs from the other domains' hashes of the same bytes.
-    assert record_hash(ZERO) != hashlib.blake2s(ZERO, digest_size=32, person=b"aldbpath").digest()
+    specref_self_test()
+    # The eight points of small order, which the invalid attestations are built from.
     assert len(small_order_points()) == 8
 
 

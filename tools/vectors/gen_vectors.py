@@ -1,216 +1,53 @@
 #!/usr/bin/env python3
-"""Test vectors for the aldb v1 state commitment (docs/SPEC.md).
+"""Test vectors for the aldb v1 state commitment (docs/SPEC.md §3-§8).
 
 This is a second, deliberately naive implementation of the commitment, written from the spec
-alone and sharing no code with the Rust crates: the root is a plain recursion over the sorted
-leaf set and a proof is a walk down that recursion. Vectors are only worth something if the two
-sides can disagree, so nothing here is optimised or clever.
+alone and sharing no code with the Rust crates or the TypeScript package: the root is a plain
+recursion over the sorted leaf set and a proof is a walk down that recursion (both in specref.py,
+the reference code this script shares with gen_records.py and gen_votes.py). Vectors are only
+worth something if the two sides can disagree, so nothing here is optimised or clever.
 
 Standard library only (Python 3.11). The output is a pure function of SEED: running the script
 again rewrites tests/vectors/v1.json byte for byte.
 
-    python3 tools/vectors/gen_vectors.py
+    python3 tools/vectors/gen_vectors.py            # write the file
+    python3 tools/vectors/gen_vectors.py --check    # exit 1 if the checked-in file differs
 """
 
-import base64
-import hashlib
 import json
 import random
 import sys
 from pathlib import Path
 
+# specref.py sits beside this script. Putting its folder first on the path makes the import work
+# however the script is started: from any directory, with `python3 -P`, or through runpy.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+from specref import (  # noqa: E402
+    U64_MAX,
+    ZERO,
+    account_value,
+    b58decode,
+    b58encode,
+    b64,
+    bit,
+    branch_hash,
+    check_proof,
+    common_prefix_bits,
+    first_difference,
+    key_path,
+    leaf_hash,
+    proof_from_json,
+    proof_json,
+    proof_wire,
+    prove,
+    tree_root,
+    verify_proof,
+)
+from specref import self_test as specref_self_test  # noqa: E402
+
 SEED = 0xA1DB_0001
 OUT = Path(__file__).resolve().parent.parent.parent / "tests" / "vectors" / "v1.json"
-
-ZERO = bytes(32)
-U64_MAX = (1 << 64) - 1
-
-# --------------------------------------------------------------------------------------------
-# Encodings. Base58 is written out here rather than imported so the script needs nothing beyond
-# the standard library.
-
-B58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-B58_INDEX = {c: i for i, c in enumerate(B58_ALPHABET)}
-
-
-def b58encode(b: bytes) -> str:
-    n = int.from_bytes(b, "big")
-    out = []
-    while n:
-        n, r = divmod(n, 58)
-        out.append(B58_ALPHABET[r])
-    # Each leading zero byte is one leading '1'; the integer conversion above drops them.
-    pad = len(b) - len(b.lstrip(b"\0"))
-    return "1" * pad + "".join(reversed(out))
-
-
-def b58decode(s: str) -> bytes:
-    n = 0
-    for c in s:
-        n = n * 58 + B58_INDEX[c]
-    pad = len(s) - len(s.lstrip("1"))
-    body = n.to_bytes((n.bit_length() + 7) // 8, "big") if n else b""
-    return b"\0" * pad + body
-
-
-def b64(b: bytes) -> str:
-    return base64.b64encode(b).decode("ascii")
-
-
-# --------------------------------------------------------------------------------------------
-# The four hashes. hashlib's blake2s defaults are the rest of the parameter block the spec fixes:
-# key length 0, fanout 1, depth 1, leaf length 0, node offset 0, node depth 0, inner length 0.
-
-
-def key_path(pubkey: bytes) -> bytes:
-    assert len(pubkey) == 32
-    return hashlib.blake2s(pubkey, digest_size=32, person=b"aldbpath").digest()
-
-
-def account_value(lamports: int, owner: bytes, executable: bool, data: bytes) -> bytes:
-    assert 0 <= lamports <= U64_MAX and len(owner) == 32
-    pre = (
-        lamports.to_bytes(8, "little")
-        + owner
-        + bytes([1 if executable else 0])
-        + len(data).to_bytes(8, "little")
-        + data
-    )
-    return hashlib.blake2s(pre, digest_size=32, person=b"aldbacct").digest()
-
-
-def leaf_hash(path: bytes, value: bytes) -> bytes:
-    assert len(path) == 32 and len(value) == 32
-    return hashlib.blake2s(path + value, digest_size=32, person=b"aldbleaf").digest()
-
-
-def branch_hash(depth: int, left: bytes, right: bytes) -> bytes:
-    assert 0 <= depth <= 255 and len(left) == 32 and len(right) == 32
-    salt = bytes([depth, 0, 0, 0, 0, 0, 0, 0])
-    return hashlib.blake2s(left + right, digest_size=32, person=b"aldbnode", salt=salt).digest()
-
-
-def bit(path: bytes, d: int) -> int:
-    # Most significant bit of byte 0 is bit 0; 0 goes left.
-    return (path[d // 8] >> (7 - d % 8)) & 1
-
-
-def first_difference(a: bytes, b: bytes):
-    for d in range(256):
-        if bit(a, d) != bit(b, d):
-            return d
-    return None
-
-
-def common_prefix_bits(a: bytes, b: bytes) -> int:
-    d = first_difference(a, b)
-    return 256 if d is None else d
-
-
-# --------------------------------------------------------------------------------------------
-# The tree. A "tree" here is nothing but the list of (path, value) pairs sorted by path; the
-# root and the proofs are computed from that list by recursion, with no stored nodes.
-
-
-def subtree_root(items):
-    if not items:
-        return ZERO
-    if len(items) == 1:
-        path, value = items[0]
-        return leaf_hash(path, value)
-    # Sorted, so the smallest and largest paths differ first where the whole set first splits.
-    d = first_difference(items[0][0], items[-1][0])
-    left = [it for it in items if bit(it[0], d) == 0]
-    right = [it for it in items if bit(it[0], d) == 1]
-    return branch_hash(d, subtree_root(left), subtree_root(right))
-
-
-def prove(items, path):
-    """Walk from the root along `path`'s bits; siblings root-down, then the leaf reached."""
-    siblings = []
-    node = items
-    while len(node) > 1:
-        d = first_difference(node[0][0], node[-1][0])
-        left = [it for it in node if bit(it[0], d) == 0]
-        right = [it for it in node if bit(it[0], d) == 1]
-        if bit(path, d) == 0:
-            taken, other = left, right
-        else:
-            taken, other = right, left
-        siblings.append((d, subtree_root(other)))
-        node = taken
-    if not node:
-        return {"siblings": siblings, "terminal": None}
-    leaf_path, value = node[0]
-    return {"siblings": siblings, "terminal": (leaf_path, value)}
-
-
-def check(proof, path):
-    """Every rule the verifier enforces, each evaluated on its own.
-
-    Returns (root or None, claim or None, list of broken structural rules). Evaluating the rules
-    separately, rather than stopping at the first, is what lets the invalid-proof vectors below
-    be built so that each breaks exactly one rule.
-    """
-    sibs = proof["siblings"]
-    term = proof["terminal"]
-    broken = []
-    if any(sibs[i][0] >= sibs[i + 1][0] for i in range(len(sibs) - 1)):
-        broken.append("depths_not_increasing")
-    if term is None:
-        if sibs:
-            broken.append("empty_with_siblings")
-            return None, None, broken
-        return ZERO, ("absent", None), broken
-    leaf_path, value = term
-    if any(bit(leaf_path, d) != bit(path, d) for d, _ in sibs):
-        broken.append("terminal_off_path")
-    acc = leaf_hash(leaf_path, value)
-    for d, h in reversed(sibs):
-        acc = branch_hash(d, acc, h) if bit(path, d) == 0 else branch_hash(d, h, acc)
-    claim = ("present", value) if leaf_path == path else ("absent", None)
-    return acc, claim, broken
-
-
-def verify(proof, root, path):
-    computed, claim, broken = check(proof, path)
-    if broken:
-        return None
-    if computed != root:
-        return None
-    return claim
-
-
-# --------------------------------------------------------------------------------------------
-# JSON and wire forms of a proof, as docs/SPEC.md states them.
-
-
-def proof_json(proof):
-    term = proof["terminal"]
-    if term is None:
-        terminal = {"kind": "empty"}
-    else:
-        terminal = {"kind": "leaf", "path": b58encode(term[0]), "value": b58encode(term[1])}
-    return {
-        "version": 1,
-        "siblings": [{"depth": d, "hash": b58encode(h)} for d, h in proof["siblings"]],
-        "terminal": terminal,
-    }
-
-
-def proof_wire(proof):
-    term = proof["terminal"]
-    out = bytearray([0x01])
-    if term is None:
-        out.append(0x00)
-    else:
-        out.append(0x01)
-        out += term[0] + term[1]
-    out += len(proof["siblings"]).to_bytes(2, "little")
-    for d, h in proof["siblings"]:
-        out.append(d)
-        out += h
-    return bytes(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,12 +80,12 @@ class Scenario:
 
     def render(self, proof_keys):
         items = self.items()
-        root = subtree_root(items)
+        root = tree_root(items)
         proofs = []
         for pk in proof_keys:
             path = key_path(pk)
             p = prove(items, path)
-            claim = verify(p, root, path)
+            claim = verify_proof(p, root, path)
             # The generator's proofs must pass its own verifier; a failure here is a bug in this
             # script, not a vector.
             assert claim is not None, (self.name, pk.hex())
@@ -393,15 +230,8 @@ def build_cases(rng):
 
 # --------------------------------------------------------------------------------------------
 # Proofs a verifier must reject. Each is a valid proof from the cases above with one thing
-# changed, chosen (and checked with check()) so that it breaks exactly one structural rule, or
-# none and then only the root comparison fails.
-
-
-def decode_proof(pj):
-    sibs = [(s["depth"], b58decode(s["hash"])) for s in pj["siblings"]]
-    t = pj["terminal"]
-    term = None if t["kind"] == "empty" else (b58decode(t["path"]), b58decode(t["value"]))
-    return {"siblings": sibs, "terminal": term}
+# changed, chosen (and checked with check_proof()) so that it breaks exactly one structural rule,
+# or none and then only the root comparison fails.
 
 
 def build_invalid(cases):
@@ -411,7 +241,7 @@ def build_invalid(cases):
     def add(name, description, case, pubkey, proof, expect):
         root = b58decode(case["root"])
         path = key_path(pubkey)
-        computed, _, broken = check(proof, path)
+        computed, _, broken = check_proof(proof, path)
         if expect == "root_mismatch":
             assert broken == [] and computed != root, name
         else:
@@ -431,7 +261,7 @@ def build_invalid(cases):
     sp = by_name["shared_prefixes"]
     deep = max(sp["proofs"], key=lambda p: (p["present"], len(p["proof"]["siblings"])))
     pk = b58decode(deep["pubkey"])
-    good = decode_proof(deep["proof"])
+    good = proof_from_json(deep["proof"])
     n = len(good["siblings"])
     assert n >= 3
 
@@ -451,8 +281,8 @@ def build_invalid(cases):
     for other in sp["proofs"]:
         opk = b58decode(other["pubkey"])
         if other["present"] and opk != pk:
-            op = decode_proof(other["proof"])
-            if check(op, key_path(pk))[2] == ["terminal_off_path"]:
+            op = proof_from_json(other["proof"])
+            if check_proof(op, key_path(pk))[2] == ["terminal_off_path"]:
                 add("terminal_off_path", "Another account's valid inclusion proof offered for this key.", sp, pk, op, "terminal_off_path")
                 break
     else:
@@ -557,16 +387,28 @@ def build_primitives(rng):
 
 
 def self_test():
-    # Known-answer checks of the encoders, so a bug in them cannot hide behind agreement with
-    # itself.
-    assert b58encode(b"") == ""
-    assert b58encode(b"\0\0\x01") == "112"
-    assert b58encode(b"hello world") == "StV1DL6CwTryKyV"
-    assert b58encode(ZERO) == "1" * 32
-    for n in (0, 1, 2, 31, 32):
-        for b in (bytes(n), bytes([0xFF]) * n, bytes([0]) + bytes([7]) * max(n - 1, 0)):
-            assert b58decode(b58encode(b)) == b
-    assert bit(bytes([0x80]) + bytes(31), 0) == 1 and bit(bytes(31) + b"\x01", 255) == 1
+    specref_self_test()
+    # The worked example of docs/SPEC.md §8, whose numbers come from the spec's text, not from
+    # this script: the root, and B's inclusion proof in its 134-byte wire form.
+    items = sorted(
+        [
+            (key_path(bytes([1]) * 32), account_value(1_000_000_000, ZERO, False, b"")),
+            (key_path(bytes([2]) * 32), account_value(2_039_280, bytes([0xAA]) * 32, False, b"hello, aldb")),
+            (key_path(bytes([3]) * 32), account_value(1, ZERO, True, bytes(range(100)))),
+        ]
+    )
+    root = tree_root(items)
+    assert root.hex() == "8ae553c8c5a367d4fe354b3bb96058a876032b6013ccaedf98553348f3ff7110"
+    assert b58encode(root) == "AMC5fovBYEXWh7yfRUvaqoMY9dVqVAEbF8qXJqtjjJr3"
+    wire = proof_wire(prove(items, key_path(bytes([2]) * 32)))
+    assert wire.hex() == (
+        "0101"
+        "fd43d7da0d3c33d5ae30df568c4e4e1e70b0a369df8fcb53e99b7bdd3374735e"
+        "dec4a53e01e276ccdc48e5b1e4c57402338b957b353b60c26d41124e269a28eb"
+        "0200"
+        "00dd25c065e89274d749c357abe78275b6c9c52bf023783391df05014b27d48e6e"
+        "02b22cfb73f87b0f2ec59231377ec7a5e2931de060628cf53a548ce6b042cedbf1"
+    )
 
 
 def main():

@@ -2,11 +2,13 @@
 """Test vectors for the vote chain (docs/SPEC.md §10): the bank-hash rule and vote evidence.
 
 A second implementation of §10 written from the spec and from agave 4.2.0's sources, sharing no
-code with the Rust crates, the TypeScript package or the other generators: legacy transactions
-are built byte by byte as agave's vote client builds them (`new_tower_sync_transaction`, the
-legacy message compiler's key order), TowerSync in the compact form of `serde_tower_sync`, and
-the checks of §10.4 are evaluated one by one, so every invalid case is asserted to break the rule
-it is about. SHA-256 and BLAKE2s are hashlib's; Ed25519 is RFC 8032 §6's reference code.
+code with the Rust crates or the TypeScript package: legacy transactions are built byte by byte
+as agave's vote client builds them (`new_tower_sync_transaction`, the legacy message compiler's
+key order), TowerSync in the compact form of `serde_tower_sync`, and the checks of §10.4 are
+evaluated one by one, so every invalid case is asserted to break the rule it is about. SHA-256
+and BLAKE2s are hashlib's; Ed25519 is RFC 8032 §6's reference code with the strict verification
+of §9.3. The account proof, the hashes and Ed25519 come from specref.py, the reference code this
+script shares with gen_vectors.py and gen_records.py.
 
 Standard library only (Python 3.11). Keys come from fixed seeds, other bytes from
 random.Random(SEED), and Ed25519 signing is deterministic, so running the script again rewrites
@@ -16,7 +18,6 @@ tests/vectors/votes-v1.json byte for byte.
     python3 tools/vectors/gen_votes.py --check    # exit 1 if the checked-in file differs
 """
 
-import base64
 import hashlib
 import json
 import random
@@ -24,11 +25,30 @@ import struct
 import sys
 from pathlib import Path
 
+# specref.py sits beside this script. Putting its folder first on the path makes the import work
+# however the script is started: from any directory, with `python3 -P`, or through runpy.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+from specref import (  # noqa: E402
+    U64_MAX,
+    ZERO,
+    account_value,
+    b58decode,
+    b58encode,
+    b64,
+    b64decode,
+    key_path,
+    proof_json,
+    prove,
+    secret_to_public,
+    sign,
+    tree_root,
+    verify_strict,
+)
+from specref import self_test as specref_self_test  # noqa: E402
+
 SEED = 0xA1DB_0015
 OUT = Path(__file__).resolve().parent.parent.parent / "tests" / "vectors" / "votes-v1.json"
-
-U64_MAX = (1 << 64) - 1
-ZERO = bytes(32)
 
 PACKET_DATA_SIZE = 1232  # solana-packet: the largest transaction on the wire
 MAX_LOCKOUTS = 31  # MAX_LOCKOUT_HISTORY: the most lockouts a TowerSync may carry
@@ -36,227 +56,13 @@ TAG_TOWER_SYNC = 14  # VoteInstruction::TowerSync, the 15th variant
 TAG_TOWER_SYNC_SWITCH = 15  # VoteInstruction::TowerSyncSwitch
 MAX_EVIDENCE_VOTES = 4096
 
-# --------------------------------------------------------------------------------------------
-# Base58 and base64.
-
-B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-
-def b58encode(b: bytes) -> str:
-    n = int.from_bytes(b, "big")
-    digits = ""
-    while n > 0:
-        n, r = divmod(n, 58)
-        digits = B58[r] + digits
-    zeros = len(b) - len(b.lstrip(b"\0"))
-    return "1" * zeros + digits
-
-
-def b58decode(s: str) -> bytes:
-    n = 0
-    for c in s:
-        n = n * 58 + B58.index(c)
-    zeros = len(s) - len(s.lstrip("1"))
-    body = b"" if n == 0 else n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes(zeros) + body
-
-
-def b64(b: bytes) -> str:
-    return base64.b64encode(b).decode("ascii")
-
-
 VOTE_PROGRAM = b58decode("Vote111111111111111111111111111111111111111")
 SYSTEM_PROGRAM = ZERO
 assert len(VOTE_PROGRAM) == 32
 
-# --------------------------------------------------------------------------------------------
-# Ed25519: RFC 8032 §6 reference code (sign), with the strict verification of docs/SPEC.md §9.3.
-
-p = 2**255 - 19
-q = 2**252 + 27742317777372353535851937790883648493
-
-
-def sha512(s):
-    return hashlib.sha512(s).digest()
-
 
 def sha256(s):
     return hashlib.sha256(s).digest()
-
-
-def modp_inv(x):
-    return pow(x, p - 2, p)
-
-
-d = -121665 * modp_inv(121666) % p
-
-
-def sha512_modq(s):
-    return int.from_bytes(sha512(s), "little") % q
-
-
-def point_add(P, Q):
-    A, B = (P[1] - P[0]) * (Q[1] - Q[0]) % p, (P[1] + P[0]) * (Q[1] + Q[0]) % p
-    C, D = 2 * P[3] * Q[3] * d % p, 2 * P[2] * Q[2] % p
-    E, F, G_, H = B - A, D - C, D + C, B + A
-    return (E * F, G_ * H, F * G_, E * H)
-
-
-def point_mul(s, P):
-    Q = (0, 1, 1, 0)
-    while s > 0:
-        if s & 1:
-            Q = point_add(Q, P)
-        P = point_add(P, P)
-        s >>= 1
-    return Q
-
-
-def point_equal(P, Q):
-    return (P[0] * Q[2] - Q[0] * P[2]) % p == 0 and (P[1] * Q[2] - Q[1] * P[2]) % p == 0
-
-
-modp_sqrt_m1 = pow(2, (p - 1) // 4, p)
-
-
-def recover_x(y, sign):
-    if y >= p:
-        return None
-    x2 = (y * y - 1) * modp_inv(d * y * y + 1)
-    if x2 == 0:
-        return None if sign else 0
-    x = pow(x2, (p + 3) // 8, p)
-    if (x * x - x2) % p != 0:
-        x = x * modp_sqrt_m1 % p
-    if (x * x - x2) % p != 0:
-        return None
-    if (x & 1) != sign:
-        x = p - x
-    return x
-
-
-g_y = 4 * modp_inv(5) % p
-g_x = recover_x(g_y, 0)
-G = (g_x, g_y, 1, g_x * g_y % p)
-IDENTITY = (0, 1, 1, 0)
-
-
-def point_compress(P):
-    zinv = modp_inv(P[2])
-    x = P[0] * zinv % p
-    y = P[1] * zinv % p
-    return int.to_bytes(y | ((x & 1) << 255), 32, "little")
-
-
-def point_decompress(s):
-    y = int.from_bytes(s, "little")
-    sign = y >> 255
-    y &= (1 << 255) - 1
-    x = recover_x(y, sign)
-    return None if x is None else (x, y, 1, x * y % p)
-
-
-def secret_expand(secret):
-    h = sha512(secret)
-    a = int.from_bytes(h[:32], "little")
-    a &= (1 << 254) - 8
-    a |= 1 << 254
-    return (a, h[32:])
-
-
-def secret_to_public(secret):
-    a, _ = secret_expand(secret)
-    return point_compress(point_mul(a, G))
-
-
-def sign(secret, msg):
-    a, prefix = secret_expand(secret)
-    A = point_compress(point_mul(a, G))
-    r = sha512_modq(prefix + msg)
-    Rs = point_compress(point_mul(r, G))
-    h = sha512_modq(Rs + A + msg)
-    s = (r + h * a) % q
-    return Rs + int.to_bytes(s, 32, "little")
-
-
-def verify_strict(public, msg, signature):
-    """§9.3's four rules: S < L, both points decode, neither is of small order, and [S]B - [k]A
-    encodes to R's bytes. (A y >= p never decodes here, which is the canonical-encoding rule.)"""
-    Rs, s = signature[:32], int.from_bytes(signature[32:], "little")
-    if s >= q:
-        return False
-    A, R = point_decompress(public), point_decompress(Rs)
-    if A is None or R is None:
-        return False
-    if point_equal(point_mul(8, A), IDENTITY) or point_equal(point_mul(8, R), IDENTITY):
-        return False
-    k = sha512_modq(Rs + public + msg)
-    neg_kA = point_mul(k, A)
-    neg_kA = (p - neg_kA[0], neg_kA[1], neg_kA[2], p - neg_kA[3])
-    return point_compress(point_add(point_mul(s, G), neg_kA)) == Rs
-
-
-# --------------------------------------------------------------------------------------------
-# The aldb v1 commitment (docs/SPEC.md §3-§6), just enough for an account proof.
-
-
-def blake(data, person, salt=bytes(8)):
-    return hashlib.blake2s(data, digest_size=32, salt=salt, person=person).digest()
-
-
-def key_path(pubkey):
-    return blake(pubkey, b"aldbpath")
-
-
-def account_value(lamports, owner, executable, data):
-    return blake(struct.pack("<Q", lamports) + owner + bytes([executable]) + struct.pack("<Q", len(data)) + data, b"aldbacct")
-
-
-def leaf_hash(path, value):
-    return blake(path + value, b"aldbleaf")
-
-
-def branch_hash(depth, left, right):
-    return blake(left + right, b"aldbnode", bytes([depth]) + bytes(7))
-
-
-def bit(path, i):
-    return (path[i // 8] >> (7 - i % 8)) & 1
-
-
-def first_split(items):
-    lo, hi = items[0][0], items[-1][0]
-    i = 0
-    while bit(lo, i) == bit(hi, i):
-        i += 1
-    return i
-
-
-def tree_root(items):
-    """§5 over (path, value) pairs sorted by path."""
-    if not items:
-        return ZERO
-    if len(items) == 1:
-        return leaf_hash(*items[0])
-    i = first_split(items)
-    return branch_hash(
-        i, tree_root([x for x in items if bit(x[0], i) == 0]), tree_root([x for x in items if bit(x[0], i) == 1])
-    )
-
-
-def prove(items, k):
-    """§6's walk, as the JSON form of §7.1."""
-    siblings = []
-    while len(items) > 1:
-        i = first_split(items)
-        side = bit(k, i)
-        siblings.append({"depth": i, "hash": b58encode(tree_root([x for x in items if bit(x[0], i) != side]))})
-        items = [x for x in items if bit(x[0], i) == side]
-    if not items:
-        terminal = {"kind": "empty"}
-    else:
-        terminal = {"kind": "leaf", "path": b58encode(items[0][0]), "value": b58encode(items[0][1])}
-    return {"version": 1, "siblings": siblings, "terminal": terminal}
 
 
 # --------------------------------------------------------------------------------------------
@@ -578,14 +384,7 @@ def account_json(acct):
 
 
 def self_test():
-    assert b58encode(b"hello world") == "StV1DL6CwTryKyV"
-    secret = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
-    public = bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
-    sig = bytes.fromhex(
-        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
-    )
-    assert secret_to_public(secret) == public and sign(secret, b"") == sig and verify_strict(public, b"", sig)
-    assert not verify_strict(public, b"x", sig)
+    specref_self_test()
     assert sha256(b"abc").hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert short_vec(0x7F) == b"\x7f" and short_vec(0x80) == b"\x80\x01" and short_vec(0xFFFF) == b"\xff\xff\x03"
     assert varint(300) == b"\xac\x02" and len(varint(U64_MAX)) == 10
@@ -812,7 +611,7 @@ def main():
             "votes": [b64(v) for v in votes],
             "pubkey": b58encode(key),
             "account": None if acct is None else account_json(acct),
-            "proof": prove(proof_items, key_path(key)),
+            "proof": proof_json(prove(proof_items, key_path(key))),
         }
 
     cases = []
@@ -953,10 +752,6 @@ def main():
 
 def bad_txs_by(bad, name):
     return next(b["bytes"] for b in bad if b["name"] == name)
-
-
-def b64decode(s):
-    return base64.b64decode(s)
 
 
 if __name__ == "__main__":
