@@ -77,154 +77,212 @@ pub(crate) struct Sources {
     pub(crate) writer: Arc<WriterStats>,
 }
 
-/// Every metric in the Prometheus text format (version 0.0.4).
+/// How a family is read and which kind it is exposed as.
+enum Read<S> {
+    Counter(fn(&S) -> f64),
+    Gauge(fn(&S) -> f64),
+    Histogram(fn(&S) -> &Histogram),
+}
+
+/// One exposed family: its name, its help text, and how a scrape reads it from `S`.
+struct Family<S> {
+    name: &'static str,
+    help: &'static str,
+    read: Read<S>,
+}
+
+impl<S> Family<S> {
+    fn write(&self, f: &mut Families, src: &S) {
+        match self.read {
+            Read::Counter(value) => f.counter(self.name, self.help, value(src)),
+            Read::Gauge(value) => f.gauge(self.name, self.help, value(src)),
+            Read::Histogram(histogram) => histogram(src).write(f, self.name, self.help),
+        }
+    }
+}
+
+/// Every metric in the Prometheus text format (version 0.0.4), in the tables' order.
 pub(crate) fn render(src: &Sources) -> String {
     let mut f = Families::default();
-    module(&mut f, &src.module);
-    sink(&mut f, &src.sink);
-    writer(&mut f, &src.writer);
+    MODULE.iter().for_each(|family| family.write(&mut f, &src.module));
+    SINK.iter().for_each(|family| family.write(&mut f, &src.sink));
+    WRITER.iter().for_each(|family| family.write(&mut f, &src.writer));
     f.encode()
 }
 
-fn n(c: &AtomicU64) -> u64 {
-    c.load(Relaxed)
+fn n(c: &AtomicU64) -> f64 {
+    c.load(Relaxed) as f64
 }
 
-fn module(f: &mut Families, m: &ModuleStats) {
-    f.counter("aldb_bank_freezes_total", "Frozen banks whose aldb root the module computed.", n(&m.freezes) as f64);
-    f.counter(
-        "aldb_bank_bases_total",
-        "Whole states the module built (genesis, or a restart's first freeze).",
-        n(&m.bases) as f64,
-    );
-    f.counter(
-        "aldb_bank_call_errors_total",
-        "Module calls that returned an error to the validator (which halts on it).",
-        n(&m.call_errors) as f64,
-    );
-    f.gauge(
-        "aldb_bank_banks_held",
-        "Frozen banks above the rooted slot that the module holds.",
-        n(&m.banks_held) as f64,
-    );
-    let rooted = n(&m.rooted_slot);
-    f.gauge(
-        "aldb_bank_rooted_slot",
-        "The module's rooted slot (-1 before the first base).",
-        if rooted == 0 { -1.0 } else { (rooted - 1) as f64 },
-    );
-    m.freeze_time.write(
-        f,
-        "aldb_bank_freeze_seconds",
-        "Time the replay thread spends in the module's freeze: hashing, copying the accounts for the sink, the fork engine's freeze.",
-    );
-}
+/// The module's own families, read from [`ModuleStats`].
+const MODULE: [Family<ModuleStats>; 6] = [
+    Family {
+        name: "aldb_bank_freezes_total",
+        help: "Frozen banks whose aldb root the module computed.",
+        read: Read::Counter(|m| n(&m.freezes)),
+    },
+    Family {
+        name: "aldb_bank_bases_total",
+        help: "Whole states the module built (genesis, or a restart's first freeze).",
+        read: Read::Counter(|m| n(&m.bases)),
+    },
+    Family {
+        name: "aldb_bank_call_errors_total",
+        help: "Module calls that returned an error to the validator (which halts on it).",
+        read: Read::Counter(|m| n(&m.call_errors)),
+    },
+    Family {
+        name: "aldb_bank_banks_held",
+        help: "Frozen banks above the rooted slot that the module holds.",
+        read: Read::Gauge(|m| n(&m.banks_held)),
+    },
+    Family {
+        name: "aldb_bank_rooted_slot",
+        help: "The module's rooted slot (-1 before the first base).",
+        // Stored plus one so that zero can mean "no base yet".
+        read: Read::Gauge(|m| m.rooted_slot.load(Relaxed).checked_sub(1).map_or(-1.0, |slot| slot as f64)),
+    },
+    Family {
+        name: "aldb_bank_freeze_seconds",
+        help: "Time the replay thread spends in the module's freeze: hashing, copying the accounts for the sink, the fork engine's freeze.",
+        read: Read::Histogram(|m| &m.freeze_time),
+    },
+];
 
-fn sink(f: &mut Families, s: &SinkStats) {
-    let counters: [(&str, &str, &AtomicU64); 11] = [
-        (
-            "aldb_bank_sink_banks_queued_total",
-            "Frozen banks (and bases) handed to the sink's writer thread.",
-            &s.banks_queued,
-        ),
-        (
-            "aldb_bank_sink_banks_merged_total",
-            "Banks that found the queue full and were merged into their parent's queued bank (the parent's slot is not served).",
-            &s.banks_merged,
-        ),
-        (
-            "aldb_bank_sink_banks_lost_total",
-            "Banks not written: the queue was full and could not take them merged, or their parent was not written.",
-            &s.banks_lost,
-        ),
-        (
-            "aldb_bank_sink_messages_dropped_total",
-            "Status and metadata messages dropped because the writer thread stopped taking them.",
-            &s.messages_dropped,
-        ),
-        (
-            "aldb_bank_sink_banks_refused_total",
-            "Banks the snapshot writer did not write and that were not tried again (directory gone, input refused, parent not written).",
-            &s.banks_refused,
-        ),
-        (
-            "aldb_bank_sink_writer_errors_total",
-            "Submissions or marks the stopped snapshot writer refused.",
-            &s.writer_errors,
-        ),
-        ("aldb_bank_sink_records_produced_total", "Root records logged.", &s.records_produced),
-        ("aldb_bank_sink_record_errors_total", "Root records that could not be made or logged.", &s.record_errors),
-        (
-            "aldb_bank_sink_write_retries_total",
-            "Tries to write a held bank again after a failure that can pass (full disk, I/O error).",
-            &s.write_retries,
-        ),
-        (
-            "aldb_bank_sink_write_recoveries_total",
-            "Held banks written by a retry, each ending a failure streak.",
-            &s.write_recoveries,
-        ),
-        (
-            "aldb_bank_sink_retries_abandoned_total",
-            "Held banks given up because their fork died, was passed by a root or replaced.",
-            &s.retries_abandoned,
-        ),
-    ];
-    for (name, help, c) in counters {
-        f.counter(name, help, n(c) as f64);
-    }
-    f.gauge("aldb_bank_sink_running", "1 while the sink's writer thread runs.", n(&s.running) as f64);
-    f.gauge("aldb_bank_sink_queued", "Banks and messages waiting for the writer thread.", n(&s.queued) as f64);
-    f.gauge("aldb_bank_sink_queued_bytes", "Bytes of change sets and account data waiting.", n(&s.queued_bytes) as f64);
-    f.gauge(
-        "aldb_bank_sink_write_failing",
-        "1 while the writer thread holds a bank whose write failed, trying it again.",
-        n(&s.write_failing) as f64,
-    );
-    f.gauge(
-        "aldb_bank_sink_write_failure_streak_seconds",
-        "How long the current failure streak has lasted (0 while writes succeed).",
-        s.failure_streak().map_or(0.0, |d| d.as_secs_f64()),
-    );
-}
+/// Every [`SinkStats`] counter and gauge.
+const SINK: [Family<SinkStats>; 16] = [
+    Family {
+        name: "aldb_bank_sink_banks_queued_total",
+        help: "Frozen banks (and bases) handed to the sink's writer thread.",
+        read: Read::Counter(|s| n(&s.banks_queued)),
+    },
+    Family {
+        name: "aldb_bank_sink_banks_merged_total",
+        help: "Banks that found the queue full and were merged into their parent's queued bank (the parent's slot is not served).",
+        read: Read::Counter(|s| n(&s.banks_merged)),
+    },
+    Family {
+        name: "aldb_bank_sink_banks_lost_total",
+        help: "Banks not written: the queue was full and could not take them merged, or their parent was not written.",
+        read: Read::Counter(|s| n(&s.banks_lost)),
+    },
+    Family {
+        name: "aldb_bank_sink_messages_dropped_total",
+        help: "Status and metadata messages dropped because the writer thread stopped taking them.",
+        read: Read::Counter(|s| n(&s.messages_dropped)),
+    },
+    Family {
+        name: "aldb_bank_sink_banks_refused_total",
+        help: "Banks the snapshot writer did not write and that were not tried again (directory gone, input refused, parent not written).",
+        read: Read::Counter(|s| n(&s.banks_refused)),
+    },
+    Family {
+        name: "aldb_bank_sink_writer_errors_total",
+        help: "Submissions or marks the stopped snapshot writer refused.",
+        read: Read::Counter(|s| n(&s.writer_errors)),
+    },
+    Family {
+        name: "aldb_bank_sink_records_produced_total",
+        help: "Root records logged.",
+        read: Read::Counter(|s| n(&s.records_produced)),
+    },
+    Family {
+        name: "aldb_bank_sink_record_errors_total",
+        help: "Root records that could not be made or logged.",
+        read: Read::Counter(|s| n(&s.record_errors)),
+    },
+    Family {
+        name: "aldb_bank_sink_write_retries_total",
+        help: "Tries to write a held bank again after a failure that can pass (full disk, I/O error).",
+        read: Read::Counter(|s| n(&s.write_retries)),
+    },
+    Family {
+        name: "aldb_bank_sink_write_recoveries_total",
+        help: "Held banks written by a retry, each ending a failure streak.",
+        read: Read::Counter(|s| n(&s.write_recoveries)),
+    },
+    Family {
+        name: "aldb_bank_sink_retries_abandoned_total",
+        help: "Held banks given up because their fork died, was passed by a root or replaced.",
+        read: Read::Counter(|s| n(&s.retries_abandoned)),
+    },
+    Family {
+        name: "aldb_bank_sink_running",
+        help: "1 while the sink's writer thread runs.",
+        read: Read::Gauge(|s| n(&s.running)),
+    },
+    Family {
+        name: "aldb_bank_sink_queued",
+        help: "Banks and messages waiting for the writer thread.",
+        read: Read::Gauge(|s| n(&s.queued)),
+    },
+    Family {
+        name: "aldb_bank_sink_queued_bytes",
+        help: "Bytes of change sets and account data waiting.",
+        read: Read::Gauge(|s| n(&s.queued_bytes)),
+    },
+    Family {
+        name: "aldb_bank_sink_write_failing",
+        help: "1 while the writer thread holds a bank whose write failed, trying it again.",
+        read: Read::Gauge(|s| n(&s.write_failing)),
+    },
+    Family {
+        name: "aldb_bank_sink_write_failure_streak_seconds",
+        help: "How long the current failure streak has lasted (0 while writes succeed).",
+        read: Read::Gauge(|s| s.failure_streak().map_or(0.0, |d| d.as_secs_f64())),
+    },
+];
 
-fn writer(f: &mut Families, w: &WriterStats) {
-    f.counter("aldb_bank_snapshot_files_published_total", "Snapshot files published.", n(&w.published) as f64);
-    f.counter("aldb_bank_snapshot_bytes_total", "Bytes of snapshot files published.", n(&w.bytes) as f64);
-    f.counter(
-        "aldb_bank_snapshot_write_seconds_total",
-        "Time the snapshot writer spent writing and syncing published files.",
-        n(&w.write_nanos) as f64 / 1e9,
-    );
-    f.counter(
-        "aldb_bank_snapshot_write_errors_total",
-        "Failed snapshot writes (each failed try counts).",
-        n(&w.errors) as f64,
-    );
-    f.gauge("aldb_bank_snapshot_last_slot", "The newest slot published.", n(&w.last_slot) as f64);
-    f.counter(
-        "aldb_bank_snapshot_pruned_files_total",
-        "Snapshot files deleted by retention.",
-        n(&w.pruned_files) as f64,
-    );
-    f.gauge(
-        "aldb_bank_snapshot_fork_banks",
-        "Written banks the fork-mode writer holds (its base included).",
-        n(&w.fork_banks) as f64,
-    );
-    f.gauge(
-        "aldb_bank_snapshot_fork_held_bytes",
-        "Bytes of undo and redo lists the fork-mode writer's unrooted banks hold.",
-        n(&w.fork_held_bytes) as f64,
-    );
-    f.counter(
-        "aldb_bank_snapshot_fork_switches_total",
-        "Times the writer's tables moved to another fork.",
-        n(&w.fork_switches) as f64,
-    );
-    f.counter(
-        "aldb_bank_snapshot_journal_errors_total",
-        "Failed appends to the slot-status journal.",
-        n(&w.journal_errors) as f64,
-    );
-}
+/// The snapshot writer's main figures, from its [`WriterStats`].
+const WRITER: [Family<WriterStats>; 10] = [
+    Family {
+        name: "aldb_bank_snapshot_files_published_total",
+        help: "Snapshot files published.",
+        read: Read::Counter(|w| n(&w.published)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_bytes_total",
+        help: "Bytes of snapshot files published.",
+        read: Read::Counter(|w| n(&w.bytes)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_write_seconds_total",
+        help: "Time the snapshot writer spent writing and syncing published files.",
+        read: Read::Counter(|w| n(&w.write_nanos) / 1e9),
+    },
+    Family {
+        name: "aldb_bank_snapshot_write_errors_total",
+        help: "Failed snapshot writes (each failed try counts).",
+        read: Read::Counter(|w| n(&w.errors)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_last_slot",
+        help: "The newest slot published.",
+        read: Read::Gauge(|w| n(&w.last_slot)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_pruned_files_total",
+        help: "Snapshot files deleted by retention.",
+        read: Read::Counter(|w| n(&w.pruned_files)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_fork_banks",
+        help: "Written banks the fork-mode writer holds (its base included).",
+        read: Read::Gauge(|w| n(&w.fork_banks)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_fork_held_bytes",
+        help: "Bytes of undo and redo lists the fork-mode writer's unrooted banks hold.",
+        read: Read::Gauge(|w| n(&w.fork_held_bytes)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_fork_switches_total",
+        help: "Times the writer's tables moved to another fork.",
+        read: Read::Counter(|w| n(&w.fork_switches)),
+    },
+    Family {
+        name: "aldb_bank_snapshot_journal_errors_total",
+        help: "Failed appends to the slot-status journal.",
+        read: Read::Counter(|w| n(&w.journal_errors)),
+    },
+];
