@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+pub mod budget;
 mod conn;
 mod encode;
 mod error;
@@ -30,6 +31,7 @@ mod server;
 pub mod source;
 pub mod votes;
 
+pub use budget::{BUSY_MESSAGE, Busy, Reservation, ResponseBudget};
 pub use error::ServeError;
 pub use levels::Level;
 pub use metrics::Metrics;
@@ -37,9 +39,9 @@ pub use records::RecordFeed;
 pub use replica::{Replica, StoreConfig};
 pub use rpc::{Limits, Method, Rpc, RpcError, codes};
 pub use server::{
-    AUTO_INLINE_MAX_BYTES, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    AUTO_INLINE_MAX_BYTES, BUSY_CLOSE, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, Execution, NOT_READING_CLOSE,
-    SLOW_SUBSCRIBER_CLOSE, Service,
+    SLOW_SUBSCRIBER_CLOSE, Service, default_max_buffered_bytes,
 };
 pub use source::Source;
 pub use votes::VoteFeed;

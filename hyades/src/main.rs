@@ -88,6 +88,11 @@ struct Cli {
     /// Most requests running on the blocking pool at once (0: four per core).
     #[arg(long, default_value_t = 0)]
     max_blocking: usize,
+    /// Response bytes all connections together may hold (built, queued or not yet taken by
+    /// their clients); past it requests are answered 503 / -32021 "server busy" (0: eight
+    /// connections' worst case, 8 × (ws-queue-bytes + 2 × max-response-bytes)).
+    #[arg(long, default_value_t = 0)]
+    max_buffered_bytes: usize,
 }
 
 /// A positive, finite number of seconds.
@@ -162,6 +167,7 @@ fn main() -> Result<()> {
             ws_queue_bytes: cli.ws_queue_bytes,
             ws_idle_timeout,
             max_blocking: cli.max_blocking,
+            max_buffered_bytes: cli.max_buffered_bytes,
             ..Config::new(&dir)
         };
         let service = Service::start(config).await?;

@@ -57,6 +57,9 @@ pub struct Metrics {
     pub ws_queued_bytes: IntGauge,
     /// Requests running (or waiting to run) on the blocking pool.
     pub blocking_requests: IntGauge,
+    /// Response bytes being built, queued or written, all connections (the server-wide budget
+    /// in use, [`crate::Config::max_buffered_bytes`]).
+    pub response_buffer_bytes: IntGauge,
     /// `hyades_slots{commitment}`: served slots at `processed`, `confirmed` and `finalized`, then
     /// `abandoned` slots whose files remain (never served); all zero without a slot-status journal.
     pub slots_by_level: [IntGauge; 4],
@@ -78,6 +81,9 @@ pub struct Metrics {
     pub limit_ws_write_timeout: IntCounter,
     /// `{limit="ws_idle_timeout"}`: idle WebSocket connections (no subscription) closed.
     pub limit_ws_idle_timeout: IntCounter,
+    /// `{limit="response_buffer"}`: requests answered "server busy" and subscriber connections
+    /// closed because the server-wide response budget was spent.
+    pub limit_response_buffer: IntCounter,
 }
 
 /// Why metrics could not be set up (a duplicate or malformed metric; a programming error).
@@ -144,6 +150,10 @@ impl Metrics {
         )?;
         let blocking_requests =
             IntGauge::new("hyades_blocking_requests", "Requests running or waiting to run on the blocking pool")?;
+        let response_buffer_bytes = IntGauge::new(
+            "hyades_response_buffer_bytes",
+            "Response bytes being built, queued or written, all connections (the server-wide response budget in use)",
+        )?;
         let limits = IntCounterVec::new(
             Opts::new(
                 "hyades_limit_hits_total",
@@ -175,6 +185,7 @@ impl Metrics {
         let limit_response_bytes = limit("response_bytes")?;
         let limit_ws_write_timeout = limit("ws_write_timeout")?;
         let limit_ws_idle_timeout = limit("ws_idle_timeout")?;
+        let limit_response_buffer = limit("response_buffer")?;
         registry.register(Box::new(limits))?;
         registry.register(Box::new(requests_vec.clone()))?;
         registry.register(Box::new(latency_vec.clone()))?;
@@ -190,6 +201,7 @@ impl Metrics {
             &connections,
             &ws_queued_bytes,
             &blocking_requests,
+            &response_buffer_bytes,
             &damaged_files,
         ] {
             registry.register(Box::new(g.clone()))?;
@@ -227,6 +239,7 @@ impl Metrics {
             connections,
             ws_queued_bytes,
             blocking_requests,
+            response_buffer_bytes,
             slots_by_level,
             abandoned_answers,
             roots_abandoned,
@@ -237,6 +250,7 @@ impl Metrics {
             limit_response_bytes,
             limit_ws_write_timeout,
             limit_ws_idle_timeout,
+            limit_response_buffer,
         })
     }
 

@@ -44,6 +44,10 @@ pub mod codes {
     /// The answer would exceed [`Limits::max_response_bytes`](crate::Limits); ask for fewer
     /// items (a smaller range, fewer keys, a shorter batch).
     pub const RESPONSE_TOO_LARGE: i64 = -32020;
+    /// The server's response buffer is full: the answers of other connections, built and not
+    /// yet taken by their clients, hold the whole [`Config::max_buffered_bytes`](crate::Config)
+    /// (HTTP status 503). Nothing was wrong with the request; retry after a moment.
+    pub const SERVER_BUSY: i64 = -32021;
 }
 
 /// A JSON-RPC error object.

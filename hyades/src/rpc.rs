@@ -17,6 +17,7 @@ use aldb_verify::Commitment;
 use aldb_verify::json::{JsonError, hash_from_base58};
 use serde_json::{Value, json};
 
+use crate::budget::{BUSY_MESSAGE, Busy, Reservation};
 use crate::encode;
 use crate::levels::{Level, Levels, Served};
 use crate::metrics::Metrics;
@@ -166,12 +167,45 @@ impl Rpc {
     /// Handles one request body: a request object or a batch. Returns the response body, or
     /// `None` when there is nothing to answer (only notifications, i.e. requests without `id`).
     /// `subs` is the connection's subscriptions on WebSocket, `None` on HTTP.
-    pub fn handle(&self, body: &[u8], mut subs: Option<&mut dyn Subscriptions>) -> Option<Vec<u8>> {
+    pub fn handle(&self, body: &[u8], subs: Option<&mut dyn Subscriptions>) -> Option<Vec<u8>> {
+        let mut hold = Hold { held: None, base: 0, refused: false };
+        self.handle_inner(body, subs, &mut hold).ok().flatten().map(String::into_bytes)
+    }
+
+    /// [`Rpc::handle`], holding the answer's bytes in `held` as it is built: each part is added
+    /// before it is made where its size is known first (root records, votes, each account of
+    /// `getMultipleAccountProofs`), else as soon as it is made, and each request of a batch before
+    /// the next is handled. Once `held` cannot grow, the building stops and the whole body is
+    /// refused with [`Busy`] (answer it with [`Rpc::busy_body`]). On success `held` holds at least
+    /// the answer's length; shrink it to that once the answer is complete.
+    pub fn handle_held(
+        &self,
+        body: &[u8],
+        subs: Option<&mut dyn Subscriptions>,
+        held: &mut Reservation,
+    ) -> Result<Option<Vec<u8>>, Busy> {
+        let mut hold = Hold { held: Some(held), base: 0, refused: false };
+        Ok(self.handle_inner(body, subs, &mut hold)?.map(String::into_bytes))
+    }
+
+    /// The answer to a request refused because the response budget is spent:
+    /// [`codes::SERVER_BUSY`] with a null id.
+    pub fn busy_body(&self, cap: usize) -> Vec<u8> {
+        let err = RpcError::with_data(codes::SERVER_BUSY, BUSY_MESSAGE, json!({"max": cap}));
+        self.error_body(&err)
+    }
+
+    fn handle_inner(
+        &self,
+        body: &[u8],
+        mut subs: Option<&mut dyn Subscriptions>,
+        hold: &mut Hold<'_>,
+    ) -> Result<Option<String>, Busy> {
         let value: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => {
                 let err = RpcError::new(codes::PARSE_ERROR, format!("Parse error: {e}"));
-                return Some(self.error_response(&Value::Null, &err).into_bytes());
+                return hold.whole(self.error_response(&Value::Null, &err)).map(Some);
             }
         };
         let response = match value {
@@ -201,12 +235,17 @@ impl Rpc {
                         // Each answer is built within what the batch has left, so the batch
                         // stops growing at the cap instead of being refused once complete.
                         let budget = cap.saturating_sub(out.len() + 2);
-                        if let Some(r) = self.handle_one(item, reborrowed, budget) {
+                        hold.base = out.len() + 1;
+                        let answer = self.handle_one(item, reborrowed, budget, hold);
+                        if hold.refused {
+                            return Err(Busy);
+                        }
+                        if let Some(r) = answer {
                             if any {
                                 out.push(',');
                             }
                             if out.len() + r.len() + 1 > cap {
-                                return Some(self.too_large(&Value::Null, "the batch's answer").into_bytes());
+                                return hold.whole(self.too_large(&Value::Null, "the batch's answer")).map(Some);
                             }
                             out.push_str(&r);
                             any = true;
@@ -217,9 +256,18 @@ impl Rpc {
                     any.then_some(out)
                 }
             }
-            other => self.handle_one(other, subs, self.limits.max_response_bytes),
+            other => {
+                let answer = self.handle_one(other, subs, self.limits.max_response_bytes, hold);
+                if hold.refused {
+                    return Err(Busy);
+                }
+                answer
+            }
         };
-        response.map(String::into_bytes)
+        match response {
+            Some(r) => hold.whole(r).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// A response body holding only `err` (with a null id), for failures before dispatch.
@@ -251,8 +299,15 @@ impl Rpc {
     }
 
     /// One request object of a body; `None` for a valid notification. The answer, error
-    /// included, takes at most `budget` bytes (an error if the result would not fit).
-    fn handle_one(&self, req: Value, subs: Option<&mut dyn Subscriptions>, budget: usize) -> Option<String> {
+    /// included, takes at most `budget` bytes (an error if the result would not fit); its bytes
+    /// are held in `hold` (when that fails, `hold.refused` is set and the answer is to be dropped).
+    fn handle_one(
+        &self,
+        req: Value,
+        subs: Option<&mut dyn Subscriptions>,
+        budget: usize,
+        hold: &mut Hold<'_>,
+    ) -> Option<String> {
         let Value::Object(mut req) = req else {
             return Some(
                 self.error_response(&Value::Null, &RpcError::invalid_request("a request must be a JSON object")),
@@ -295,12 +350,17 @@ impl Rpc {
         // Room for the result once the envelope and the id are written.
         let room = budget.saturating_sub(reply_id.to_string().len() + 40);
         let result = match known {
-            Some(m) => self.call_within(m, &params, subs, room),
+            Some(m) => self.call_held(m, &params, subs, room, hold),
             None => Err(RpcError::new(codes::METHOD_NOT_FOUND, format!("Method not found: {}", truncate(&method, 64)))),
         };
         self.metrics.request(known, started.elapsed());
+        if hold.refused {
+            return None;
+        }
         let result = match result {
             Ok(v) if v.len() > room => Err(self.too_large_error("the answer")),
+            // The result and its envelope are held before the envelope is copied.
+            Ok(v) if !hold.take(v.len() + reply_id.to_string().len() + 40) => return None,
             other => other,
         };
         Some(match result {
@@ -325,17 +385,21 @@ impl Rpc {
         params: &[Value],
         subs: Option<&mut dyn Subscriptions>,
     ) -> Result<String, RpcError> {
-        self.call_within(method, params, subs, self.limits.max_response_bytes)
+        let mut hold = Hold { held: None, base: 0, refused: false };
+        self.call_held(method, params, subs, self.limits.max_response_bytes, &mut hold)
     }
 
     /// [`Rpc::call`] for a result of at most `budget` bytes: the methods whose answers grow with
-    /// the request stop (with [`codes::RESPONSE_TOO_LARGE`]) before they build a larger one.
-    fn call_within(
+    /// the request stop (with [`codes::RESPONSE_TOO_LARGE`]) before they build a larger one, and
+    /// hold their bytes in `hold` before building them (a refusal answers [`codes::SERVER_BUSY`]
+    /// and sets `hold.refused`).
+    fn call_held(
         &self,
         method: Method,
         params: &[Value],
         subs: Option<&mut dyn Subscriptions>,
         budget: usize,
+        hold: &mut Hold<'_>,
     ) -> Result<String, RpcError> {
         match method {
             Method::GetStateRoot => {
@@ -395,6 +459,10 @@ impl Rpc {
                         let data = p.account.as_ref().map_or(0, |a| a.data.len().div_ceil(3) * 4);
                         if o.len() + data > budget {
                             out = Err(self.too_large_error("the proofs"));
+                            return;
+                        }
+                        if !hold.take(o.len() + data + PROOF_ROOM) {
+                            out = Err(busy_error());
                             return;
                         }
                         if i > 0 {
@@ -511,6 +579,9 @@ impl Rpc {
                 if size > budget {
                     return Err(self.too_large_error(&format!("{} root records", entries.len())));
                 }
+                if !hold.take(size) {
+                    return Err(busy_error());
+                }
                 self.metrics.records_served.inc_by(entries.len() as u64);
                 Ok(encode::envelope(newest, |o| {
                     o.push('[');
@@ -537,6 +608,9 @@ impl Rpc {
                 };
                 if votes.encoded_len() > budget {
                     return Err(self.too_large_error(&format!("{} votes", votes.votes.len())));
+                }
+                if !hold.take(votes.encoded_len() + 64) {
+                    return Err(busy_error());
                 }
                 self.still_served(&info)?;
                 Ok(encode::envelope(info.slot, |o| votes.write_json(o, level)))
@@ -803,6 +877,43 @@ impl Rpc {
             }
         }
     }
+}
+
+/// Room held for one account proof beyond its base64 data: the path of sibling hashes, the
+/// account's fields and the JSON around them (a deep path in base58 is under 3 KiB).
+const PROOF_ROOM: usize = 4096;
+
+/// Where the bytes of a body being built are held: the server's response budget, or nowhere
+/// (the plain [`Rpc::handle`]).
+struct Hold<'a> {
+    held: Option<&'a mut Reservation>,
+    /// Bytes of the body before the part being built (a batch's earlier answers).
+    base: usize,
+    /// Set once the budget refused: the body is to be dropped and answered "server busy".
+    refused: bool,
+}
+
+impl Hold<'_> {
+    /// Holds `len` bytes past the base; false (and `refused` set) if the budget cannot.
+    fn take(&mut self, len: usize) -> bool {
+        let Some(held) = self.held.as_deref_mut() else { return true };
+        if held.try_grow_to(self.base.saturating_add(len)) {
+            return true;
+        }
+        self.refused = true;
+        false
+    }
+
+    /// Holds the whole body, once complete.
+    fn whole(&mut self, body: String) -> Result<String, Busy> {
+        self.base = 0;
+        if self.take(body.len()) { Ok(body) } else { Err(Busy) }
+    }
+}
+
+/// The error of a part refused by the budget; the body it belonged to is dropped unsent.
+fn busy_error() -> RpcError {
+    RpcError::new(codes::SERVER_BUSY, BUSY_MESSAGE)
 }
 
 /// At most `max` characters of untrusted text, for echoing it in an error.

@@ -13,6 +13,12 @@
 //! against the connection's record buffer ([`Config::record_buffer`]); when they exceed it the
 //! connection is closed with code [`SLOW_SUBSCRIBER_CLOSE`] ("slow subscriber: N notifications
 //! buffered"). The poller and other connections never wait for a connection.
+//!
+//! Response memory: every answer and notification holds its bytes in the server-wide
+//! [`ResponseBudget`] ([`Config::max_buffered_bytes`]) from before it is built until its socket
+//! has taken it. A request the budget cannot take is answered [`codes::SERVER_BUSY`] (HTTP 503);
+//! a notification it cannot take closes its connection with [`BUSY_CLOSE`], as a slow subscriber's
+//! would be, rather than queue more.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,7 +35,7 @@ use crate::replica::{Replica, StoreConfig};
 use crate::source::Source;
 use aldb_verify::Commitment;
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{StatusCode, header};
@@ -43,6 +49,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::budget::{BUSY_MESSAGE, Busy, Reservation, ResponseBudget};
 use crate::conn::{ConnHandle, ConnLimits, GuardedListener};
 use crate::encode;
 use crate::error::ServeError;
@@ -75,6 +82,21 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_WS_QUEUE_BYTES: usize = 4 << 20;
 /// Default [`Config::ws_idle_timeout`].
 pub const DEFAULT_WS_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// WebSocket close code (1013, "try again later") sent to a subscriber whose notification found
+/// the server's response budget spent.
+pub const BUSY_CLOSE: u16 = close_code::AGAIN;
+/// Bytes held for a request before it is handled: room for a typical single answer, so a light
+/// request reserves once and a full budget refuses requests before any work is done for them.
+const RESERVE_AHEAD: usize = 4096;
+/// Connections whose worst case the default response budget holds at once.
+const BUDGET_CONNECTIONS: usize = 8;
+
+/// The default [`Config::max_buffered_bytes`]: the worst case of eight connections at once, each
+/// a WebSocket connection with a full reply queue, the answer its socket is stuck on and the next
+/// one built (`8 × (ws_queue_bytes + 2 × max_response_bytes)`, 288 MiB with the defaults).
+pub fn default_max_buffered_bytes(ws_queue_bytes: usize, max_response_bytes: usize) -> usize {
+    max_response_bytes.saturating_mul(2).saturating_add(ws_queue_bytes).saturating_mul(BUDGET_CONNECTIONS)
+}
 
 /// Where request handling runs.
 ///
@@ -191,6 +213,13 @@ pub struct Config {
     /// Most requests running on the blocking pool at once, all connections together (0: four
     /// per core). Each connection has at most one request in flight.
     pub max_blocking: usize,
+    /// Response bytes all connections together may hold: answers being built, answers and
+    /// notifications queued, and answers their sockets have not taken yet (0:
+    /// [`default_max_buffered_bytes`] of this configuration's limits). A request past it is
+    /// answered [`codes::SERVER_BUSY`] (HTTP 503); a notification past it closes its connection
+    /// with [`BUSY_CLOSE`]. Never less than [`Limits::max_response_bytes`], so that every answer
+    /// the cap allows can be served.
+    pub max_buffered_bytes: usize,
 }
 
 impl Config {
@@ -217,6 +246,7 @@ impl Config {
             ws_queue_bytes: DEFAULT_WS_QUEUE_BYTES,
             ws_idle_timeout: DEFAULT_WS_IDLE_TIMEOUT,
             max_blocking: 0,
+            max_buffered_bytes: 0,
         }
     }
 }
@@ -278,6 +308,8 @@ struct Shared {
     record_buffer: usize,
     /// Permits for requests on the blocking pool ([`Config::max_blocking`]).
     blocking: Arc<Semaphore>,
+    /// Response bytes held by all connections ([`Config::max_buffered_bytes`]).
+    budget: Arc<ResponseBudget>,
     /// Per WebSocket connection, in bytes ([`Config::ws_queue_bytes`]).
     ws_queue_bytes: usize,
     write_timeout: Duration,
@@ -415,6 +447,7 @@ impl Service {
             max_subscriptions: config.max_subscriptions,
             record_buffer: config.record_buffer.max(1),
             blocking: Arc::new(Semaphore::new(max_blocking(config.max_blocking))),
+            budget: ResponseBudget::new(max_buffered_bytes(&config), &metrics),
             // A semaphore counts at most u32::MAX at once.
             ws_queue_bytes: config.ws_queue_bytes.clamp(1, u32::MAX as usize),
             write_timeout: config.write_timeout,
@@ -530,6 +563,23 @@ impl Drop for Service {
     }
 }
 
+/// The response budget in force: the configured one, or the default for the configured limits;
+/// never below one answer of the largest size allowed.
+fn max_buffered_bytes(config: &Config) -> usize {
+    let max_response = config.limits.max_response_bytes;
+    match config.max_buffered_bytes {
+        0 => default_max_buffered_bytes(config.ws_queue_bytes, max_response),
+        n if n < max_response => {
+            log::warn!(
+                "the response buffer of {n} bytes is smaller than one answer may be ({max_response} bytes); using \
+                 {max_response}"
+            );
+            max_response
+        }
+        n => n,
+    }
+}
+
 /// Four per core: proofs fault in pages of the mapped files, so a few more than the cores keep
 /// the CPUs busy while some wait on the disk.
 fn max_blocking(configured: usize) -> usize {
@@ -640,23 +690,63 @@ async fn rpc_http(State(s): State<Arc<Shared>>, body: Body) -> Response {
             return json_body(status, s.rpc.error_body(&err));
         }
     };
+    // Held before any work, so a spent budget refuses the request at once.
+    let Some(mut held) = s.budget.try_reserve(RESERVE_AHEAD) else { return busy_response(&s) };
     let out = if s.execution.blocking(&bytes) {
         let s2 = s.clone();
-        match run_blocking(&s, move || s2.rpc.handle(&bytes, None)).await {
-            Some(out) => out,
+        let done = run_blocking(&s, move || {
+            let out = s2.rpc.handle_held(&bytes, None, &mut held);
+            (out, held)
+        })
+        .await;
+        match done {
+            Some((out, back)) => {
+                held = back;
+                out
+            }
             None => {
                 let err = RpcError::new(codes::INTERNAL_ERROR, "Internal error");
-                Some(s.rpc.error_body(&err))
+                return json_body(StatusCode::OK, s.rpc.error_body(&err));
             }
         }
     } else {
-        s.rpc.handle(&bytes, None)
+        s.rpc.handle_held(&bytes, None, &mut held)
     };
     match out {
-        Some(body) => json_body(StatusCode::OK, body),
+        Ok(Some(body)) => {
+            held.shrink_to(body.len());
+            // The bytes stay held until hyper drops the last of them: written to the socket, or
+            // the connection gone.
+            let body = Bytes::from_owner(HeldBody { body, _held: held });
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from(body)).into_response()
+        }
         // Only notifications: JSON-RPC says nothing is returned.
-        None => StatusCode::NO_CONTENT.into_response(),
+        Ok(None) => StatusCode::NO_CONTENT.into_response(),
+        Err(Busy) => {
+            drop(held);
+            busy_response(&s)
+        }
     }
+}
+
+/// An HTTP answer's bytes and what they hold of the response budget.
+struct HeldBody {
+    body: Vec<u8>,
+    _held: Reservation,
+}
+
+impl AsRef<[u8]> for HeldBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+/// `503` with [`codes::SERVER_BUSY`]: the response budget is spent. The answer is small and not
+/// counted in the budget.
+fn busy_response(s: &Shared) -> Response {
+    let mut r = json_body(StatusCode::SERVICE_UNAVAILABLE, s.rpc.busy_body(s.budget.cap()));
+    r.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    r
 }
 
 async fn ws_upgrade(
@@ -680,6 +770,14 @@ struct RecordSub {
     from_slot: Option<u64>,
     /// Records of the other level are skipped.
     commitment: Option<Commitment>,
+}
+
+/// Why [`ConnSubs::pump`] stopped short of its subscriptions' records.
+enum PumpStop {
+    /// A subscription's next record was pruned before it could be sent.
+    Pruned,
+    /// The server's response budget cannot take the next notification.
+    Busy,
 }
 
 /// One WebSocket connection's subscriptions.
@@ -733,9 +831,10 @@ impl ConnSubs {
         behind + queued as u64
     }
 
-    /// Queues record notifications while the writer has room. `Err(())` when a subscription's
-    /// next record was pruned from memory before it could be sent (a subscriber too slow).
-    fn pump(&mut self, first: mpsc::Permit<'_, Queued>, queue: &mpsc::Sender<Queued>) -> Result<(), ()> {
+    /// Queues record notifications while the writer has room. An error when a subscription's
+    /// next record was pruned from memory before it could be sent (a subscriber too slow), or
+    /// the server's response budget cannot take the next notification.
+    fn pump(&mut self, first: mpsc::Permit<'_, Queued>, queue: &mpsc::Sender<Queued>) -> Result<(), PumpStop> {
         let records = self.shared.rpc.records();
         let mut permit = Some(first);
         // A bounded batch per wake-up, so requests on this connection are still read promptly.
@@ -744,7 +843,7 @@ impl ConnSubs {
             let entry = match records.entry_at(sub.next) {
                 At::Entry(e) => e,
                 At::NotYet => break,
-                At::Gone => return Err(()),
+                At::Gone => return Err(PumpStop::Pruned),
             };
             sub.next += 1;
             if sub.from_slot.is_some_and(|f| entry.slot < f) || sub.commitment.is_some_and(|c| c != entry.commitment) {
@@ -764,7 +863,8 @@ impl ConnSubs {
                 r#"{{"jsonrpc":"2.0","method":"recordNotification","params":{{"subscription":{id},"result":{}}}}}"#,
                 entry.json
             );
-            p.send(Queued::new(Message::text(note), &self.shared.metrics, None));
+            let Some(held) = self.shared.budget.try_reserve(note.len()) else { return Err(PumpStop::Busy) };
+            p.send(Queued::new(Message::text(note), &self.shared.metrics, None, Some(held)));
             self.shared.metrics.records_served.inc();
         }
         Ok(())
@@ -875,10 +975,12 @@ struct Queued {
     bytes: i64,
     gauge: IntGauge,
     _room: Option<OwnedSemaphorePermit>,
+    /// The message's bytes in the server-wide response budget (none for a busy refusal).
+    _held: Option<Reservation>,
 }
 
 impl Queued {
-    fn new(msg: Message, metrics: &Metrics, room: Option<OwnedSemaphorePermit>) -> Self {
+    fn new(msg: Message, metrics: &Metrics, room: Option<OwnedSemaphorePermit>, held: Option<Reservation>) -> Self {
         let bytes = match &msg {
             Message::Text(t) => t.len(),
             Message::Binary(b) => b.len(),
@@ -886,7 +988,7 @@ impl Queued {
         };
         let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
         metrics.ws_queued_bytes.add(bytes);
-        Self { msg, bytes, gauge: metrics.ws_queued_bytes.clone(), _room: room }
+        Self { msg, bytes, gauge: metrics.ws_queued_bytes.clone(), _room: room, _held: held }
     }
 }
 
@@ -1045,12 +1147,17 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
             Event::Incoming(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => break,
             Event::Incoming(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
             Event::Incoming(Some(Ok(m @ (Message::Text(_) | Message::Binary(_))))) => {
-                let reply = if shared.execution.blocking(message_bytes(&m)) {
+                // Held before any work; a spent budget answers "server busy", a small answer
+                // held by the connection's own queue alone.
+                let held = shared.budget.try_reserve(RESERVE_AHEAD);
+                let (reply, held) = if held.is_none() {
+                    (Some(shared.rpc.busy_body(shared.budget.cap())), None)
+                } else if shared.execution.blocking(message_bytes(&m)) {
                     // The subscriptions travel with the request and come back with the answer.
                     let s2 = shared.clone();
                     let mut moved = subs;
                     let done = run_blocking(&shared, move || {
-                        let reply = s2.rpc.handle(message_bytes(&m), Some(&mut moved));
+                        let reply = handle_ws(&s2, message_bytes(&m), &mut moved, held);
                         (reply, moved)
                     })
                     .await;
@@ -1067,7 +1174,7 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                         }
                     }
                 } else {
-                    shared.rpc.handle(message_bytes(&m), Some(&mut subs))
+                    handle_ws(&shared, message_bytes(&m), &mut subs, held)
                 };
                 let Some(reply) = reply else { continue };
                 let n = room_for(reply.len(), shared.ws_queue_bytes);
@@ -1102,14 +1209,17 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                     }
                 };
                 match got {
-                    Some((bytes, slot)) => slot.send(Queued::new(reply, &shared.metrics, Some(bytes))),
+                    Some((bytes, slot)) => slot.send(Queued::new(reply, &shared.metrics, Some(bytes), held)),
                     None => break,
                 }
             }
             Event::Root(Ok(ev)) => {
-                if !notify(&subs, &ev, &out_tx, &room) {
-                    close = Some(slow_frame());
-                    shared.metrics.slow_disconnects.inc();
+                if let Err(frame) = notify(&subs, &ev, &out_tx, &room) {
+                    // A spent budget is counted as a limit hit; only a slow reader as slow.
+                    if frame.code != BUSY_CLOSE {
+                        shared.metrics.slow_disconnects.inc();
+                    }
+                    close = Some(frame);
                     break;
                 }
             }
@@ -1127,14 +1237,19 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                     break;
                 }
             }
-            Event::RecordRoom(Ok(permit)) => {
-                if subs.pump(permit, &rec_tx).is_err() {
+            Event::RecordRoom(Ok(permit)) => match subs.pump(permit, &rec_tx) {
+                Ok(()) => {}
+                Err(PumpStop::Pruned) => {
                     let buffered = subs.records_buffered(RECORD_QUEUE - rec_tx.capacity());
                     close = Some(slow_record_frame(buffered));
                     shared.metrics.slow_disconnects.inc();
                     break;
                 }
-            }
+                Err(PumpStop::Busy) => {
+                    close = Some(busy_frame());
+                    break;
+                }
+            },
             // The writer is gone: the socket failed.
             Event::RecordRoom(Err(_)) | Event::WriterGone => break,
             Event::Idle => {
@@ -1169,6 +1284,26 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
     shared.metrics.ws_connections.dec();
 }
 
+/// Answers one WebSocket message within the response budget, `held` holding what was reserved
+/// for it: the answer and what it holds, or the "server busy" answer (not held) when the budget
+/// could not take it all.
+fn handle_ws(
+    shared: &Shared,
+    body: &[u8],
+    subs: &mut ConnSubs,
+    held: Option<Reservation>,
+) -> (Option<Vec<u8>>, Option<Reservation>) {
+    let Some(mut held) = held else { return (Some(shared.rpc.busy_body(shared.budget.cap())), None) };
+    match shared.rpc.handle_held(body, Some(subs), &mut held) {
+        Ok(Some(reply)) => {
+            held.shrink_to(reply.len());
+            (Some(reply), Some(held))
+        }
+        Ok(None) => (None, None),
+        Err(Busy) => (Some(shared.rpc.busy_body(shared.budget.cap())), None),
+    }
+}
+
 /// The request bytes of a text or binary message.
 fn message_bytes(m: &Message) -> &[u8] {
     match m {
@@ -1178,9 +1313,14 @@ fn message_bytes(m: &Message) -> &[u8] {
     }
 }
 
-/// Queues `ev` for every subscription due to receive it; false if the queue or the byte room is
-/// full.
-fn notify(subs: &ConnSubs, ev: &RootEvent, out: &mpsc::Sender<Queued>, room: &Arc<Semaphore>) -> bool {
+/// Queues `ev` for every subscription due to receive it; the close frame to send if the
+/// connection's queue or byte room is full, or the server's response budget is spent.
+fn notify(
+    subs: &ConnSubs,
+    ev: &RootEvent,
+    out: &mpsc::Sender<Queued>,
+    room: &Arc<Semaphore>,
+) -> Result<(), CloseFrame> {
     for (id, (start, level)) in &subs.ids {
         if ev.seq < *start || !ev.due(*level) {
             continue;
@@ -1189,15 +1329,22 @@ fn notify(subs: &ConnSubs, ev: &RootEvent, out: &mpsc::Sender<Queued>, room: &Ar
             r#"{{"jsonrpc":"2.0","method":"rootNotification","params":{{"subscription":{id},"result":{}}}}}"#,
             ev.result
         );
-        let Ok(bytes) = room.clone().try_acquire_many_owned(room_for(note.len(), usize::MAX)) else { return false };
-        let Ok(slot) = out.try_reserve() else { return false };
-        slot.send(Queued::new(Message::text(note), &subs.shared.metrics, Some(bytes)));
+        let Some(held) = subs.shared.budget.try_reserve(note.len()) else { return Err(busy_frame()) };
+        let Ok(bytes) = room.clone().try_acquire_many_owned(room_for(note.len(), usize::MAX)) else {
+            return Err(slow_frame());
+        };
+        let Ok(slot) = out.try_reserve() else { return Err(slow_frame()) };
+        slot.send(Queued::new(Message::text(note), &subs.shared.metrics, Some(bytes), Some(held)));
     }
-    true
+    Ok(())
 }
 
 fn slow_frame() -> CloseFrame {
     CloseFrame { code: close_code::POLICY, reason: "subscriber too slow".into() }
+}
+
+fn busy_frame() -> CloseFrame {
+    CloseFrame { code: BUSY_CLOSE, reason: BUSY_MESSAGE.into() }
 }
 
 fn slow_record_frame(buffered: u64) -> CloseFrame {
