@@ -130,16 +130,20 @@ with open(wrong_stake, "w") as f:
 node, vote = va["current"][0]["nodePubkey"], va["current"][0]["votePubkey"]
 keys = [node, vote, "SysvarC1ock11111111111111111111111111111111", "TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA",
         b58encode(bytes([5] * 32))]
-# Genesis programs and sysvars from the table aldb-scenario prints (name, key, ...).
+# Genesis programs and sysvars from the table aldb-scenario prints (name, key, ...): the key is a
+# row's first base58 word of a key's length, as names may be several words ("system program").
 with open(os.path.join(work, "scenario.log")) as f:
     table = False
     for line in f:
         table = table or line.startswith("untouched accounts")
-        words = line.split()
-        if table and len(words) >= 2 and 32 <= len(words[1]) <= 44 and all(c in B58 for c in words[1]):
-            if words[1] not in keys and len(keys) < 9:
-                keys.append(words[1])
+        if not table:
+            continue
+        key = next((w for w in line.split() if 32 <= len(w) <= 44 and all(c in B58 for c in w)), None)
+        if key and key not in keys and len(keys) < 9:
+            keys.append(key)
 print(f"accounts checked: {len(keys)}")
+if len(keys) < 9:
+    fail.append(f"only {len(keys) - 5} accounts taken from aldb-scenario's table of untouched accounts")
 
 def aldb_proof(key, slot, validators):
     args = ["target/release/aldb", "proof", key, "--url", hyades_url, "--trust", "votes", "--validators", validators,
