@@ -15,6 +15,8 @@ mod queue;
 mod records;
 mod retry;
 mod stats;
+#[cfg(test)]
+mod test_support;
 mod worker;
 
 use std::collections::BTreeSet;

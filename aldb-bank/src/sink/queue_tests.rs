@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, ForkEngine, ForkLimits};
+use aldb_core::ChangeSet;
 use aldb_format::SnapshotReader;
 use aldb_naive::NaiveState;
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig};
@@ -16,10 +16,11 @@ use rand_chacha::ChaCha8Rng;
 
 use super::{Item, Pushed, Queue};
 use crate::sink::stats::SinkStats;
+use crate::sink::test_support::{OWNER, Write, bank, engine_and_base};
 
 type State = BTreeMap<[u8; 32], (u64, Vec<u8>)>;
 
-fn draw(rng: &mut ChaCha8Rng, keys: &[[u8; 32]], n: usize) -> Vec<([u8; 32], u64, Vec<u8>)> {
+fn draw(rng: &mut ChaCha8Rng, keys: &[[u8; 32]], n: usize) -> Vec<Write> {
     (0..n)
         .map(|_| {
             let key = if rng.random_bool(0.5) { keys[rng.random_range(0..keys.len())] } else { rng.random() };
@@ -29,15 +30,7 @@ fn draw(rng: &mut ChaCha8Rng, keys: &[[u8; 32]], n: usize) -> Vec<([u8; 32], u64
         .collect()
 }
 
-const OWNER: [u8; 32] = [4; 32];
-
-fn refs(w: &[([u8; 32], u64, Vec<u8>)]) -> Vec<AccountRef<'_>> {
-    w.iter()
-        .map(|(k, l, d)| AccountRef { pubkey: k, lamports: *l, owner: &OWNER, executable: false, data: d })
-        .collect()
-}
-
-fn apply(state: &State, w: &[([u8; 32], u64, Vec<u8>)]) -> State {
+fn apply(state: &State, w: &[Write]) -> State {
     let mut s = state.clone();
     for (k, l, d) in w {
         if *l == 0 {
@@ -57,15 +50,6 @@ fn root(state: &State) -> [u8; 32] {
     n.root()
 }
 
-fn bank(engine: &mut ForkEngine, slot: u64, parent: u64, w: &[([u8; 32], u64, Vec<u8>)]) -> SlotInput {
-    let r = refs(w);
-    let updates = engine.tree().hash_accounts(&r);
-    let accounts = AccountBatch::from_updates(&updates, &r);
-    let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
-    let root = engine.freeze_capture(slot, parent, updates, &mut changes).unwrap();
-    SlotInput { slot, parent: Some(parent), root, changes, accounts, full: false }
-}
-
 #[test]
 fn a_bank_merged_into_its_parent_proves_its_own_state() {
     let tmp = tempfile::tempdir().unwrap();
@@ -73,14 +57,7 @@ fn a_bank_merged_into_its_parent_proves_its_own_state() {
     let seed_keys: Vec<[u8; 32]> = (0..300).map(|_| rng.random()).collect();
     let genesis: Vec<_> = seed_keys.iter().map(|k| (*k, rng.random_range(1..100u64), vec![1u8; 8])).collect();
     let s0 = apply(&State::new(), &genesis);
-    let mut builder = BulkBuilder::new(Config::for_leaves(1 << 12, 1)).unwrap();
-    builder.push_accounts(&refs(&genesis), (0, 0));
-    let mut engine = ForkEngine::new(builder.finish(), 0, ForkLimits::default());
-    let r = refs(&genesis);
-    let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
-    engine.tree().capture_all(&mut changes);
-    let accounts = AccountBatch::from_updates(&engine.tree().hash_accounts(&r), &r);
-    let base = SlotInput { slot: 0, parent: None, root: engine.base_root(), changes, accounts, full: true };
+    let (mut engine, base) = engine_and_base(&genesis);
 
     let w1 = draw(&mut rng, &seed_keys, 40);
     let w2 = draw(&mut rng, &seed_keys, 40);

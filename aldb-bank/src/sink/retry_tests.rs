@@ -14,33 +14,16 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, ForkEngine, ForkLimits};
 use aldb_format::SnapshotReader;
 use aldb_format::format::{file_name, parse_file_name};
-use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_snapshot::{SnapshotWriter, WriterConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::sink::queue::Queue;
 use crate::sink::stats::SinkStats;
+use crate::sink::test_support::{bank, engine_and_base};
 use crate::sink::worker::Worker;
-
-const OWNER: [u8; 32] = [4; 32];
-
-fn refs(w: &[([u8; 32], u64, Vec<u8>)]) -> Vec<AccountRef<'_>> {
-    w.iter()
-        .map(|(k, l, d)| AccountRef { pubkey: k, lamports: *l, owner: &OWNER, executable: false, data: d })
-        .collect()
-}
-
-fn bank(engine: &mut ForkEngine, slot: u64, parent: u64, w: &[([u8; 32], u64, Vec<u8>)]) -> SlotInput {
-    let r = refs(w);
-    let updates = engine.tree().hash_accounts(&r);
-    let accounts = AccountBatch::from_updates(&updates, &r);
-    let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
-    let root = engine.freeze_capture(slot, parent, updates, &mut changes).unwrap();
-    SlotInput { slot, parent: Some(parent), root, changes, accounts, full: false }
-}
 
 /// The newest published file's sequence number.
 fn last_seq(dir: &std::path::Path) -> u32 {
@@ -58,14 +41,7 @@ fn a_held_bank_is_the_submitted_input_not_a_copy() {
     let dir = tmp.path().to_path_buf();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let genesis: Vec<_> = (0..300).map(|_| (rng.random(), rng.random_range(1..100u64), vec![1u8; 8])).collect();
-    let mut builder = BulkBuilder::new(Config::for_leaves(1 << 12, 1)).unwrap();
-    builder.push_accounts(&refs(&genesis), (0, 0));
-    let mut engine = ForkEngine::new(builder.finish(), 0, ForkLimits::default());
-    let r = refs(&genesis);
-    let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
-    engine.tree().capture_all(&mut changes);
-    let accounts = AccountBatch::from_updates(&engine.tree().hash_accounts(&r), &r);
-    let base = SlotInput { slot: 0, parent: None, root: engine.base_root(), changes, accounts, full: true };
+    let (mut engine, base) = engine_and_base(&genesis);
     let mut writes = BTreeMap::new();
     for slot in 1..=2u64 {
         let w: Vec<_> = (0..40).map(|_| (rng.random(), rng.random_range(1..100u64), vec![2u8; 16])).collect();
