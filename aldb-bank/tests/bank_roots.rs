@@ -1,11 +1,9 @@
 //! Every frozen bank's root equals the naive root of its chain's state, over seeded fork trees.
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use aldb_bank::{BankError, BankRoots};
-use common::{State, apply, naive_root, refs, writes};
+use aldb_testkit::{State, apply, naive_root, random::bank_writes, refs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -14,7 +12,7 @@ fn every_bank_of_a_fork_tree_has_its_chains_root() -> Result<(), BankError> {
     for seed in 0..4u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut roots = BankRoots::new(1 + seed as usize % 3);
-        let genesis = writes(&mut rng, &State::new(), 300);
+        let genesis = bank_writes(&mut rng, &State::new(), 300);
         let mut base = State::new();
         apply(&mut base, &genesis);
         assert_eq!(roots.build_base(0, &refs(&genesis))?, naive_root(&base));
@@ -27,7 +25,7 @@ fn every_bank_of_a_fork_tree_has_its_chains_root() -> Result<(), BankError> {
             let Some((_, parent_state)) = banks.get(&parent) else { continue };
             let mut state = parent_state.clone();
             let n = rng.random_range(0..40);
-            let w = writes(&mut rng, &state, n);
+            let w = bank_writes(&mut rng, &state, n);
             apply(&mut state, &w);
             let root = roots.freeze(slot, parent, &refs(&w))?;
             assert_eq!(root, naive_root(&state), "seed {seed} slot {slot} on {parent}");
@@ -46,21 +44,21 @@ fn every_bank_of_a_fork_tree_has_its_chains_root() -> Result<(), BankError> {
 fn rooting_drops_other_forks_and_unknown_parents_are_refused() -> Result<(), BankError> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut roots = BankRoots::new(2);
-    let w1 = writes(&mut rng, &State::new(), 10);
+    let w1 = bank_writes(&mut rng, &State::new(), 10);
     assert!(matches!(roots.freeze(1, 0, &refs(&w1)), Err(BankError::UnknownParent { slot: 1, parent: 0 })));
     assert!(!roots.root(0)?, "nothing is held before a base");
 
     let mut state = State::new();
-    let g = writes(&mut rng, &state, 50);
+    let g = bank_writes(&mut rng, &state, 50);
     apply(&mut state, &g);
     roots.build_base(0, &refs(&g))?;
-    let a = writes(&mut rng, &state, 10);
-    let b = writes(&mut rng, &state, 10);
+    let a = bank_writes(&mut rng, &state, 10);
+    let b = bank_writes(&mut rng, &state, 10);
     roots.freeze(1, 0, &refs(&a))?;
     roots.freeze(2, 0, &refs(&b))?;
     let mut s3 = state.clone();
     apply(&mut s3, &a);
-    let c = writes(&mut rng, &s3, 10);
+    let c = bank_writes(&mut rng, &s3, 10);
     apply(&mut s3, &c);
     roots.freeze(3, 1, &refs(&c))?;
     assert_eq!(roots.bank_count(), 3);
@@ -73,11 +71,11 @@ fn rooting_drops_other_forks_and_unknown_parents_are_refused() -> Result<(), Ban
     assert!(!roots.root(2)?);
 
     // A dead bank and its descendants go; its parent's fork carries on.
-    let d = writes(&mut rng, &s3, 5);
+    let d = bank_writes(&mut rng, &s3, 5);
     roots.freeze(4, 3, &refs(&d))?;
     roots.freeze(5, 4, &refs(&d))?;
     assert_eq!(roots.dead(4)?, vec![4, 5]);
-    let e = writes(&mut rng, &s3, 5);
+    let e = bank_writes(&mut rng, &s3, 5);
     let mut s6 = s3.clone();
     apply(&mut s6, &e);
     assert_eq!(roots.freeze(6, 3, &refs(&e))?, naive_root(&s6));
@@ -88,12 +86,12 @@ fn rooting_drops_other_forks_and_unknown_parents_are_refused() -> Result<(), Ban
 fn a_rebuilt_base_replaces_everything_and_later_entries_win() -> Result<(), BankError> {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let mut roots = BankRoots::new(2);
-    let g = writes(&mut rng, &State::new(), 20);
+    let g = bank_writes(&mut rng, &State::new(), 20);
     roots.build_base(0, &refs(&g))?;
     roots.freeze(1, 0, &refs(&g))?;
 
     // A pubkey listed twice: the later entry (here a deletion) wins.
-    let mut dup = writes(&mut rng, &State::new(), 30);
+    let mut dup = bank_writes(&mut rng, &State::new(), 30);
     let (k, mut a) = dup[3].clone();
     a.lamports = 0;
     dup.push((k, a));

@@ -5,13 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use aldb_bank::{BankRoots, RecordsConfig, SinkConfig, SinkStats};
 use aldb_format::SnapshotReader;
-use common::{State, apply, naive_root, refs, writes};
+use aldb_testkit::{State, apply, as_writes, naive_root, random::bank_writes, refs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -25,7 +23,7 @@ struct Pair {
 
 impl Pair {
     fn base(&mut self, slot: u64, state: &State) {
-        let all: Vec<([u8; 32], common::Acct)> = state.iter().map(|(k, a)| (*k, a.clone())).collect();
+        let all = as_writes(state);
         let a = self.with.build_base(slot, &refs(&all)).unwrap();
         assert_eq!(a, self.without.build_base(slot, &refs(&all)).unwrap());
         assert_eq!(a, naive_root(state));
@@ -35,7 +33,7 @@ impl Pair {
     fn freeze(&mut self, slot: u64, parent: u64) -> [u8; 32] {
         let mut state = self.states[&parent].clone();
         let n = self.rng.random_range(1..30);
-        let w = writes(&mut self.rng, &state, n);
+        let w = bank_writes(&mut self.rng, &state, n);
         apply(&mut state, &w);
         let a = self.with.freeze(slot, parent, &refs(&w)).unwrap();
         assert_eq!(a, self.without.freeze(slot, parent, &refs(&w)).unwrap(), "slot {slot}");
@@ -78,7 +76,7 @@ fn a_sink_that_cannot_write_changes_no_root() {
         rng: ChaCha8Rng::seed_from_u64(5),
     };
     let mut genesis = State::new();
-    let g = writes(&mut p.rng, &genesis, 200);
+    let g = bank_writes(&mut p.rng, &genesis, 200);
     apply(&mut genesis, &g);
     p.base(0, &genesis);
     for slot in 1..6 {

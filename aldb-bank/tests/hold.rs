@@ -5,15 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aldb_bank::{BankRoots, SinkConfig};
 use aldb_format::SnapshotReader;
-use common::{State, apply, naive_root, refs, writes};
+use aldb_testkit::{State, apply, naive_root, random::bank_writes, refs};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -57,7 +55,7 @@ impl Chain {
         };
         let mut roots = BankRoots::with_sink(&config).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(21);
-        let g = writes(&mut rng, &State::new(), 100);
+        let g = bank_writes(&mut rng, &State::new(), 100);
         let mut genesis = State::new();
         apply(&mut genesis, &g);
         roots.build_base(0, &refs(&g)).unwrap();
@@ -69,7 +67,7 @@ impl Chain {
         for _ in 0..n {
             let (slot, parent) = (self.next, self.next - 1);
             let mut state = self.states[&parent].clone();
-            let w = writes(&mut self.rng, &state, 10);
+            let w = bank_writes(&mut self.rng, &state, 10);
             apply(&mut state, &w);
             assert_eq!(self.roots.freeze(slot, parent, &refs(&w)).unwrap(), naive_root(&state));
             self.roots.confirmed(slot).unwrap();

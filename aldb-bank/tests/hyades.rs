@@ -4,14 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
 use aldb_bank::{BankMeta, BankRoots, SinkConfig};
+use aldb_testkit::{State, apply, naive_root, random::bank_writes, refs};
 use aldb_verify::{Claim, Proof};
-use common::{State, apply, naive_root, refs, writes};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -41,7 +39,7 @@ fn hyades_serves_the_modules_directory() {
     let mut roots = BankRoots::with_sink(&config).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut states = std::collections::BTreeMap::new();
-    let g = writes(&mut rng, &State::new(), 200);
+    let g = bank_writes(&mut rng, &State::new(), 200);
     let mut s0 = State::new();
     apply(&mut s0, &g);
     roots.build_base(0, &refs(&g)).unwrap();
@@ -49,7 +47,7 @@ fn hyades_serves_the_modules_directory() {
     // 0 <- 1 <- 2 <- 4, and 3 on 1 (a fork that dies).
     for (slot, parent) in [(1u64, 0u64), (2, 1), (3, 1), (4, 2)] {
         let mut s = states[&parent].clone();
-        let w = writes(&mut rng, &s, 20);
+        let w = bank_writes(&mut rng, &s, 20);
         apply(&mut s, &w);
         assert_eq!(roots.freeze(slot, parent, &refs(&w)).unwrap(), naive_root(&s));
         roots.bank_hash(slot, BankMeta::default()).unwrap();

@@ -3,14 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 
 use aldb_bank::{BankError, BankRoots, SinkConfig};
-use common::{State, apply, refs, writes};
+use aldb_testkit::{State, apply, as_writes, random::bank_writes, refs};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -160,9 +158,9 @@ fn metrics_serve_every_counter_and_follow_the_banks() {
     assert_ne!(addr.port(), 0, "the bound port is reported");
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut state = State::new();
-    let g = writes(&mut rng, &state, 100);
+    let g = bank_writes(&mut rng, &state, 100);
     apply(&mut state, &g);
-    let all: Vec<_> = state.iter().map(|(k, a)| (*k, a.clone())).collect();
+    let all = as_writes(&state);
     roots.build_base(10, &refs(&all)).unwrap();
     roots.flush_sink();
 
@@ -176,7 +174,7 @@ fn metrics_serve_every_counter_and_follow_the_banks() {
     assert_eq!(before["aldb_bank_freeze_seconds_count"], 0.0);
 
     for slot in 11..=15 {
-        let w = writes(&mut rng, &state, 20);
+        let w = bank_writes(&mut rng, &state, 20);
         apply(&mut state, &w);
         roots.freeze(slot, slot - 1, &refs(&w)).unwrap();
     }

@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -18,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use aldb_bank::{BankMeta, BankRoots, RecordLevel, RecordsConfig, SinkConfig, SinkStats};
 use aldb_format::SnapshotReader;
-use common::{State, apply, naive_root, refs, writes};
+use aldb_testkit::{State, apply, as_writes, naive_root, random::bank_writes, refs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -89,9 +87,9 @@ impl Pair {
             rng: ChaCha8Rng::seed_from_u64(11),
         };
         let mut genesis = State::new();
-        let g = writes(&mut p.rng, &genesis, 200);
+        let g = bank_writes(&mut p.rng, &genesis, 200);
         apply(&mut genesis, &g);
-        let all: Vec<([u8; 32], common::Acct)> = genesis.iter().map(|(k, a)| (*k, a.clone())).collect();
+        let all = as_writes(&genesis);
         let root = p.with.build_base(0, &refs(&all)).unwrap();
         assert_eq!(root, p.without.build_base(0, &refs(&all)).unwrap());
         assert_eq!(root, naive_root(&genesis));
@@ -104,7 +102,7 @@ impl Pair {
     fn freeze(&mut self, slot: u64, parent: u64) {
         let mut state = self.states[&parent].clone();
         let n = self.rng.random_range(1..30);
-        let w = writes(&mut self.rng, &state, n);
+        let w = bank_writes(&mut self.rng, &state, n);
         apply(&mut state, &w);
         let root = self.with.freeze(slot, parent, &refs(&w)).unwrap();
         assert_eq!(root, self.without.freeze(slot, parent, &refs(&w)).unwrap(), "slot {slot}");

@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -15,9 +13,9 @@ use aldb_format::records::LoggedRecord;
 use aldb_format::records::RecordLogReader;
 use aldb_format::status::{SlotStatusKind, StatusJournal};
 use aldb_snapshot::records::Signer;
+use aldb_testkit::{State, apply, naive_root, random::bank_writes, refs};
 use aldb_verify::Claim;
 use aldb_verify::record::{BlockInfo, Commitment};
-use common::{State, apply, naive_root, refs, writes};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -83,7 +81,7 @@ struct Model {
 impl Model {
     fn start(seed: u64, roots: BankRoots) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let genesis = writes(&mut rng, &State::new(), 300);
+        let genesis = bank_writes(&mut rng, &State::new(), 300);
         let mut state = State::new();
         apply(&mut state, &genesis);
         let mut roots = roots;
@@ -121,7 +119,7 @@ impl Model {
         self.next += self.rng.random_range(1..3);
         let mut state = self.banks[&parent].state.clone();
         let n = self.rng.random_range(0..30);
-        let w = writes(&mut self.rng, &state, n);
+        let w = bank_writes(&mut self.rng, &state, n);
         apply(&mut state, &w);
         let root = self.roots.freeze(slot, parent, &refs(&w)).unwrap();
         assert_eq!(root, naive_root(&state), "slot {slot} on {parent}");
@@ -359,7 +357,7 @@ fn early_confirmations_and_refrozen_slots() {
     let mut m = Model::start(5, BankRoots::with_sink(&sink_config(&dir, &key)).unwrap());
     let freeze = |m: &mut Model, slot: u64, parent: u64| {
         let mut state = m.banks[&parent].state.clone();
-        let w = writes(&mut m.rng, &state, 12);
+        let w = bank_writes(&mut m.rng, &state, 12);
         apply(&mut state, &w);
         let root = m.roots.freeze(slot, parent, &refs(&w)).unwrap();
         assert_eq!(root, naive_root(&state));

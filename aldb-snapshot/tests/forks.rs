@@ -7,18 +7,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use aldb_core::{ChangeSet, Claim, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_format::SnapshotReader;
 use aldb_format::status::{SlotStatusKind, StatusJournal};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SlotMark, SnapshotError, SnapshotWriter, WriterConfig};
+use aldb_testkit::random::{Mix, history_writes};
+use aldb_testkit::{State, account_ref, naive_root, refs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-use common::{Mix, State, account_ref, draw, naive_root, refs};
 
 /// Deletions from 85 of 100, data under 60 bytes.
 const MIX: Mix = Mix { delete_from: 85, max_data: 60 };
@@ -96,7 +94,7 @@ impl Harness {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut keys = Vec::new();
         let mut tree = Pleiades::new(config).unwrap();
-        let accts = draw(&mut rng, &mut keys, 4 * per_bank, MIX);
+        let accts = history_writes(&mut rng, &mut keys, 4 * per_bank, MIX);
         let r = refs(&accts);
         let updates = tree.hash_accounts(&r);
         let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
@@ -142,7 +140,7 @@ impl Harness {
     /// Freezes `slot` on `parent` in the engine and the model, and submits it.
     fn freeze(&mut self, slot: u64, parent: u64) {
         let n = self.rng.random_range(0..=self.per_bank);
-        let accts = draw(&mut self.rng, &mut self.keys, n, MIX);
+        let accts = history_writes(&mut self.rng, &mut self.keys, n, MIX);
         let r = refs(&accts);
         let updates = self.engine.tree().hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);

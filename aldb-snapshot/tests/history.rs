@@ -3,17 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use aldb_core::{ChangeSet, Claim, Config, Pleiades};
 use aldb_format::{QueryError, SnapshotReader};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_testkit::random::{Mix, history_writes};
+use aldb_testkit::{Acct, State, account_ref, refs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-use common::{Acct, Mix, State, account_ref, draw, refs};
 
 /// Deletions from 88 of 100, data under 120 bytes.
 const MIX: Mix = Mix { delete_from: 88, max_data: 120 };
@@ -92,7 +90,7 @@ fn run_history(seed: u64, config: Config, wc: impl Fn(&std::path::Path) -> Write
         history: BTreeMap::new(),
     };
     for slot in 0..slots {
-        let accts = draw(&mut rng, &mut keys, per_slot, MIX);
+        let accts = history_writes(&mut rng, &mut keys, per_slot, MIX);
         run.commit(slot, &accts, slot == 0);
     }
     run.writer.flush().unwrap();

@@ -12,31 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use aldb_core::{AccountRef, ChangeSet, Claim, Config, Pleiades};
+use aldb_core::{ChangeSet, Claim, Config, Pleiades};
 use aldb_format::format::{FileKind, Ref, node_arity, parse_published_name, published_name};
 use aldb_format::store::{Files, MappedFile};
 use aldb_format::{QueryError, SnapshotReader};
 use aldb_snapshot::{AccountBatch, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_testkit::{Acct, State, account_ref, apply, naive_root, refs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-#[derive(Clone, Debug, PartialEq)]
-struct Acct {
-    lamports: u64,
-    owner: [u8; 32],
-    executable: bool,
-    data: Vec<u8>,
-}
-
-type State = BTreeMap<[u8; 32], Acct>;
-
-fn naive_root(state: &State) -> [u8; 32] {
-    let mut n = aldb_naive::NaiveState::default();
-    for (pk, a) in state {
-        n.apply_account(pk, a.lamports, &a.owner, a.executable, &a.data);
-    }
-    n.root()
-}
 
 /// The engine and the model, slot by slot.
 struct Chain {
@@ -89,39 +72,17 @@ impl Chain {
                 (pk, acct)
             })
             .collect();
-        let refs: Vec<AccountRef<'_>> = writes
-            .iter()
-            .map(|(pk, a)| AccountRef {
-                pubkey: pk,
-                lamports: a.lamports,
-                owner: &a.owner,
-                executable: a.executable,
-                data: &a.data,
-            })
-            .collect();
+        let refs = refs(&writes);
         let updates = self.tree.hash_accounts(&refs);
         let mut accounts = AccountBatch::from_updates(&updates, &refs);
         let mut changes = ChangeSet::new(aldb_snapshot::CAPTURE_OPTIONS);
         let mut root = self.tree.commit_capture(updates, &mut changes);
-        for (pk, a) in &writes {
-            if a.lamports == 0 {
-                self.state.remove(pk);
-            } else {
-                self.state.insert(*pk, a.clone());
-            }
-        }
+        apply(&mut self.state, &writes);
         if full {
             self.tree.capture_all(&mut changes);
             accounts = AccountBatch::default();
             for (pk, a) in &self.state {
-                let r = AccountRef {
-                    pubkey: pk,
-                    lamports: a.lamports,
-                    owner: &a.owner,
-                    executable: a.executable,
-                    data: &a.data,
-                };
-                accounts.push(aldb_verify::spec::key_path(pk), &r);
+                accounts.push(aldb_verify::spec::key_path(pk), &account_ref(pk, a));
             }
         }
         assert_eq!(root, naive_root(&self.state), "the engine agrees with the model at slot {slot}");

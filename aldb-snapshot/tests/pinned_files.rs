@@ -10,16 +10,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::path::Path;
 
 use aldb_core::{ChangeSet, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_testkit::random::{Mix, history_writes};
+use aldb_testkit::refs;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-use common::{Mix, draw, refs};
 
 /// Deletions from 88 of 100, data under 80 bytes.
 const MIX: Mix = Mix { delete_from: 88, max_data: 80 };
@@ -57,7 +55,7 @@ fn writer_config(dir: &Path, forks: bool) -> WriterConfig {
 /// a full snapshot from a startup spill or from one batch.
 fn base(rng: &mut ChaCha8Rng, keys: &mut Vec<[u8; 32]>, w: &SnapshotWriter, from_spill: bool) -> Pleiades {
     let mut tree = Pleiades::new(Config::new(1, CONFIG.0, CONFIG.1).unwrap()).unwrap();
-    let accts = draw(rng, keys, 3000, MIX);
+    let accts = history_writes(rng, keys, 3000, MIX);
     let r = refs(&accts);
     let updates = tree.hash_accounts(&r);
     let mut changes = ChangeSet::new(CAPTURE_OPTIONS);
@@ -104,7 +102,7 @@ fn chain(from_spill: bool) -> String {
     let mut tree = base(&mut rng, &mut keys, &w, from_spill);
     for slot in 1..=40 {
         let n = rng.random_range(0..=300);
-        let accts = draw(&mut rng, &mut keys, n, MIX);
+        let accts = history_writes(&mut rng, &mut keys, n, MIX);
         let r = refs(&accts);
         let updates = tree.hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);
@@ -154,7 +152,7 @@ fn fork_mode_banks_write_the_pinned_bytes() {
     ];
     for (slot, parent) in banks {
         let n = rng.random_range(0..=300);
-        let accts = draw(&mut rng, &mut keys, n, MIX);
+        let accts = history_writes(&mut rng, &mut keys, n, MIX);
         let r = refs(&accts);
         let updates = engine.tree().hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);

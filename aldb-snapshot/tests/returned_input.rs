@@ -8,18 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::path::Path;
 
 use aldb_core::{ChangeSet, Config, ForkEngine, ForkLimits, Pleiades};
 use aldb_format::SnapshotReader;
 use aldb_format::format::{file_name, parse_file_name};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotError, SnapshotWriter, WriterConfig};
+use aldb_testkit::random::{Mix, history_writes};
+use aldb_testkit::{State, account_ref, apply, naive_root, refs};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-
-use common::{Mix, State, account_ref, draw, naive_root, refs};
 
 const MIX: Mix = Mix { delete_from: 88, max_data: 80 };
 
@@ -37,7 +35,7 @@ impl Chain {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut keys = Vec::new();
         let mut tree = Pleiades::new(Config::new(1, 2, 6).unwrap()).unwrap();
-        let accts = draw(&mut rng, &mut keys, 500, MIX);
+        let accts = history_writes(&mut rng, &mut keys, 500, MIX);
         let mut state = State::new();
         apply(&mut state, &accts);
         let updates = tree.hash_accounts(&refs(&accts));
@@ -56,7 +54,7 @@ impl Chain {
     /// The next bank on the chain.
     fn next(&mut self) -> SlotInput {
         let slot = self.states.len() as u64;
-        let accts = draw(&mut self.rng, &mut self.keys, 60, MIX);
+        let accts = history_writes(&mut self.rng, &mut self.keys, 60, MIX);
         let r = refs(&accts);
         let updates = self.engine.tree().hash_accounts(&r);
         let accounts = AccountBatch::from_updates(&updates, &r);
@@ -67,16 +65,6 @@ impl Chain {
         assert_eq!(root, naive_root(&state));
         self.states.push(state);
         SlotInput { slot, parent: Some(slot - 1), root, changes, accounts, full: false }
-    }
-}
-
-fn apply(state: &mut State, accts: &[([u8; 32], common::Acct)]) {
-    for (pk, a) in accts {
-        if a.lamports == 0 {
-            state.remove(pk);
-        } else {
-            state.insert(*pk, a.clone());
-        }
     }
 }
 
