@@ -3,51 +3,35 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aldb_core::ChangeSet;
 use aldb_format::SnapshotReader;
-use aldb_naive::NaiveState;
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput, SnapshotWriter, WriterConfig};
+use aldb_testkit::{State, Write, apply, naive_root};
 use aldb_verify::Claim;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{Item, Pushed, Queue};
 use crate::sink::stats::SinkStats;
-use crate::sink::test_support::{OWNER, Write, bank, engine_and_base};
-
-type State = BTreeMap<[u8; 32], (u64, Vec<u8>)>;
+use crate::sink::test_support::{acct, bank, engine_and_base};
 
 fn draw(rng: &mut ChaCha8Rng, keys: &[[u8; 32]], n: usize) -> Vec<Write> {
     (0..n)
         .map(|_| {
             let key = if rng.random_bool(0.5) { keys[rng.random_range(0..keys.len())] } else { rng.random() };
             let lamports = if rng.random_bool(0.2) { 0 } else { rng.random_range(1..100) };
-            (key, lamports, vec![rng.random(); rng.random_range(0..40)])
+            (key, acct(lamports, vec![rng.random(); rng.random_range(0..40)]))
         })
         .collect()
 }
 
-fn apply(state: &State, w: &[Write]) -> State {
+/// `state` after `writes`.
+fn after(state: &State, writes: &[Write]) -> State {
     let mut s = state.clone();
-    for (k, l, d) in w {
-        if *l == 0 {
-            s.remove(k);
-        } else {
-            s.insert(*k, (*l, d.clone()));
-        }
-    }
+    apply(&mut s, writes);
     s
-}
-
-fn root(state: &State) -> [u8; 32] {
-    let mut n = NaiveState::default();
-    for (k, (l, d)) in state {
-        n.apply_account(k, *l, &OWNER, false, d);
-    }
-    n.root()
 }
 
 #[test]
@@ -55,25 +39,25 @@ fn a_bank_merged_into_its_parent_proves_its_own_state() {
     let tmp = tempfile::tempdir().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(21);
     let seed_keys: Vec<[u8; 32]> = (0..300).map(|_| rng.random()).collect();
-    let genesis: Vec<_> = seed_keys.iter().map(|k| (*k, rng.random_range(1..100u64), vec![1u8; 8])).collect();
-    let s0 = apply(&State::new(), &genesis);
+    let genesis: Vec<_> = seed_keys.iter().map(|k| (*k, acct(rng.random_range(1..100), vec![1u8; 8]))).collect();
+    let s0 = after(&State::new(), &genesis);
     let (mut engine, base) = engine_and_base(&genesis);
 
     let w1 = draw(&mut rng, &seed_keys, 40);
     let w2 = draw(&mut rng, &seed_keys, 40);
     let w3 = draw(&mut rng, &seed_keys, 10);
-    let s2 = apply(&apply(&s0, &w1), &w2);
+    let s2 = after(&after(&s0, &w1), &w2);
     let p = bank(&mut engine, 1, 0, &w1);
     let b = bank(&mut engine, 2, 1, &w2);
     let c = bank(&mut engine, 3, 0, &w3);
-    assert_eq!(b.root, root(&s2));
+    assert_eq!(b.root, naive_root(&s2));
 
     let queue = Queue::new(1, usize::MAX, Arc::new(SinkStats::default()));
     assert_eq!(queue.push_bank(p), Pushed::Queued);
     assert_eq!(queue.push_bank(b), Pushed::Merged, "the newest queued bank is its parent");
     assert_eq!(queue.push_bank(c), Pushed::Lost, "the newest queued bank is not its parent");
     let Some(Item::Bank(merged)) = queue.pop() else { panic!("the merged bank") };
-    assert_eq!((merged.slot, merged.parent, merged.root), (2, Some(0), root(&s2)));
+    assert_eq!((merged.slot, merged.parent, merged.root), (2, Some(0), naive_root(&s2)));
 
     let config = WriterConfig { forks: true, direct_io: false, ..WriterConfig::new(tmp.path()) };
     let writer = SnapshotWriter::start(config, None).unwrap();
@@ -86,17 +70,23 @@ fn a_bank_merged_into_its_parent_proves_its_own_state() {
     let reader = SnapshotReader::open(tmp.path()).unwrap();
     assert!(reader.slot(Some(1)).is_err(), "the merged-away parent is not served");
     let info = reader.slot(Some(2)).unwrap();
-    assert_eq!((info.root, info.parent), (root(&s2), Some(0)));
+    assert_eq!((info.root, info.parent), (naive_root(&s2), Some(0)));
     let mut probes = seed_keys.clone();
     probes.extend(w2.iter().map(|w| w.0));
     for pk in &probes {
         let proof = reader.prove(pk, Some(2)).unwrap();
         let claim = proof.proof.verify(&info.root, pk).unwrap();
         match s2.get(pk) {
-            Some((l, d)) => {
+            Some(a) => {
                 let got = proof.account.unwrap();
-                assert_eq!((got.lamports, &got.data), (*l, d));
-                assert_eq!(claim, Claim::Present { value: aldb_naive::value(*l, &OWNER, false, d) });
+                assert_eq!(
+                    (got.lamports, &got.owner, got.executable, &got.data),
+                    (a.lamports, &a.owner, a.executable, &a.data)
+                );
+                assert_eq!(
+                    claim,
+                    Claim::Present { value: aldb_naive::value(a.lamports, &a.owner, a.executable, &a.data) }
+                );
             }
             None => assert_eq!(claim, Claim::Absent),
         }

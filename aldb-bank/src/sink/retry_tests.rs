@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::sink::queue::Queue;
 use crate::sink::stats::SinkStats;
-use crate::sink::test_support::{bank, engine_and_base};
+use crate::sink::test_support::{acct, bank, engine_and_base};
 use crate::sink::worker::Worker;
 
 /// The newest published file's sequence number.
@@ -40,11 +40,11 @@ fn a_held_bank_is_the_submitted_input_not_a_copy() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let genesis: Vec<_> = (0..300).map(|_| (rng.random(), rng.random_range(1..100u64), vec![1u8; 8])).collect();
+    let genesis: Vec<_> = (0..300).map(|_| (rng.random(), acct(rng.random_range(1..100), vec![1u8; 8]))).collect();
     let (mut engine, base) = engine_and_base(&genesis);
     let mut writes = BTreeMap::new();
     for slot in 1..=2u64 {
-        let w: Vec<_> = (0..40).map(|_| (rng.random(), rng.random_range(1..100u64), vec![2u8; 16])).collect();
+        let w: Vec<_> = (0..40).map(|_| (rng.random(), acct(rng.random_range(1..100), vec![2u8; 16]))).collect();
         writes.insert(slot, w);
     }
 

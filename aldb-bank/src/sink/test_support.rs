@@ -1,23 +1,19 @@
-//! What the sink's unit tests build on: accounts of one owner, the fork engine over a genesis
-//! state with the base input that writes it whole, and a bank's input as the module makes it at
-//! freeze.
+//! What the sink's unit tests build on: accounts of one owner in `aldb-testkit`'s model, the
+//! fork engine over a genesis state with the base input that writes it whole, and a bank's input
+//! as the module makes it at freeze.
 
 #![allow(clippy::unwrap_used)]
 
-use aldb_core::{AccountRef, BulkBuilder, ChangeSet, Config, ForkEngine, ForkLimits};
+use aldb_core::{BulkBuilder, ChangeSet, Config, ForkEngine, ForkLimits};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput};
+use aldb_testkit::{Acct, Write, refs};
 
 /// The owner of every account the tests write.
-pub(super) const OWNER: [u8; 32] = [4; 32];
+const OWNER: [u8; 32] = [4; 32];
 
-/// An account write: pubkey, lamports (zero deletes), data.
-pub(super) type Write = ([u8; 32], u64, Vec<u8>);
-
-/// Writes as the engine takes them.
-pub(super) fn refs(w: &[Write]) -> Vec<AccountRef<'_>> {
-    w.iter()
-        .map(|(k, l, d)| AccountRef { pubkey: k, lamports: *l, owner: &OWNER, executable: false, data: d })
-        .collect()
+/// An account of [`OWNER`], not executable, with `lamports` (zero deletes it) and `data`.
+pub(super) fn acct(lamports: u64, data: Vec<u8>) -> Acct {
+    Acct { lamports, owner: OWNER, executable: false, data }
 }
 
 /// A fork engine whose base (slot 0) holds `genesis`, and the full input that writes that base.
