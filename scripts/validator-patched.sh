@@ -63,22 +63,6 @@ start_validator() { # start_validator LOG [--geyser-plugin-config FILE]...
   vpid=$!
 }
 
-stop_validator() {
-  # A graceful exit through the admin RPC, as scripts/validator-scenario.sh does.
-  python3 - "$work/ledger/admin.rpc" <<'PY' || true
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "exit", "params": []}).encode())
-print("admin exit:", s.recv(4096).decode().strip())
-PY
-  for _ in $(seq 60); do kill -0 "$vpid" 2>/dev/null || break; sleep 1; done
-  if kill -0 "$vpid" 2>/dev/null; then echo "validator still running 60 s after exit, sending SIGTERM"; kill -TERM "$vpid"; fi
-  wait "$vpid" 2>/dev/null || true
-  vpid=""
-}
-
 # "SLOT HASH" lines sorted as join(1) wants them (as text), one per slot.
 frozen_hashes() { # frozen_hashes LOG: every `bank frozen` line's slot and hash
   sed -n 's/.*bank frozen: \([0-9]*\) hash: \([1-9A-HJ-NP-Za-km-z]*\) .*/\1 \2/p' "$1" | sort -u -k1,1
@@ -115,8 +99,7 @@ target/release/hyades --dir "$work/inproc" --addr "127.0.0.1:$HYADES_PORT2" \
 hpid2=$!
 target/release/aldb-scenario run --rpc "$rpc_url" --hyades "$hyades_url" --seed 1
 echo "== waiting for the validator's first ledger snapshot"
-for _ in $(seq 900); do ls "$work/ledger" | grep -q '^snapshot-' && break; sleep 1; done
-ls "$work/ledger" | grep -q '^snapshot-' || { echo "FAIL: no ledger snapshot after 900 s"; exit 1; }
+wait_for_ledger_snapshot "$work/ledger" 900 || { echo "FAIL: no ledger snapshot after 900 s"; exit 1; }
 target/release/aldb-scenario run --rpc "$rpc_url" --hyades "$hyades_url" --seed 2 | tee "$work/scenario2.log"
 tx_slots=$(sed -n 's/^tx slots: //p' "$work/scenario2.log")
 sleep "$secs"
@@ -249,7 +232,8 @@ for f in fail[:20]:
 sys.exit(1 if fail else 0)
 PY
 echo "== stopping run 1"
-stop_validator
+stop_validator "$work/ledger" "$vpid"
+vpid=""
 kill "$hpid" "$hpid2" 2>/dev/null || true
 wait "$hpid" "$hpid2" 2>/dev/null || true
 hpid=""
@@ -294,7 +278,8 @@ for _ in $(seq 300); do
   kill -0 "$vpid" 2>/dev/null || { tail -n20 "$work/validator2.log"; echo "FAIL: the restarted validator exited"; exit 1; }
   sleep 1
 done
-stop_validator
+stop_validator "$work/ledger" "$vpid"
+vpid=""
 grep -m1 'aldb: built the tree at slot' "$work/validator2.log" || true
 grep -m1 'aldb: the tree at slot .* matches its bank hash' "$work/validator2.log" ||
   { echo "FAIL: run 2 did not check its rebuilt tree against the snapshot bank's hash"; exit 1; }
