@@ -17,6 +17,8 @@
 # Ports: the bootstrap as scripts/validator-patched.sh (RPC_PORT, FAUCET_PORT, GOSSIP_PORT,
 # DYNAMIC_PORTS); the second node RPC_PORT2 (28899), GOSSIP_PORT2 (30100), DYNAMIC_PORTS2
 # (30000-30100). ALDB_PATCHED_BIN names an already built bin directory.
+# Both ledgers and logs go to a fresh temporary work directory (printed; ~500 MB by the end),
+# removed when the run passes unless ALDB_KEEP_WORK=1, kept when it fails.
 # Usage: scripts/validator-cluster.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,9 +31,10 @@ RPC_PORT2="${RPC_PORT2:-28899}"
 GOSSIP_PORT2="${GOSSIP_PORT2:-30100}"
 DYNAMIC_PORTS2="${DYNAMIC_PORTS2:-30000-30100}"
 bin="$(patched_validator_bin)"
-work="$(mktemp -d)"
+validator_workdir
 echo "work dir: $work"
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+# shellcheck disable=SC2154 # rc: the exit status, taken first thing in the trap
+trap 'rc=$?; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 t0=$(date +%s)
 
 "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger1" "${validator_net[@]}" \

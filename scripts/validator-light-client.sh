@@ -18,6 +18,8 @@
 #     votes alone, and both equal the RPC's account at that slot, field by field;
 #   - validator files with a stranger as authorized voter, with the node identity as authorized
 #     voter, and one whose stake the validator does not hold two thirds of, are refused by both.
+# The ledger, snapshot files, validator files and logs go to a fresh temporary work directory
+# (printed), removed when the run passes unless ALDB_KEEP_WORK=1, kept when it fails.
 # Everything listens on loopback, on ports of its own so it can run beside the other validator
 # scripts: RPC_PORT (8799), FAUCET_PORT (9800), GOSSIP_PORT (10300), DYNAMIC_PORTS
 # (10200-10300), METRICS_PORT (9798), HYADES_PORT (8798), HYADES_METRICS_PORT (9799).
@@ -36,16 +38,18 @@ bin="$root/bin"
 plugin="${ALDB_PLUGIN_SO:-$(scripts/build-patched-plugin.sh | tail -n1)}"
 cargo build --release --locked -p hyades -p aldb-cli -p aldb-scenario >&2
 (cd ts/aldb-verify && { [[ -d node_modules ]] || npm ci; } && npm run --silent build) >&2
-work="$(mktemp -d)"
+validator_workdir
 echo "work directory: $work"
 rpc_url="http://127.0.0.1:$RPC_PORT"
 hyades_url="http://127.0.0.1:$HYADES_PORT"
 vpid=""
 hpid=""
 cleanup() {
+  local rc=$?
   [[ -n "$hpid" ]] && kill "$hpid" 2>/dev/null || true
   [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null || true
   wait 2>/dev/null || true
+  validator_work_cleanup "$rc"
 }
 trap cleanup EXIT
 cat >"$work/aldb.json5" <<JSON

@@ -4,6 +4,8 @@
 # callback cost (ns, p50/p99), the delay from a slot's Processed callback to its commit, and how
 # many slots commits trail the highest processed one, all over the load window only (from the
 # plugin's Prometheus histograms). Usage: scripts/validator-load.sh [TPS] [SECONDS]
+# The ledger, snapshot files and logs go to a fresh temporary work directory (printed), removed
+# when the run passes unless ALDB_KEEP_WORK=1, kept when it fails.
 # All on loopback. Ports from the environment, so this can run beside another validator:
 #   RPC_PORT (8899, +1 for its websocket) FAUCET_PORT (9900) GOSSIP_PORT (10100)
 #   DYNAMIC_PORTS (10000-10100) METRICS_PORT (9898)
@@ -17,9 +19,10 @@ validator_ports 8899 9900 10100 10000-10100 9898
 validator="$(scripts/build-validator.sh)"
 # The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
-work="$(mktemp -d)"
+validator_workdir
 echo "work dir: $work" >&2
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+# shellcheck disable=SC2154 # rc: the exit status, taken first thing in the trap
+trap 'rc=$?; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 cat > "$work/aldb.json5" <<JSON
 {
   libpath: "$PWD/target/release/libaldb_plugin.so",

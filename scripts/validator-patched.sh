@@ -23,7 +23,9 @@
 #
 # Prints the module's freeze time p50/p99 (the `freeze_us` of run 1's `aldb: slot ...` lines) and
 # a last JSON line with the counts. Exits non-zero at the first failed check.
-# Usage: scripts/validator-patched.sh [SECONDS] (default 20).
+# Usage: scripts/validator-patched.sh [SECONDS] (default 20). The ledger, its replay copy, the
+# snapshot directories and logs go to a fresh temporary work directory (printed), removed when
+# the run passes unless ALDB_KEEP_WORK=1, kept when it fails.
 # Ports as scripts/validator-smoke.sh (RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS,
 # METRICS_PORT, HYADES_PORT, HYADES_METRICS_PORT). ALDB_PATCHED_BIN names an already built bin
 # directory instead of running the build script (whose cargo step rebuilds the runtime whenever
@@ -39,16 +41,18 @@ HYADES_METRICS_PORT2="${HYADES_METRICS_PORT2:-9897}"
 bin="$(patched_validator_bin)"
 # The same package set as the other validator scripts, so the plugin is not rebuilt with other features.
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
-work="$(mktemp -d)"
+validator_workdir
 echo "work dir: $work"
 vpid=""
 hpid=""
 hpid2=""
 cleanup() {
+  local rc=$?
   [[ -n "$hpid2" ]] && kill "$hpid2" 2>/dev/null || true
   [[ -n "$hpid" ]] && kill "$hpid" 2>/dev/null || true
   [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null || true
   wait 2>/dev/null || true
+  validator_work_cleanup "$rc"
 }
 trap cleanup EXIT
 t0=$(date +%s)

@@ -27,6 +27,8 @@
 #   METRICS_PORT (19898) HYADES_PORT (18999) HYADES_METRICS_PORT (19899)
 #   SECONDS_TO_RUN (30) CHECK_SLOTS (8)
 # Usage: scripts/validator-records.sh [WORK_DIR]   (a fresh temporary directory by default)
+# A WORK_DIR given is kept (run again on it to restart on the same ledger); a fresh one is removed
+# when the run passes unless ALDB_KEEP_WORK=1, and kept (its path printed) when it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/validator.sh
@@ -44,13 +46,13 @@ command -v node >/dev/null || { echo "needs node (ts/aldb-verify/README.md: Buil
   [[ -d node_modules ]] || npm ci --no-audit --no-fund
   npm run -s build && npm run -s build:examples
 ) >&2
-work="${1:-$(mktemp -d)}"
-mkdir -p "$work"
+validator_workdir "${1:-}"
 echo "work dir: $work" >&2
 pid=""
 hpid=""
 rpids=""
-trap 'for p in $rpids $hpid $pid; do kill "$p" 2>/dev/null; done; wait 2>/dev/null || true' EXIT
+# shellcheck disable=SC2154 # rc: the exit status, taken first thing in the trap
+trap 'rc=$?; for p in $rpids $hpid $pid; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 
 # Run again on the same WORK_DIR to restart on the same ledger: the key is kept, and the records
 # made after the restart must continue the chain without signing any slot twice.

@@ -13,6 +13,8 @@
 # Usage: scripts/validator-replay-bench.sh [TPS] [SECONDS] [ROUNDS]. Ports as scripts/validator-patched.sh
 # (RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS, METRICS_PORT).
 # ALDB_PATCHED_BIN names an already built bin directory instead of running the build script.
+# Both ledgers, their replay copies and the logs go to a fresh temporary work directory (printed),
+# removed when the run passes unless ALDB_KEEP_WORK=1, kept when it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tps="${1:-100}"
@@ -23,10 +25,11 @@ source scripts/lib/validator.sh
 validator_ports 8899 9900 10100 10000-10100 9898
 bin="$(patched_validator_bin)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
-work="$(mktemp -d)"
+validator_workdir
 echo "work dir: $work"
 vpid=""
-trap '[[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null; wait 2>/dev/null || true' EXIT
+# shellcheck disable=SC2154 # rc: the exit status, taken first thing in the trap
+trap 'rc=$?; [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 echo "$(nproc) cores, $(uptime)"
 
 load() { # load on|off: a ledger under load

@@ -22,6 +22,8 @@
 # `aldb-scenario processed` watches the processed tip for SECONDS (default 20): every processed
 # slot is served at once, every confirmed slot has a file, and every slot keeps its processed root
 # (and its confirmed record names it) once confirmed.
+# The ledger, snapshot directories and logs go to a fresh temporary work directory (printed),
+# removed when the run passes unless ALDB_KEEP_WORK=1, kept when it fails.
 # All on loopback. Ports from the environment (gossip not on its default 8000, which may be taken):
 #   RPC_PORT (8899, +1 for its websocket) FAUCET_PORT (9900) GOSSIP_PORT (10100)
 #   DYNAMIC_PORTS (10000-10100) METRICS_PORT (9898) HYADES_PORT (8999) HYADES_METRICS_PORT (9899)
@@ -34,14 +36,16 @@ source scripts/lib/validator.sh
 validator_ports 8899 9900 10100 10000-10100 9898 8999 9899
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli -p aldb-scenario >&2
-work="$(mktemp -d)"
+validator_workdir
 echo "work directory: $work"
 vpid=""
 hpid=""
 cleanup() {
+  local rc=$?
   [[ -n "$hpid" ]] && kill "$hpid" 2>/dev/null || true
   [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null || true
   wait 2>/dev/null || true
+  validator_work_cleanup "$rc"
 }
 trap cleanup EXIT
 rpc_url="http://127.0.0.1:$RPC_PORT"

@@ -10,6 +10,8 @@
 # `REFRESH_SLOTS=8 KEEP_SLOTS=16` runs many refresh cycles and prunes old files during the run, so
 # the untouched genesis accounts proven at the end must have been carried forward cycle after
 # cycle; the script then also checks that files were pruned.
+# Everything lives in a fresh temporary work directory (ledger, snapshot files, logs), removed
+# when the run passes unless ALDB_KEEP_WORK=1, kept (its path printed) when it fails.
 # Usage: scripts/validator-smoke.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +23,9 @@ REFRESH_SLOTS="${REFRESH_SLOTS:-}"
 KEEP_SLOTS="${KEEP_SLOTS:-}"
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin -p hyades -p aldb-cli >&2
-work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+validator_workdir
+# shellcheck disable=SC2154 # rc: the exit status, taken first thing in the trap
+trap 'rc=$?; kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 cat > "$work/aldb.json5" <<JSON
 {
   libpath: "$PWD/target/release/libaldb_plugin.so",

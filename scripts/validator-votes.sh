@@ -12,6 +12,8 @@
 # differed. Prints aldb-votes-check's JSON line last; exits non-zero on a failed check.
 #
 # Usage: scripts/validator-votes.sh [SECONDS] [WORK_DIR]   (60 s and a fresh directory by default)
+# A WORK_DIR given is kept; a fresh one is removed when the run passes unless ALDB_KEEP_WORK=1,
+# and kept (its path printed) when it fails.
 # A light-client script can reuse the check on any snapshot directory:
 #   ~/.cache/aldb-agave/4.2.0-aldb/bin/aldb-votes-check DIR --min-slots 20 --min-votes 10 --records
 # (built beside the plugin by scripts/build-patched-plugin.sh; `cargo run -p aldb-plugin --bin
@@ -31,11 +33,11 @@ MIN_VOTES="${MIN_VOTES:-10}"
 bin="$(patched_validator_bin)"
 plugin="$(scripts/build-patched-plugin.sh | tail -n1)"
 check="$(dirname "$plugin")/aldb-votes-check"
-work="${2:-$(mktemp -d)}"
-mkdir -p "$work"
+validator_workdir "${2:-}"
 echo "work dir: $work" >&2
 vpid=""
-trap '[[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null; wait 2>/dev/null || true' EXIT
+# shellcheck disable=SC2154 # rc: the exit status, taken first thing in the trap
+trap 'rc=$?; [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 
 cat >"$work/aldb.json5" <<JSON
 {

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The start-up the validator scripts share, sourced by each (after `cd` to the repository root):
 # their loopback ports, the patched validator's bin directory, waiting for a snapshot file, a
-# JSON-RPC service or a ledger snapshot, and stopping a validator. Functions only; sourcing it
-# starts nothing.
+# JSON-RPC service or a ledger snapshot, stopping a validator, and the work directory's life
+# (made at the start, removed after a passing run unless ALDB_KEEP_WORK=1, kept after a failing
+# one). Functions only; sourcing it starts nothing.
 
 # validator_ports RPC FAUCET GOSSIP DYNAMIC METRICS [HYADES HYADES_METRICS]
 # Sets RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS, METRICS_PORT (and HYADES_PORT,
@@ -99,4 +100,41 @@ PY
     kill -TERM "$2"
   fi
   wait "$2" 2>/dev/null || true
+}
+
+# validator_workdir [DIR]: sets `work` to the run's work directory (ledgers, snapshot files,
+# logs): DIR when the caller names one, created if missing and never deleted by
+# validator_work_cleanup; else a fresh `mktemp -d` directory that this run owns. Must run in the
+# script's own shell (not in `$(...)`), so that `work` and the ownership stay set for its EXIT trap.
+# shellcheck disable=SC2120 # DIR is optional: most scripts always take a fresh directory
+validator_workdir() {
+  if [[ -n "${1:-}" ]]; then
+    work="$1"
+    mkdir -p "$work"
+    validator_work_owned=0
+  else
+    work="$(mktemp -d)"
+    validator_work_owned=1
+  fi
+}
+
+# validator_work_cleanup STATUS: the last step of a script's EXIT trap, once every process the
+# script started has been stopped and waited for (a validator still running would keep writing
+# into the directory). A directory validator_workdir made is removed when STATUS (the script's
+# exit status, taken with `rc=$?` first thing in the trap) is 0, unless ALDB_KEEP_WORK=1; on a
+# failure it is kept, and its path printed, for inspection (a cluster run leaves ~500 MB, so
+# passing runs must not pile up). A directory the caller named is never removed. Always returns
+# 0 and runs no command that can fail, so that under `set -e` it cannot change the exit status.
+validator_work_cleanup() {
+  if [[ "${validator_work_owned:-0}" != 1 || -z "${work:-}" || ! -d "$work" ]]; then
+    return 0
+  fi
+  if [[ "$1" != 0 ]]; then
+    echo "work directory kept for inspection: $work" >&2
+  elif [[ "${ALDB_KEEP_WORK:-}" == 1 ]]; then
+    echo "work directory kept (ALDB_KEEP_WORK=1): $work" >&2
+  elif ! rm -rf -- "$work"; then
+    echo "could not remove the work directory $work" >&2
+  fi
+  return 0
 }
