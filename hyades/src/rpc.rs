@@ -227,9 +227,16 @@ impl Rpc {
                     let mut out = String::from("[");
                     let mut any = false;
                     let cap = self.limits.max_response_bytes;
+                    // A batch answered by one error (busy, or too large) tells the client none of
+                    // its items' results, so the subscriptions its items started are ended again:
+                    // none may outlive the answer that would have named it.
+                    let mut started = match subs {
+                        Some(ref mut s) => Some(Started { inner: &mut **s, ids: Vec::new() }),
+                        None => None,
+                    };
                     for item in items {
-                        let reborrowed: Option<&mut dyn Subscriptions> = match subs {
-                            Some(ref mut s) => Some(&mut **s),
+                        let reborrowed: Option<&mut dyn Subscriptions> = match started {
+                            Some(ref mut s) => Some(s),
                             None => None,
                         };
                         // Each answer is built within what the batch has left, so the batch
@@ -238,6 +245,7 @@ impl Rpc {
                         hold.base = out.len() + 1;
                         let answer = self.handle_one(item, reborrowed, budget, hold);
                         if hold.refused {
+                            started.iter_mut().for_each(Started::end_all);
                             return Err(Busy);
                         }
                         if let Some(r) = answer {
@@ -245,6 +253,7 @@ impl Rpc {
                                 out.push(',');
                             }
                             if out.len() + r.len() + 1 > cap {
+                                started.iter_mut().for_each(Started::end_all);
                                 return hold.whole(self.too_large(&Value::Null, "the batch's answer")).map(Some);
                             }
                             out.push_str(&r);
@@ -252,6 +261,12 @@ impl Rpc {
                         }
                     }
                     out.push(']');
+                    // The whole answer is held below; refused, it names no subscription either.
+                    let answer = hold.whole(out);
+                    if answer.is_err() {
+                        started.iter_mut().for_each(Started::end_all);
+                    }
+                    let out = answer?;
                     // A batch of only notifications gets no response at all (JSON-RPC 2.0, 6).
                     any.then_some(out)
                 }
@@ -885,6 +900,56 @@ const PROOF_ROOM: usize = 4096;
 
 /// Where the bytes of a body being built are held: the server's response budget, or nowhere
 /// (the plain [`Rpc::handle`]).
+/// A connection's subscriptions, recording the ones a batch starts so that a batch answered by
+/// one error can end them again.
+struct Started<'a> {
+    inner: &'a mut dyn Subscriptions,
+    /// Started so far: (is a record subscription, id).
+    ids: Vec<(bool, u64)>,
+}
+
+impl Started<'_> {
+    fn end_all(&mut self) {
+        for (record, id) in self.ids.drain(..) {
+            if record {
+                self.inner.record_unsubscribe(id);
+            } else {
+                self.inner.unsubscribe(id);
+            }
+        }
+    }
+}
+
+impl Subscriptions for Started<'_> {
+    fn subscribe(&mut self) -> Result<u64, RpcError> {
+        let id = self.inner.subscribe()?;
+        self.ids.push((false, id));
+        Ok(id)
+    }
+
+    fn subscribe_at(&mut self, level: Option<Level>) -> Result<u64, RpcError> {
+        let id = self.inner.subscribe_at(level)?;
+        self.ids.push((false, id));
+        Ok(id)
+    }
+
+    fn unsubscribe(&mut self, id: u64) -> bool {
+        self.ids.retain(|&(record, i)| record || i != id);
+        self.inner.unsubscribe(id)
+    }
+
+    fn record_subscribe(&mut self, from_slot: Option<u64>, commitment: Option<Commitment>) -> Result<u64, RpcError> {
+        let id = self.inner.record_subscribe(from_slot, commitment)?;
+        self.ids.push((true, id));
+        Ok(id)
+    }
+
+    fn record_unsubscribe(&mut self, id: u64) -> bool {
+        self.ids.retain(|&(record, i)| !record || i != id);
+        self.inner.record_unsubscribe(id)
+    }
+}
+
 struct Hold<'a> {
     held: Option<&'a mut Reservation>,
     /// Bytes of the body before the part being built (a batch's earlier answers).

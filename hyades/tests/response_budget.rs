@@ -384,3 +384,36 @@ fn a_record_subscriber_whose_notifications_find_the_budget_spent_is_closed_with_
     });
     assert_eq!(s.ok("getHealth", json!([])), "ok");
 }
+
+#[test]
+fn a_refused_batch_leaves_no_subscription_of_its_items_behind() {
+    let dir = fixture();
+    let s = start(&dir, |_| {});
+    let body = batch();
+    let holders = fill(&s, &body);
+    assert!(!holders.is_empty());
+    // Subscriptions first, then the large items the spent budget refuses: the client is told
+    // "busy" and no id, so neither subscription may stay open.
+    let mut items: Vec<Value> = vec![
+        json!({"jsonrpc": "2.0", "id": "r", "method": "rootSubscribe"}),
+        json!({"jsonrpc": "2.0", "id": "c", "method": "recordSubscribe", "params": [{"fromSlot": 1}]}),
+    ];
+    items.extend(serde_json::from_str::<Vec<Value>>(&body).unwrap());
+    let request = Value::Array(items).to_string();
+    s.rt.block_on(async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&s.ws_url).await.unwrap();
+        ws.send(Message::text(request)).await.unwrap();
+        let m = tokio::time::timeout(WAIT, ws.next()).await.unwrap().unwrap().unwrap();
+        assert_busy(&serde_json::from_str(m.to_text().unwrap()).unwrap());
+        assert_eq!(metric(&s, "hyades_subscribers"), 0.0, "{}", s.metrics());
+        assert_eq!(metric(&s, "hyades_record_subscriptions"), 0.0, "{}", s.metrics());
+        // The connection stays usable, and a subscription asked for alone is kept.
+        let req = json!({"jsonrpc": "2.0", "id": 1, "method": "rootSubscribe"});
+        ws.send(Message::text(req.to_string())).await.unwrap();
+        let m = tokio::time::timeout(WAIT, ws.next()).await.unwrap().unwrap().unwrap();
+        let v: Value = serde_json::from_str(m.to_text().unwrap()).unwrap();
+        assert!(v["result"].is_u64(), "{v}");
+        assert_eq!(metric(&s, "hyades_subscribers"), 1.0, "{}", s.metrics());
+    });
+    drop(holders);
+}
