@@ -230,15 +230,9 @@ impl Rpc {
                     // A batch answered by one error (busy, or too large) tells the client none of
                     // its items' results, so the subscriptions its items started are ended again:
                     // none may outlive the answer that would have named it.
-                    let mut started = match subs {
-                        Some(ref mut s) => Some(Started { inner: &mut **s, ids: Vec::new() }),
-                        None => None,
-                    };
+                    let mut started = subs.as_mut().map(|s| Started { inner: &mut **s, ids: Vec::new() });
                     for item in items {
-                        let reborrowed: Option<&mut dyn Subscriptions> = match started {
-                            Some(ref mut s) => Some(s),
-                            None => None,
-                        };
+                        let reborrowed = started.as_mut().map(|s| s as &mut dyn Subscriptions);
                         // Each answer is built within what the batch has left, so the batch
                         // stops growing at the cap instead of being refused once complete.
                         let budget = cap.saturating_sub(out.len() + 2);
