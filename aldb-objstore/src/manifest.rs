@@ -14,10 +14,16 @@ use serde::{Deserialize, Serialize};
 pub const MANIFEST_NAME: &str = "aldb-manifest.json";
 /// The value of the manifest's `format` field.
 pub const MANIFEST_FORMAT: &str = "aldb-objstore-manifest";
-/// The manifest version this build writes and reads; a reader refuses any other. Version 2 adds
-/// each file's root, parent and writer gap (so a replica lists roots without fetching files) and
-/// the slot-status journal.
-pub const MANIFEST_VERSION: u32 = 2;
+/// The value of a sealed segment's `format` field.
+pub const SEGMENT_FORMAT: &str = "aldb-objstore-manifest-segment";
+/// The manifest version this build writes and reads; a reader refuses any other. Version 2 added
+/// each file's root, parent and writer gap and the slot-status journal; version 3 splits the
+/// manifest into a small head and sealed, immutable segments of older entries.
+pub const MANIFEST_VERSION: u32 = 3;
+/// Where sealed manifest segments live under the prefix.
+pub const SEGMENTS_PREFIX: &str = "manifest";
+/// Entries the head holds before the shipper seals them into a segment, by default.
+pub const DEFAULT_SEAL_ENTRIES: usize = 4096;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
 /// Where vote-evidence log segments live under the prefix, as under a snapshot directory.
@@ -109,15 +115,85 @@ pub struct SegmentObject {
     pub sealed: bool,
 }
 
-/// The manifest of one bucket prefix.
+/// A sealed manifest segment as the head names it: an immutable object holding a contiguous run
+/// of older entries, trusted only when its bytes have the head's size and checksum.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Manifest {
+pub struct SealedSegment {
+    /// The object name under the prefix: `manifest/<generation, 20 digits>-<checksum>.json`, the
+    /// generation of the first head naming it and the checksum of its bytes, so one name never
+    /// stands for two contents.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// XXH3-128 of its bytes, 32 hex digits.
+    pub checksum: String,
+    /// How many snapshot entries it holds.
+    pub snapshots: u64,
+    /// How many record-log segment entries it holds.
+    pub record_segments: u64,
+    /// How many vote-evidence segment entries it holds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vote_segments: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The head object (`aldb-manifest.json`): the recent entries, the journal, and the sealed
+/// segments holding every older entry, oldest first. The only object rewritten; everything it
+/// names is immutable or only grows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Head {
     /// Always [`MANIFEST_FORMAT`].
     pub format: String,
     /// Always [`MANIFEST_VERSION`].
     pub version: u32,
-    /// Increases by one with every manifest the shipper writes.
+    /// Increases by one with every head the shipper writes.
+    pub generation: u64,
+    /// The snapshot format version of the shipper's build (informational).
+    pub snapshot_format: u32,
+    /// The sealed segments, oldest first: their entries come before the head's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed_segments: Vec<SealedSegment>,
+    /// Snapshot entries newer than every sealed one, by ascending sequence number.
+    pub snapshots: Vec<SnapshotObject>,
+    /// Record-log segments after the sealed ones, by ascending first slot.
+    pub record_segments: Vec<SegmentObject>,
+    /// Vote-evidence segments after the sealed ones, by ascending first slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vote_segments: Vec<SegmentObject>,
+    /// The slot-status journal, when the directory has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_journal: Option<JournalObject>,
+}
+
+/// The body of a sealed segment: a contiguous run of entries of each list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentBody {
+    /// Always [`SEGMENT_FORMAT`].
+    pub format: String,
+    /// Always [`MANIFEST_VERSION`].
+    pub version: u32,
+    /// Snapshot entries, by ascending sequence number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotObject>,
+    /// Record-log segment entries, by ascending first slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub record_segments: Vec<SegmentObject>,
+    /// Vote-evidence segment entries, by ascending first slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vote_segments: Vec<SegmentObject>,
+}
+
+/// The manifest of one bucket prefix as readers use it: the entries of every sealed segment and
+/// of the head, in order. Written as a [`Head`] naming [`SegmentBody`] objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// The head's generation.
     pub generation: u64,
     /// The snapshot format version of the shipper's build (informational: each file's header
     /// carries its own, which readers check).
@@ -126,26 +202,25 @@ pub struct Manifest {
     pub snapshots: Vec<SnapshotObject>,
     /// Record-log segments, by ascending first slot.
     pub record_segments: Vec<SegmentObject>,
-    /// Vote-evidence log segments, by ascending first slot; absent when the directory keeps no
-    /// vote log (so a manifest without one reads in a build that does not know the field).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Vote-evidence log segments, by ascending first slot.
     pub vote_segments: Vec<SegmentObject>,
     /// The slot-status journal, when the directory has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_journal: Option<JournalObject>,
+    /// The sealed segments, oldest first: together they hold the leading entries of each list
+    /// above (as many as their counts say), the head the rest.
+    pub sealed_segments: Vec<SealedSegment>,
 }
 
 impl Default for Manifest {
     fn default() -> Self {
         Self {
-            format: MANIFEST_FORMAT.to_string(),
-            version: MANIFEST_VERSION,
             generation: 0,
             snapshot_format: aldb_format::FORMAT_VERSION,
             snapshots: Vec::new(),
             record_segments: Vec::new(),
             vote_segments: Vec::new(),
             status_journal: None,
+            sealed_segments: Vec::new(),
         }
     }
 }
@@ -207,15 +282,265 @@ pub struct BucketSlot {
     pub oldest_seq: u64,
 }
 
-impl Manifest {
-    /// Parses and checks a manifest: what it does not understand is refused, never guessed at.
+impl Head {
+    /// Parses a head and checks what can be checked without its segments: what it does not
+    /// understand (another format or version, an unknown field) is refused, never guessed at.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest: {e}"))?;
-        if m.format != MANIFEST_FORMAT {
-            return Err(format!("format {:?}, expected {MANIFEST_FORMAT:?}", m.format));
+        let h: Head = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest: {e}"))?;
+        if h.format != MANIFEST_FORMAT {
+            return Err(format!("format {:?}, expected {MANIFEST_FORMAT:?}", h.format));
         }
-        if m.version != MANIFEST_VERSION {
-            return Err(format!("manifest version {}, this build reads {MANIFEST_VERSION}", m.version));
+        if h.version != MANIFEST_VERSION {
+            return Err(format!("manifest version {}, this build reads {MANIFEST_VERSION}", h.version));
+        }
+        for r in &h.sealed_segments {
+            if parse_checksum(&r.checksum).is_none() {
+                return Err(format!("sealed segment {:?}: bad checksum {:?}", r.name, r.checksum));
+            }
+            if parse_sealed_name(&r.name).is_none_or(|(_, sum)| sum != r.checksum) {
+                return Err(format!("sealed segment {:?} does not name its checksum {}", r.name, r.checksum));
+            }
+        }
+        Ok(h)
+    }
+
+    /// The head as stored: pretty JSON, one field a line, for operators reading it.
+    pub fn encode(&self) -> Vec<u8> {
+        // Serialising plain strings and integers cannot fail.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+}
+
+impl SegmentBody {
+    /// Parses a segment's bytes, refusing another format or version and unknown fields.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let b: SegmentBody = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest segment: {e}"))?;
+        if b.format != SEGMENT_FORMAT {
+            return Err(format!("format {:?}, expected {SEGMENT_FORMAT:?}", b.format));
+        }
+        if b.version != MANIFEST_VERSION {
+            return Err(format!("manifest segment version {}, this build reads {MANIFEST_VERSION}", b.version));
+        }
+        Ok(b)
+    }
+
+    /// The segment as stored: compact JSON (it is large and read by programs only).
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Checks a sealed segment's bytes against the head's entry for it (size, checksum, then the
+/// entries it holds of each list) and parses them: a segment is trusted only whole.
+pub fn verify_segment(r: &SealedSegment, bytes: &[u8]) -> Result<SegmentBody, String> {
+    if bytes.len() as u64 != r.size {
+        return Err(format!("{} bytes, the head names {}", bytes.len(), r.size));
+    }
+    if parse_checksum(&r.checksum) != Some(xxhash_rust::xxh3::xxh3_128(bytes)) {
+        return Err("its checksum is not the head's".into());
+    }
+    let b = SegmentBody::decode(bytes)?;
+    let counts = (b.snapshots.len() as u64, b.record_segments.len() as u64, b.vote_segments.len() as u64);
+    if counts != (r.snapshots, r.record_segments, r.vote_segments) {
+        return Err(format!(
+            "it holds {counts:?} entries, the head names ({}, {}, {})",
+            r.snapshots, r.record_segments, r.vote_segments
+        ));
+    }
+    Ok(b)
+}
+
+/// The object name of a sealed segment first named by the head of `generation`, whose bytes have
+/// checksum `sum`.
+pub fn sealed_object_name(generation: u64, sum: u128) -> String {
+    format!("{SEGMENTS_PREFIX}/{generation:020}-{}.json", checksum_hex(sum))
+}
+
+/// The generation and checksum a sealed segment's object name spells; only the exact spelling.
+pub fn parse_sealed_name(name: &str) -> Option<(u64, &str)> {
+    let rest = name.strip_prefix(SEGMENTS_PREFIX)?.strip_prefix('/')?.strip_suffix(".json")?;
+    let (g, sum) = rest.split_once('-')?;
+    if g.len() != 20 || !g.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    parse_checksum(sum)?;
+    Some((g.parse().ok()?, sum))
+}
+
+impl Manifest {
+    /// Puts a head and its sealed segments' bodies (in the head's order, each verified with
+    /// [`verify_segment`]) together, and checks the whole.
+    pub fn assemble(head: Head, bodies: &[&SegmentBody]) -> Result<Self, String> {
+        if bodies.len() != head.sealed_segments.len() {
+            return Err(format!("{} sealed segments named, {} given", head.sealed_segments.len(), bodies.len()));
+        }
+        let mut m = Manifest {
+            generation: head.generation,
+            snapshot_format: head.snapshot_format,
+            status_journal: head.status_journal,
+            sealed_segments: head.sealed_segments,
+            ..Manifest::default()
+        };
+        for b in bodies {
+            m.snapshots.extend(b.snapshots.iter().cloned());
+            m.record_segments.extend(b.record_segments.iter().cloned());
+            m.vote_segments.extend(b.vote_segments.iter().cloned());
+        }
+        m.snapshots.extend(head.snapshots);
+        m.record_segments.extend(head.record_segments);
+        m.vote_segments.extend(head.vote_segments);
+        m.check()?;
+        Ok(m)
+    }
+
+    /// Parses and checks a head that names no sealed segment (a manifest small enough to live
+    /// in its head alone).
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let head = Head::decode(bytes)?;
+        if !head.sealed_segments.is_empty() {
+            return Err("the head names sealed segments: read them first".into());
+        }
+        Self::assemble(head, &[])
+    }
+
+    /// How many leading entries of each list (snapshots, record segments, vote segments) the
+    /// sealed segments hold.
+    pub fn sealed_counts(&self) -> (usize, usize, usize) {
+        let n = |f: fn(&SealedSegment) -> u64| {
+            usize::try_from(self.sealed_segments.iter().map(f).sum::<u64>()).unwrap_or(usize::MAX)
+        };
+        (n(|r| r.snapshots), n(|r| r.record_segments), n(|r| r.vote_segments))
+    }
+
+    /// Entries the head holds itself.
+    pub fn unsealed_entries(&self) -> usize {
+        let (s, r, v) = self.sealed_counts();
+        self.snapshots.len().saturating_sub(s)
+            + self.record_segments.len().saturating_sub(r)
+            + self.vote_segments.len().saturating_sub(v)
+    }
+
+    /// The head of this manifest: its unsealed entries and the sealed segments' names.
+    pub fn head(&self) -> Head {
+        let (s, r, v) = self.sealed_counts();
+        Head {
+            format: MANIFEST_FORMAT.to_string(),
+            version: MANIFEST_VERSION,
+            generation: self.generation,
+            snapshot_format: self.snapshot_format,
+            sealed_segments: self.sealed_segments.clone(),
+            snapshots: self.snapshots.get(s..).unwrap_or_default().to_vec(),
+            record_segments: self.record_segments.get(r..).unwrap_or_default().to_vec(),
+            vote_segments: self.vote_segments.get(v..).unwrap_or_default().to_vec(),
+            status_journal: self.status_journal.clone(),
+        }
+    }
+
+    /// The head as stored.
+    pub fn encode_head(&self) -> Vec<u8> {
+        self.head().encode()
+    }
+
+    /// The segment that would seal the head's entries now, for the head of `generation`: every
+    /// unsealed snapshot entry and every unsealed log entry but each log's newest (which may
+    /// still grow). `None` when there is nothing to seal. The caller uploads it, then names it
+    /// by pushing the entry onto `sealed_segments`.
+    pub fn seal(&self, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
+        let (s, r, v) = self.sealed_counts();
+        let upto = |len: usize, sealed: usize| len.saturating_sub(1).max(sealed);
+        let body = SegmentBody {
+            format: SEGMENT_FORMAT.to_string(),
+            version: MANIFEST_VERSION,
+            snapshots: self.snapshots.get(s..).unwrap_or_default().to_vec(),
+            record_segments: self
+                .record_segments
+                .get(r..upto(self.record_segments.len(), r))
+                .unwrap_or_default()
+                .to_vec(),
+            vote_segments: self.vote_segments.get(v..upto(self.vote_segments.len(), v)).unwrap_or_default().to_vec(),
+        };
+        segment_of(body, generation)
+    }
+
+    /// This manifest without the entries whose place in `snapshots`, `records` or `votes` (one
+    /// flag an entry of each list) is `false`: a sealed segment left with no entry is dropped,
+    /// one left with some is replaced by a new segment of the rest, named for the head of
+    /// `generation`. The new segments must be uploaded before a head naming them is written, and
+    /// the objects in `gone` (the entries' own and the segments dropped or replaced) deleted only
+    /// after.
+    pub fn retained(&self, snapshots: &[bool], records: &[bool], votes: &[bool], generation: u64) -> Retained {
+        fn pick<T: Clone>(items: &[T], keep: &[bool], range: std::ops::Range<usize>) -> Vec<T> {
+            items
+                .get(range.clone())
+                .unwrap_or_default()
+                .iter()
+                .zip(keep.get(range).unwrap_or_default())
+                .filter(|(_, k)| **k)
+                .map(|(i, _)| i.clone())
+                .collect()
+        }
+        fn all<T: Clone>(items: &[T], keep: &[bool]) -> Vec<T> {
+            pick(items, keep, 0..items.len())
+        }
+        let mut gone: Vec<String> = Vec::new();
+        for (names, keep) in [
+            (self.snapshots.iter().map(|s| &s.name).collect::<Vec<_>>(), snapshots),
+            (self.record_segments.iter().map(|g| &g.name).collect(), records),
+            (self.vote_segments.iter().map(|g| &g.name).collect(), votes),
+        ] {
+            gone.extend(names.iter().zip(keep).filter(|(_, k)| !**k).map(|(n, _)| (*n).clone()));
+        }
+        let mut out = Manifest {
+            snapshots: all(&self.snapshots, snapshots),
+            record_segments: all(&self.record_segments, records),
+            vote_segments: all(&self.vote_segments, votes),
+            sealed_segments: Vec::new(),
+            ..self.clone_head_fields()
+        };
+        let mut uploads = Vec::new();
+        let (mut s, mut r, mut v) = (0usize, 0usize, 0usize);
+        let n = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        for seg in &self.sealed_segments {
+            let (se, re, ve) = (s + n(seg.snapshots), r + n(seg.record_segments), v + n(seg.vote_segments));
+            let body = SegmentBody {
+                format: SEGMENT_FORMAT.to_string(),
+                version: MANIFEST_VERSION,
+                snapshots: pick(&self.snapshots, snapshots, s..se),
+                record_segments: pick(&self.record_segments, records, r..re),
+                vote_segments: pick(&self.vote_segments, votes, v..ve),
+            };
+            let left = (body.snapshots.len(), body.record_segments.len(), body.vote_segments.len());
+            if left == (se - s, re - r, ve - v) {
+                out.sealed_segments.push(seg.clone());
+            } else {
+                gone.push(seg.name.clone());
+                if let Some((rebuilt, bytes)) = segment_of(body, generation) {
+                    out.sealed_segments.push(rebuilt.clone());
+                    uploads.push((rebuilt, bytes));
+                }
+            }
+            (s, r, v) = (se, re, ve);
+        }
+        Retained { manifest: out, uploads, gone }
+    }
+
+    /// A copy of the fields that are not entry lists.
+    fn clone_head_fields(&self) -> Manifest {
+        Manifest {
+            generation: self.generation,
+            snapshot_format: self.snapshot_format,
+            status_journal: self.status_journal.clone(),
+            ..Manifest::default()
+        }
+    }
+
+    /// Checks the whole: names, order, checksums, roots, and that the sealed segments' counts
+    /// fit the lists.
+    pub fn check(&self) -> Result<(), String> {
+        let m = self;
+        let (s, r, v) = m.sealed_counts();
+        if s > m.snapshots.len() || r > m.record_segments.len() || v > m.vote_segments.len() {
+            return Err("the sealed segments' counts exceed the entries".into());
         }
         let mut prev = None;
         for s in &m.snapshots {
@@ -264,13 +589,7 @@ impl Manifest {
                 return Err(format!("journal entry {:?}: bad checksum {:?}", j.name, j.checksum));
             }
         }
-        Ok(m)
-    }
-
-    /// The manifest as stored: pretty JSON, one field a line, for operators reading it.
-    pub fn encode(&self) -> Vec<u8> {
-        // Serialising plain strings and integers cannot fail.
-        serde_json::to_vec_pretty(self).unwrap_or_default()
+        Ok(())
     }
 
     /// The snapshot entry of sequence number `seq`.
@@ -304,6 +623,36 @@ impl Manifest {
         let hi = self.snapshots.partition_point(|s| s.seq <= b.seq);
         self.snapshots[lo..hi].iter().collect()
     }
+}
+
+/// What [`Manifest::retained`] leaves.
+#[derive(Clone, Debug)]
+pub struct Retained {
+    /// The manifest without the entries dropped.
+    pub manifest: Manifest,
+    /// New sealed segments (replacing ones that lost some entries), to upload before the head.
+    pub uploads: Vec<(SealedSegment, Vec<u8>)>,
+    /// Objects no longer named, to delete after the head.
+    pub gone: Vec<String>,
+}
+
+/// A sealed segment of `body`'s entries for the head of `generation`: its name, size, checksum
+/// and counts, and its bytes. `None` when the body holds no entry.
+pub fn segment_of(body: SegmentBody, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
+    if body.snapshots.is_empty() && body.record_segments.is_empty() && body.vote_segments.is_empty() {
+        return None;
+    }
+    let bytes = body.encode();
+    let sum = xxhash_rust::xxh3::xxh3_128(&bytes);
+    let r = SealedSegment {
+        name: sealed_object_name(generation, sum),
+        size: bytes.len() as u64,
+        checksum: checksum_hex(sum),
+        snapshots: body.snapshots.len() as u64,
+        record_segments: body.record_segments.len() as u64,
+        vote_segments: body.vote_segments.len() as u64,
+    };
+    Some((r, bytes))
 }
 
 /// Checks a list of segment entries: names that spell their first slot (`first_of` parses the
@@ -354,15 +703,23 @@ mod tests {
             checksum: checksum_hex(7),
             sealed: false,
         });
-        let bytes = m.encode();
+        let bytes = m.encode_head();
         assert_eq!(Manifest::decode(&bytes), Ok(m.clone()));
         let edited = |f: &dyn Fn(&mut Manifest)| {
             let mut x = m.clone();
             f(&mut x);
-            Manifest::decode(&x.encode())
+            Manifest::decode(&x.encode_head())
         };
-        assert!(edited(&|x| x.version = 1).is_err());
-        assert!(edited(&|x| x.format = "other".into()).is_err());
+        let head_edited = |f: &dyn Fn(&mut Head)| {
+            let mut h = m.head();
+            f(&mut h);
+            Manifest::decode(&h.encode())
+        };
+        for v in [1, 2, 4] {
+            let err = head_edited(&|h| h.version = v).unwrap_err();
+            assert!(err.contains(&format!("manifest version {v}")) && err.contains("reads 3"), "{err}");
+        }
+        assert!(head_edited(&|h| h.format = "other".into()).is_err());
         assert!(edited(&|x| x.snapshots.swap(0, 1)).is_err());
         assert!(edited(&|x| x.snapshots[1].slot = 99).is_err());
         assert!(edited(&|x| x.snapshots[1].oldest_seq = 3).is_err());
@@ -413,7 +770,7 @@ mod tests {
             ],
             ..Manifest::default()
         };
-        assert_eq!(Manifest::decode(&m.encode()), Ok(m.clone()));
+        assert_eq!(Manifest::decode(&m.encode_head()), Ok(m.clone()));
         let s = m.servable();
         assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 11]);
         assert_eq!(m.chain(&s[&11]).iter().map(|o| o.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
@@ -423,7 +780,7 @@ mod tests {
         let edited = |f: &dyn Fn(&mut Manifest)| {
             let mut x = m.clone();
             f(&mut x);
-            Manifest::decode(&x.encode())
+            Manifest::decode(&x.encode_head())
         };
         assert!(edited(&|x| x.snapshots[0].root = root_hex(&[1; 32])).is_err(), "a part with a root");
         assert!(edited(&|x| x.snapshots[0].gap = Some(WriterGap { after: None })).is_err(), "a part with a gap");
@@ -443,5 +800,114 @@ mod tests {
         assert_eq!(m.chain(&s[&14]).iter().map(|o| o.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
         assert_eq!(parse_checksum(&checksum_hex(u128::MAX)), Some(u128::MAX));
         assert_eq!(parse_checksum("ABCDEF0123456789abcdef0123456789"), None);
+    }
+
+    fn record(first: u64, sealed: bool) -> SegmentObject {
+        SegmentObject {
+            name: segment_object_name(&aldb_format::records::segment_name(first)),
+            first_slot: first,
+            last_slot: Some(first + 1),
+            size: 16,
+            checksum: checksum_hex(u128::from(first)),
+            sealed,
+        }
+    }
+
+    /// Puts a manifest back together from its head and the bodies of the segments it names, as
+    /// a reader does.
+    fn reassemble(m: &Manifest, objects: &BTreeMap<String, Vec<u8>>) -> Result<Manifest, String> {
+        let head = Head::decode(&m.encode_head())?;
+        let bodies: Vec<SegmentBody> = head
+            .sealed_segments
+            .iter()
+            .map(|r| verify_segment(r, objects.get(&r.name).ok_or("missing")?))
+            .collect::<Result<_, String>>()?;
+        Manifest::assemble(head, &bodies.iter().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn sealed_segments_hold_the_older_entries_and_round_trip() {
+        let mut m = Manifest::default();
+        let mut objects = BTreeMap::new();
+        for seq in 1..=10 {
+            m.snapshots.push(snap(seq, 100 + seq, 1));
+        }
+        m.record_segments = vec![record(100, true), record(104, true), record(108, false)];
+        let (r, bytes) = m.seal(7).unwrap();
+        // Everything but each log's newest entry, which may still grow.
+        assert_eq!((r.snapshots, r.record_segments, r.vote_segments), (10, 2, 0));
+        assert_eq!(parse_sealed_name(&r.name), Some((7, r.checksum.as_str())));
+        objects.insert(r.name.clone(), bytes.clone());
+        m.sealed_segments.push(r.clone());
+        assert_eq!(m.unsealed_entries(), 1);
+        let head = m.head();
+        assert!(head.snapshots.is_empty() && head.record_segments.len() == 1, "{head:?}");
+        for seq in 11..=13 {
+            m.snapshots.push(snap(seq, 100 + seq, 1));
+        }
+        assert_eq!(m.unsealed_entries(), 4);
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()));
+        assert!(Manifest::decode(&m.encode_head()).unwrap_err().contains("sealed segments"));
+
+        // A segment is trusted only whole and only as the head names it.
+        let mut flipped = bytes.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 1;
+        assert!(verify_segment(&r, &flipped).unwrap_err().contains("checksum"));
+        assert!(verify_segment(&r, &bytes[..bytes.len() - 1]).unwrap_err().contains("bytes"));
+        let miscounted = SealedSegment { snapshots: 9, ..r.clone() };
+        assert!(verify_segment(&miscounted, &bytes).unwrap_err().contains("entries"));
+        // A segment of another version or with a field this build does not know is refused.
+        let mut body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        body["version"] = serde_json::json!(2);
+        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().contains("version 2"));
+        let mut body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        body["extra"] = serde_json::json!(1);
+        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().contains("extra"));
+        // The head must spell each segment's checksum in its name.
+        let mut h = m.head();
+        h.sealed_segments[0].name = sealed_object_name(7, 5);
+        assert!(Head::decode(&h.encode()).unwrap_err().contains("does not name its checksum"));
+        let mut unknown: serde_json::Value = serde_json::from_slice(&m.encode_head()).unwrap();
+        unknown["sealed_segments"][0]["extra"] = serde_json::json!(1);
+        assert!(Head::decode(&serde_json::to_vec(&unknown).unwrap()).unwrap_err().contains("extra"));
+
+        // Entries out of order across a segment and the head are refused when assembled.
+        let mut bad = m.clone();
+        bad.snapshots[10] = snap(3, 200, 1);
+        assert!(reassemble(&bad, &objects).unwrap_err().contains("ascending"));
+    }
+
+    #[test]
+    fn retention_drops_whole_segments_and_rewrites_the_boundary_one() {
+        let mut m = Manifest::default();
+        let mut objects = BTreeMap::new();
+        for seq in 1..=12 {
+            m.snapshots.push(snap(seq, 100 + seq, seq));
+            if seq % 4 == 0 {
+                let (r, bytes) = m.seal(seq).unwrap();
+                objects.insert(r.name.clone(), bytes);
+                m.sealed_segments.push(r);
+            }
+        }
+        m.snapshots.push(snap(13, 113, 13));
+        let names: Vec<String> = m.sealed_segments.iter().map(|r| r.name.clone()).collect();
+        // Keep sequence 6 on: the first segment (1..=4) goes, the second (5..=8) loses one entry.
+        let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 6).collect();
+        let out = m.retained(&keep, &[], &[], 20);
+        assert_eq!(out.manifest.snapshots.first().map(|s| s.seq), Some(6));
+        assert_eq!(out.uploads.len(), 1, "the boundary segment is rewritten as a new object");
+        let (rebuilt, bytes) = &out.uploads[0];
+        assert_eq!(rebuilt.snapshots, 3);
+        assert_ne!(&rebuilt.name, &names[1], "never modified in place");
+        assert_eq!(out.manifest.sealed_segments, vec![rebuilt.clone(), m.sealed_segments[2].clone()]);
+        for n in &names[..2] {
+            assert!(out.gone.contains(n), "{n} is deleted after the head: {:?}", out.gone);
+        }
+        assert!(!out.gone.contains(&names[2]));
+        assert_eq!(out.gone.iter().filter(|n| n.ends_with(".snap")).count(), 5);
+        objects.insert(rebuilt.name.clone(), bytes.clone());
+        assert_eq!(reassemble(&out.manifest, &objects), Ok(out.manifest.clone()));
+        assert_eq!(out.manifest.servable().len(), 8);
     }
 }
