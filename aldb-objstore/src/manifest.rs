@@ -141,6 +141,29 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// How many leading entries of each list the sealed segments hold that the archive's retention
+/// dropped: a reader skips them, and their objects may be gone. Dropping them this way leaves
+/// every segment unchanged; a segment all of whose entries are dropped is no longer named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pruned {
+    /// Leading snapshot entries dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub snapshots: u64,
+    /// Leading record-log segment entries dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub record_segments: u64,
+    /// Leading vote-evidence segment entries dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vote_segments: u64,
+}
+
+impl Pruned {
+    fn is_none(&self) -> bool {
+        *self == Pruned::default()
+    }
+}
+
 /// The head object (`aldb-manifest.json`): the recent entries, the journal, and the sealed
 /// segments holding every older entry, oldest first. The only object rewritten; everything it
 /// names is immutable or only grows.
@@ -158,6 +181,9 @@ pub struct Head {
     /// The sealed segments, oldest first: their entries come before the head's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sealed_segments: Vec<SealedSegment>,
+    /// Leading entries of the sealed segments that are no longer named.
+    #[serde(default, skip_serializing_if = "Pruned::is_none")]
+    pub pruned: Pruned,
     /// Snapshot entries newer than every sealed one, by ascending sequence number.
     pub snapshots: Vec<SnapshotObject>,
     /// Record-log segments after the sealed ones, by ascending first slot.
@@ -207,8 +233,11 @@ pub struct Manifest {
     /// The slot-status journal, when the directory has one.
     pub status_journal: Option<JournalObject>,
     /// The sealed segments, oldest first: together they hold the leading entries of each list
-    /// above (as many as their counts say), the head the rest.
+    /// above (as many as their counts say, less those `pruned`), the head the rest.
     pub sealed_segments: Vec<SealedSegment>,
+    /// Leading entries of the sealed segments dropped by the archive's retention: not in the
+    /// lists above.
+    pub pruned: Pruned,
 }
 
 impl Default for Manifest {
@@ -221,6 +250,7 @@ impl Default for Manifest {
             vote_segments: Vec::new(),
             status_journal: None,
             sealed_segments: Vec::new(),
+            pruned: Pruned::default(),
         }
     }
 }
@@ -379,13 +409,24 @@ impl Manifest {
             snapshot_format: head.snapshot_format,
             status_journal: head.status_journal,
             sealed_segments: head.sealed_segments,
+            pruned: head.pruned,
             ..Manifest::default()
         };
-        for b in bodies {
-            m.snapshots.extend(b.snapshots.iter().cloned());
-            m.record_segments.extend(b.record_segments.iter().cloned());
-            m.vote_segments.extend(b.vote_segments.iter().cloned());
+        let total = |f: fn(&SealedSegment) -> u64| m.sealed_segments.iter().map(f).sum::<u64>();
+        let p = m.pruned;
+        if p.snapshots > total(|r| r.snapshots)
+            || p.record_segments > total(|r| r.record_segments)
+            || p.vote_segments > total(|r| r.vote_segments)
+        {
+            return Err(format!("the head drops more entries ({p:?}) than its sealed segments hold"));
         }
+        let skip = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        let mut entries = bodies.iter().flat_map(|b| b.snapshots.iter());
+        m.snapshots.extend(entries.by_ref().skip(skip(p.snapshots)).cloned());
+        let mut entries = bodies.iter().flat_map(|b| b.record_segments.iter());
+        m.record_segments.extend(entries.by_ref().skip(skip(p.record_segments)).cloned());
+        let mut entries = bodies.iter().flat_map(|b| b.vote_segments.iter());
+        m.vote_segments.extend(entries.by_ref().skip(skip(p.vote_segments)).cloned());
         m.snapshots.extend(head.snapshots);
         m.record_segments.extend(head.record_segments);
         m.vote_segments.extend(head.vote_segments);
@@ -404,12 +445,18 @@ impl Manifest {
     }
 
     /// How many leading entries of each list (snapshots, record segments, vote segments) the
-    /// sealed segments hold.
+    /// sealed segments hold, those pruned not counted.
     pub fn sealed_counts(&self) -> (usize, usize, usize) {
-        let n = |f: fn(&SealedSegment) -> u64| {
-            usize::try_from(self.sealed_segments.iter().map(f).sum::<u64>()).unwrap_or(usize::MAX)
+        let n = |f: fn(&SealedSegment) -> u64, pruned: u64| {
+            usize::try_from(self.sealed_segments.iter().map(f).sum::<u64>().saturating_sub(pruned))
+                .unwrap_or(usize::MAX)
         };
-        (n(|r| r.snapshots), n(|r| r.record_segments), n(|r| r.vote_segments))
+        let p = self.pruned;
+        (
+            n(|r| r.snapshots, p.snapshots),
+            n(|r| r.record_segments, p.record_segments),
+            n(|r| r.vote_segments, p.vote_segments),
+        )
     }
 
     /// Entries the head holds itself.
@@ -429,6 +476,7 @@ impl Manifest {
             generation: self.generation,
             snapshot_format: self.snapshot_format,
             sealed_segments: self.sealed_segments.clone(),
+            pruned: self.pruned,
             snapshots: self.snapshots.get(s..).unwrap_or_default().to_vec(),
             record_segments: self.record_segments.get(r..).unwrap_or_default().to_vec(),
             vote_segments: self.vote_segments.get(v..).unwrap_or_default().to_vec(),
@@ -462,76 +510,36 @@ impl Manifest {
         segment_of(body, generation)
     }
 
-    /// This manifest without the entries whose place in `snapshots`, `records` or `votes` (one
-    /// flag an entry of each list) is `false`: a sealed segment left with no entry is dropped,
-    /// one left with some is replaced by a new segment of the rest, named for the head of
-    /// `generation`. The new segments must be uploaded before a head naming them is written, and
-    /// the objects in `gone` (the entries' own and the segments dropped or replaced) deleted only
-    /// after.
-    pub fn retained(&self, snapshots: &[bool], records: &[bool], votes: &[bool], generation: u64) -> Retained {
-        fn pick<T: Clone>(items: &[T], keep: &[bool], range: std::ops::Range<usize>) -> Vec<T> {
-            items
-                .get(range.clone())
-                .unwrap_or_default()
-                .iter()
-                .zip(keep.get(range).unwrap_or_default())
-                .filter(|(_, k)| **k)
-                .map(|(i, _)| i.clone())
-                .collect()
-        }
-        fn all<T: Clone>(items: &[T], keep: &[bool]) -> Vec<T> {
-            pick(items, keep, 0..items.len())
-        }
-        let mut gone: Vec<String> = Vec::new();
-        for (names, keep) in [
-            (self.snapshots.iter().map(|s| &s.name).collect::<Vec<_>>(), snapshots),
-            (self.record_segments.iter().map(|g| &g.name).collect(), records),
-            (self.vote_segments.iter().map(|g| &g.name).collect(), votes),
-        ] {
-            gone.extend(names.iter().zip(keep).filter(|(_, k)| !**k).map(|(n, _)| (*n).clone()));
-        }
-        let mut out = Manifest {
-            snapshots: all(&self.snapshots, snapshots),
-            record_segments: all(&self.record_segments, records),
-            vote_segments: all(&self.vote_segments, votes),
-            sealed_segments: Vec::new(),
-            ..self.clone_head_fields()
-        };
-        let mut uploads = Vec::new();
-        let (mut s, mut r, mut v) = (0usize, 0usize, 0usize);
-        let n = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-        for seg in &self.sealed_segments {
-            let (se, re, ve) = (s + n(seg.snapshots), r + n(seg.record_segments), v + n(seg.vote_segments));
-            let body = SegmentBody {
-                format: SEGMENT_FORMAT.to_string(),
-                version: MANIFEST_VERSION,
-                snapshots: pick(&self.snapshots, snapshots, s..se),
-                record_segments: pick(&self.record_segments, records, r..re),
-                vote_segments: pick(&self.vote_segments, votes, v..ve),
-            };
-            let left = (body.snapshots.len(), body.record_segments.len(), body.vote_segments.len());
-            if left == (se - s, re - r, ve - v) {
-                out.sealed_segments.push(seg.clone());
-            } else {
-                gone.push(seg.name.clone());
-                if let Some((rebuilt, bytes)) = segment_of(body, generation) {
-                    out.sealed_segments.push(rebuilt.clone());
-                    uploads.push((rebuilt, bytes));
-                }
+    /// Drops the leading entries of each list whose flag in `snapshots`, `records` or `votes`
+    /// (one flag an entry) is `false`, up to the first kept one (retention drops the oldest;
+    /// an entry it spares stops the drop there). Entries in sealed segments are dropped by
+    /// raising the head's floor ([`Manifest::pruned`]), so no segment is rewritten; a segment
+    /// left wholly below the floor is no longer named. Returns the objects no longer named (the
+    /// entries' own and those segments): delete them only after the head is written.
+    pub fn prune_leading(&mut self, snapshots: &[bool], records: &[bool], votes: &[bool]) -> Vec<String> {
+        let lead = |mask: &[bool]| mask.iter().take_while(|k| !**k).count();
+        let (ps, pr, pv) = (lead(snapshots), lead(records), lead(votes));
+        let (ss, sr, sv) = self.sealed_counts();
+        let mut gone: Vec<String> = self.snapshots.drain(..ps.min(self.snapshots.len())).map(|s| s.name).collect();
+        gone.extend(self.record_segments.drain(..pr.min(self.record_segments.len())).map(|g| g.name));
+        gone.extend(self.vote_segments.drain(..pv.min(self.vote_segments.len())).map(|g| g.name));
+        let n = |x: usize| x as u64;
+        let floor = &mut self.pruned;
+        floor.snapshots += n(ps.min(ss));
+        floor.record_segments += n(pr.min(sr));
+        floor.vote_segments += n(pv.min(sv));
+        while let Some(r) = self.sealed_segments.first() {
+            let f = &self.pruned;
+            if r.snapshots > f.snapshots || r.record_segments > f.record_segments || r.vote_segments > f.vote_segments {
+                break;
             }
-            (s, r, v) = (se, re, ve);
+            let r = self.sealed_segments.remove(0);
+            self.pruned.snapshots -= r.snapshots;
+            self.pruned.record_segments -= r.record_segments;
+            self.pruned.vote_segments -= r.vote_segments;
+            gone.push(r.name);
         }
-        Retained { manifest: out, uploads, gone }
-    }
-
-    /// A copy of the fields that are not entry lists.
-    fn clone_head_fields(&self) -> Manifest {
-        Manifest {
-            generation: self.generation,
-            snapshot_format: self.snapshot_format,
-            status_journal: self.status_journal.clone(),
-            ..Manifest::default()
-        }
+        gone
     }
 
     /// Checks the whole: names, order, checksums, roots, and that the sealed segments' counts
@@ -623,17 +631,6 @@ impl Manifest {
         let hi = self.snapshots.partition_point(|s| s.seq <= b.seq);
         self.snapshots[lo..hi].iter().collect()
     }
-}
-
-/// What [`Manifest::retained`] leaves.
-#[derive(Clone, Debug)]
-pub struct Retained {
-    /// The manifest without the entries dropped.
-    pub manifest: Manifest,
-    /// New sealed segments (replacing ones that lost some entries), to upload before the head.
-    pub uploads: Vec<(SealedSegment, Vec<u8>)>,
-    /// Objects no longer named, to delete after the head.
-    pub gone: Vec<String>,
 }
 
 /// A sealed segment of `body`'s entries for the head of `generation`: its name, size, checksum
@@ -879,7 +876,7 @@ mod tests {
     }
 
     #[test]
-    fn retention_drops_whole_segments_and_rewrites_the_boundary_one() {
+    fn retention_raises_the_floor_and_drops_whole_segments() {
         let mut m = Manifest::default();
         let mut objects = BTreeMap::new();
         for seq in 1..=12 {
@@ -892,22 +889,31 @@ mod tests {
         }
         m.snapshots.push(snap(13, 113, 13));
         let names: Vec<String> = m.sealed_segments.iter().map(|r| r.name.clone()).collect();
-        // Keep sequence 6 on: the first segment (1..=4) goes, the second (5..=8) loses one entry.
+        // Keep sequence 6 on: the first segment (1..=4) goes, the second (5..=8) keeps 6..=8.
         let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 6).collect();
-        let out = m.retained(&keep, &[], &[], 20);
-        assert_eq!(out.manifest.snapshots.first().map(|s| s.seq), Some(6));
-        assert_eq!(out.uploads.len(), 1, "the boundary segment is rewritten as a new object");
-        let (rebuilt, bytes) = &out.uploads[0];
-        assert_eq!(rebuilt.snapshots, 3);
-        assert_ne!(&rebuilt.name, &names[1], "never modified in place");
-        assert_eq!(out.manifest.sealed_segments, vec![rebuilt.clone(), m.sealed_segments[2].clone()]);
-        for n in &names[..2] {
-            assert!(out.gone.contains(n), "{n} is deleted after the head: {:?}", out.gone);
-        }
-        assert!(!out.gone.contains(&names[2]));
-        assert_eq!(out.gone.iter().filter(|n| n.ends_with(".snap")).count(), 5);
-        objects.insert(rebuilt.name.clone(), bytes.clone());
-        assert_eq!(reassemble(&out.manifest, &objects), Ok(out.manifest.clone()));
-        assert_eq!(out.manifest.servable().len(), 8);
+        let gone = m.prune_leading(&keep, &[], &[]);
+        assert_eq!(m.snapshots.first().map(|s| s.seq), Some(6));
+        assert_eq!(m.sealed_segments.iter().map(|r| &r.name).collect::<Vec<_>>(), vec![&names[1], &names[2]]);
+        assert_eq!(m.pruned, Pruned { snapshots: 1, ..Pruned::default() }, "sequence 5 is below the floor");
+        assert!(gone.contains(&names[0]) && !gone.contains(&names[1]), "{gone:?}");
+        assert_eq!(gone.iter().filter(|n| n.ends_with(".snap")).count(), 5);
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()), "no segment was rewritten");
+        assert_eq!(m.servable().len(), 8);
+        assert_eq!(m.unsealed_entries(), 1);
+        // An entry retention spares stops the drop there; dropping into the head's own entries
+        // leaves no segment named.
+        let mut keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 13).collect();
+        keep[2] = true;
+        m.prune_leading(&keep, &[], &[]);
+        assert_eq!(m.snapshots.first().map(|s| s.seq), Some(8));
+        let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 13).collect();
+        let gone = m.prune_leading(&keep, &[], &[]);
+        assert!(m.sealed_segments.is_empty() && m.pruned == Pruned::default(), "{m:?}");
+        assert!(gone.contains(&names[1]) && gone.contains(&names[2]), "{gone:?}");
+        assert_eq!(Manifest::decode(&m.encode_head()), Ok(m.clone()));
+        // A floor beyond what the segments hold is refused.
+        let mut h = m.head();
+        h.pruned.snapshots = 1;
+        assert!(Manifest::assemble(h, &[]).unwrap_err().contains("drops more"));
     }
 }

@@ -687,9 +687,9 @@ impl Shipper {
 
     /// With an archive retention, drops from the manifest the files no kept slot reaches and
     /// the sealed segments of both logs older than every kept slot, writes the manifest, and only then
-    /// deletes those objects: a reader never finds a manifest naming a deleted object. A sealed
-    /// manifest segment left with no entry is deleted the same way; one left with some is
-    /// replaced by a new segment of what remains, uploaded before the head naming it.
+    /// deletes those objects: a reader never finds a manifest naming a deleted object. Entries
+    /// in sealed manifest segments are dropped by the head's floor, so no segment is rewritten;
+    /// a segment wholly below it is deleted like the objects.
     async fn prune_archive(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
         let (Some(keep), Some(m)) = (self.cfg.archive_slots, self.manifest.as_ref()) else { return Ok(()) };
         let servable = m.servable();
@@ -709,19 +709,11 @@ impl Shipper {
                 .map(|g| !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot))
                 .collect::<Vec<bool>>()
         });
-        let mut gone: Vec<String> = Vec::new();
-        if [&snapshots, &records, &votes].iter().any(|mask| mask.contains(&false)) {
-            let pruned = m.retained(&snapshots, &records, &votes, m.generation + 1);
-            for (r, bytes) in pruned.uploads {
-                let at = self.object(&r.name);
-                let payload = Bytes::from(bytes);
-                let store = self.store.clone();
-                self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
-                self.metrics.manifest_segments.inc();
-                self.metrics.manifest_bytes.inc_by(payload.len() as u64);
-            }
-            gone = pruned.gone;
-            self.manifest = Some(pruned.manifest);
+        let mut gone = match self.manifest.as_mut() {
+            Some(m) => m.prune_leading(&snapshots, &records, &votes),
+            None => Vec::new(),
+        };
+        if !gone.is_empty() {
             self.write_manifest(report).await?;
         }
         if !self.swept {
