@@ -1,7 +1,11 @@
-//! The manifest: the one object that says which objects of a bucket prefix readers may trust
-//! (`docs/OBJECT-STORE.md`). The shipper writes it after every object it names has been uploaded
-//! completely, so an object a reader finds through it is whole; an object it does not name (an
-//! upload in flight, or one a crash left behind) is never read.
+//! The manifest: what says which objects of a bucket prefix readers may trust
+//! (`docs/OBJECT-STORE.md`). It is a small head object, the only one rewritten, naming the recent
+//! entries and the sealed segments: immutable objects holding the older entries, each named with
+//! its size and checksum, so a write costs the head (and once in a while one new segment) and a
+//! reader fetches each segment once, whatever the archive's length. The shipper writes the head
+//! after every object it names has been uploaded completely (segments included), so an object a
+//! reader finds through it is whole; an object it does not name (an upload in flight, or one a
+//! crash left behind) is never read.
 
 use std::collections::BTreeMap;
 
