@@ -25,7 +25,7 @@ use tokio::io::AsyncWriteExt;
 use crate::error::SourceError;
 use crate::manifest::{
     BucketSlot, Head, MANIFEST_NAME, Manifest, SealedSegment, SegmentBody, SnapshotObject, WriterGap, parse_checksum,
-    parse_root, verify_segment,
+    parse_root, read_segments, verify_segment,
 };
 use crate::metrics::CacheMetrics;
 
@@ -269,14 +269,10 @@ impl ObjectStoreSource {
         let bytes = got.bytes().await.map_err(|e| store_err("get", e))?;
         self.inner.metrics.manifest_bytes.inc_by(bytes.len() as u64);
         let head = Head::decode(&bytes).map_err(SourceError::Manifest)?;
-        let mut bodies = Vec::with_capacity(head.sealed_segments.len());
-        for r in &head.sealed_segments {
-            bodies.push(self.sealed_segment(r).await?);
-        }
-        let m = Arc::new(
-            Manifest::assemble(head, &bodies.iter().map(|b| b.as_ref()).collect::<Vec<_>>())
-                .map_err(SourceError::Manifest)?,
-        );
+        let held = |name: &str| self.inner.state().segments.get(name).cloned();
+        let bodies = read_segments(&head, held, |r| self.sealed_segment(r)).await?;
+        let m =
+            Arc::new(Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(SourceError::Manifest)?);
         self.inner.metrics.manifest_reads.inc();
         let mut st = self.inner.state();
         // A manifest is never replaced by an older one (a stale read from a lagging replica of
@@ -285,19 +281,15 @@ impl ObjectStoreSource {
             st.servable = Arc::new(m.servable());
             st.manifest = Some(m.clone());
             st.etag = tag;
-            st.segments = m.sealed_segments.iter().map(|r| r.name.clone()).zip(bodies).collect();
+            st.segments = bodies;
         }
         Ok(st.manifest.clone().unwrap_or(m))
     }
 
-    /// A sealed manifest segment the head names: the verified copy held since an earlier read
-    /// (its name spells its checksum, so a held copy is the object), else fetched and checked
-    /// against the head's size and checksum. A missing or damaged segment is refused, so no
-    /// manifest naming it is used.
-    async fn sealed_segment(&self, r: &SealedSegment) -> Result<Arc<SegmentBody>, SourceError> {
-        if let Some(b) = self.inner.state().segments.get(&r.name) {
-            return Ok(b.clone());
-        }
+    /// A sealed manifest segment no earlier read fetched (a held copy is reused: its name spells
+    /// its checksum), fetched and checked against the size and checksum it is named with. A
+    /// missing or damaged segment is refused, so no manifest naming it is used.
+    async fn sealed_segment(&self, r: SealedSegment) -> Result<Arc<SegmentBody>, SourceError> {
         let at = self.inner.object(&r.name);
         let refuse = |reason: String| {
             log::error!("manifest segment {} is refused: {reason}", r.name);
@@ -317,7 +309,7 @@ impl ObjectStoreSource {
         };
         self.inner.metrics.manifest_segment_reads.inc();
         self.inner.metrics.manifest_bytes.inc_by(bytes.len() as u64);
-        verify_segment(r, &bytes).map(Arc::new).map_err(refuse)
+        verify_segment(&r, &bytes).map(Arc::new).map_err(refuse)
     }
 
     /// The manifest last read with its servable slots, taken together.

@@ -7,7 +7,9 @@
 //! reader finds through it is whole; an object it does not name (an upload in flight, or one a
 //! crash left behind) is never read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
 
 use aldb_format::format::{FileKind, parse_published_name};
 use aldb_format::records::segment_first_slot;
@@ -28,6 +30,12 @@ pub const MANIFEST_VERSION: u32 = 3;
 pub const SEGMENTS_PREFIX: &str = "manifest";
 /// Entries the head holds before the shipper seals them into a segment, by default.
 pub const DEFAULT_SEAL_ENTRIES: usize = 4096;
+/// Sealed segments the head names before the shipper folds them into one segment naming them,
+/// by default.
+pub const DEFAULT_FOLD_SEGMENTS: usize = 64;
+/// How deep segments may fold segments: far beyond any archive (each level multiplies what one
+/// segment covers), and a bound on the work a malformed manifest can ask of a reader.
+const MAX_FOLD_DEPTH: usize = 4096;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
 /// Where vote-evidence log segments live under the prefix, as under a snapshot directory.
@@ -208,6 +216,10 @@ pub struct SegmentBody {
     pub format: String,
     /// Always [`MANIFEST_VERSION`].
     pub version: u32,
+    /// Earlier sealed segments this one folds, oldest first: their entries come before its own.
+    /// A segment folding others holds no entry of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed_segments: Vec<SealedSegment>,
     /// Snapshot entries, by ascending sequence number.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<SnapshotObject>,
@@ -242,6 +254,9 @@ pub struct Manifest {
     /// Leading entries of the sealed segments dropped by the archive's retention: not in the
     /// lists above.
     pub pruned: Pruned,
+    /// The sealed segments that fold others, by name, with the segments they fold: what names
+    /// every segment below the head's list.
+    pub folds: BTreeMap<String, Vec<SealedSegment>>,
 }
 
 impl Default for Manifest {
@@ -255,6 +270,7 @@ impl Default for Manifest {
             status_journal: None,
             sealed_segments: Vec::new(),
             pruned: Pruned::default(),
+            folds: BTreeMap::new(),
         }
     }
 }
@@ -327,14 +343,7 @@ impl Head {
         if h.version != MANIFEST_VERSION {
             return Err(format!("manifest version {}, this build reads {MANIFEST_VERSION}", h.version));
         }
-        for r in &h.sealed_segments {
-            if parse_checksum(&r.checksum).is_none() {
-                return Err(format!("sealed segment {:?}: bad checksum {:?}", r.name, r.checksum));
-            }
-            if parse_sealed_name(&r.name).is_none_or(|(_, sum)| sum != r.checksum) {
-                return Err(format!("sealed segment {:?} does not name its checksum {}", r.name, r.checksum));
-            }
-        }
+        h.sealed_segments.iter().try_for_each(check_sealed_ref)?;
         Ok(h)
     }
 
@@ -345,7 +354,31 @@ impl Head {
     }
 }
 
+/// Checks a sealed segment's entry: its name must spell its checksum.
+fn check_sealed_ref(r: &SealedSegment) -> Result<(), String> {
+    if parse_checksum(&r.checksum).is_none() {
+        return Err(format!("sealed segment {:?}: bad checksum {:?}", r.name, r.checksum));
+    }
+    if parse_sealed_name(&r.name).is_none_or(|(_, sum)| sum != r.checksum) {
+        return Err(format!("sealed segment {:?} does not name its checksum {}", r.name, r.checksum));
+    }
+    Ok(())
+}
+
 impl SegmentBody {
+    /// Entries of each list it stands for: its own and those of the segments it folds.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let mut c = (self.snapshots.len() as u64, self.record_segments.len() as u64, self.vote_segments.len() as u64);
+        for r in &self.sealed_segments {
+            c = (
+                c.0.saturating_add(r.snapshots),
+                c.1.saturating_add(r.record_segments),
+                c.2.saturating_add(r.vote_segments),
+            );
+        }
+        c
+    }
+
     /// Parses a segment's bytes, refusing another format or version and unknown fields.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
         let b: SegmentBody = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest segment: {e}"))?;
@@ -355,6 +388,7 @@ impl SegmentBody {
         if b.version != MANIFEST_VERSION {
             return Err(format!("manifest segment version {}, this build reads {MANIFEST_VERSION}", b.version));
         }
+        b.sealed_segments.iter().try_for_each(check_sealed_ref)?;
         Ok(b)
     }
 
@@ -374,7 +408,7 @@ pub fn verify_segment(r: &SealedSegment, bytes: &[u8]) -> Result<SegmentBody, St
         return Err("its checksum is not the head's".into());
     }
     let b = SegmentBody::decode(bytes)?;
-    let counts = (b.snapshots.len() as u64, b.record_segments.len() as u64, b.vote_segments.len() as u64);
+    let counts = b.counts();
     if counts != (r.snapshots, r.record_segments, r.vote_segments) {
         return Err(format!(
             "it holds {counts:?} entries, the head names ({}, {}, {})",
@@ -402,12 +436,10 @@ pub fn parse_sealed_name(name: &str) -> Option<(u64, &str)> {
 }
 
 impl Manifest {
-    /// Puts a head and its sealed segments' bodies (in the head's order, each verified with
-    /// [`verify_segment`]) together, and checks the whole.
-    pub fn assemble(head: Head, bodies: &[&SegmentBody]) -> Result<Self, String> {
-        if bodies.len() != head.sealed_segments.len() {
-            return Err(format!("{} sealed segments named, {} given", head.sealed_segments.len(), bodies.len()));
-        }
+    /// Puts a head and the bodies of the sealed segments it names together, and checks the
+    /// whole. `lookup` gives each segment's body by name (every one [`read_segments`] read, each
+    /// verified with [`verify_segment`]).
+    pub fn assemble<'a>(head: Head, lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>) -> Result<Self, String> {
         let mut m = Manifest {
             generation: head.generation,
             snapshot_format: head.snapshot_format,
@@ -416,21 +448,21 @@ impl Manifest {
             pruned: head.pruned,
             ..Manifest::default()
         };
-        let total = |f: fn(&SealedSegment) -> u64| m.sealed_segments.iter().map(f).sum::<u64>();
+        let mut flat = Flat::default();
+        for r in &m.sealed_segments {
+            flatten(r, lookup, 0, &mut flat, &mut m.folds)?;
+        }
         let p = m.pruned;
-        if p.snapshots > total(|r| r.snapshots)
-            || p.record_segments > total(|r| r.record_segments)
-            || p.vote_segments > total(|r| r.vote_segments)
+        if p.snapshots > flat.snapshots.len() as u64
+            || p.record_segments > flat.record_segments.len() as u64
+            || p.vote_segments > flat.vote_segments.len() as u64
         {
             return Err(format!("the head drops more entries ({p:?}) than its sealed segments hold"));
         }
         let skip = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-        let mut entries = bodies.iter().flat_map(|b| b.snapshots.iter());
-        m.snapshots.extend(entries.by_ref().skip(skip(p.snapshots)).cloned());
-        let mut entries = bodies.iter().flat_map(|b| b.record_segments.iter());
-        m.record_segments.extend(entries.by_ref().skip(skip(p.record_segments)).cloned());
-        let mut entries = bodies.iter().flat_map(|b| b.vote_segments.iter());
-        m.vote_segments.extend(entries.by_ref().skip(skip(p.vote_segments)).cloned());
+        m.snapshots = flat.snapshots.into_iter().skip(skip(p.snapshots)).cloned().collect();
+        m.record_segments = flat.record_segments.into_iter().skip(skip(p.record_segments)).cloned().collect();
+        m.vote_segments = flat.vote_segments.into_iter().skip(skip(p.vote_segments)).cloned().collect();
         m.snapshots.extend(head.snapshots);
         m.record_segments.extend(head.record_segments);
         m.vote_segments.extend(head.vote_segments);
@@ -445,7 +477,7 @@ impl Manifest {
         if !head.sealed_segments.is_empty() {
             return Err("the head names sealed segments: read them first".into());
         }
-        Self::assemble(head, &[])
+        Self::assemble(head, &|_| None)
     }
 
     /// How many leading entries of each list (snapshots, record segments, vote segments) the
@@ -503,6 +535,7 @@ impl Manifest {
         let body = SegmentBody {
             format: SEGMENT_FORMAT.to_string(),
             version: MANIFEST_VERSION,
+            sealed_segments: Vec::new(),
             snapshots: self.snapshots.get(s..).unwrap_or_default().to_vec(),
             record_segments: self
                 .record_segments
@@ -532,18 +565,65 @@ impl Manifest {
         floor.snapshots += n(ps.min(ss));
         floor.record_segments += n(pr.min(sr));
         floor.vote_segments += n(pv.min(sv));
-        while let Some(r) = self.sealed_segments.first() {
-            let f = &self.pruned;
-            if r.snapshots > f.snapshots || r.record_segments > f.record_segments || r.vote_segments > f.vote_segments {
-                break;
+        while let Some(r) = self.sealed_segments.first().cloned() {
+            let f = self.pruned;
+            if r.snapshots <= f.snapshots
+                && r.record_segments <= f.record_segments
+                && r.vote_segments <= f.vote_segments
+            {
+                self.sealed_segments.remove(0);
+                self.pruned.snapshots -= r.snapshots;
+                self.pruned.record_segments -= r.record_segments;
+                self.pruned.vote_segments -= r.vote_segments;
+                self.take_subtree(&r, &mut gone);
+                continue;
             }
-            let r = self.sealed_segments.remove(0);
-            self.pruned.snapshots -= r.snapshots;
-            self.pruned.record_segments -= r.record_segments;
-            self.pruned.vote_segments -= r.vote_segments;
-            gone.push(r.name);
+            // The floor cuts into a fold: the head names what it folds instead, so the older of
+            // them can go whole.
+            if f != Pruned::default()
+                && let Some(children) = self.folds.remove(&r.name)
+            {
+                self.sealed_segments.splice(0..1, children);
+                gone.push(r.name);
+                continue;
+            }
+            break;
         }
         gone
+    }
+
+    /// The segment that would fold every sealed segment the head names into one naming them,
+    /// for the head of `generation`, so the head names one. `None` when it names none. The
+    /// caller uploads it, then replaces the head's list with it and records it in `folds`.
+    pub fn fold(&self, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
+        if self.sealed_segments.is_empty() {
+            return None;
+        }
+        let body = SegmentBody {
+            format: SEGMENT_FORMAT.to_string(),
+            version: MANIFEST_VERSION,
+            sealed_segments: self.sealed_segments.clone(),
+            ..SegmentBody::default()
+        };
+        segment_of(body, generation)
+    }
+
+    /// Every sealed segment named, directly by the head or through a fold.
+    pub fn named_segments(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.sealed_segments.iter().map(|r| r.name.clone()).collect();
+        out.extend(self.folds.values().flatten().map(|r| r.name.clone()));
+        out
+    }
+
+    /// The names of `r` and of every segment it folds, directly or not, forgetting the folds.
+    fn take_subtree(&mut self, r: &SealedSegment, out: &mut Vec<String>) {
+        let mut todo = vec![r.name.clone()];
+        while let Some(name) = todo.pop() {
+            if let Some(children) = self.folds.remove(&name) {
+                todo.extend(children.into_iter().map(|c| c.name));
+            }
+            out.push(name);
+        }
     }
 
     /// Checks the whole: names, order, checksums, roots, and that the sealed segments' counts
@@ -640,7 +720,8 @@ impl Manifest {
 /// A sealed segment of `body`'s entries for the head of `generation`: its name, size, checksum
 /// and counts, and its bytes. `None` when the body holds no entry.
 pub fn segment_of(body: SegmentBody, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
-    if body.snapshots.is_empty() && body.record_segments.is_empty() && body.vote_segments.is_empty() {
+    let (snapshots, record_segments, vote_segments) = body.counts();
+    if body.sealed_segments.is_empty() && (snapshots, record_segments, vote_segments) == (0, 0, 0) {
         return None;
     }
     let bytes = body.encode();
@@ -649,11 +730,73 @@ pub fn segment_of(body: SegmentBody, generation: u64) -> Option<(SealedSegment, 
         name: sealed_object_name(generation, sum),
         size: bytes.len() as u64,
         checksum: checksum_hex(sum),
-        snapshots: body.snapshots.len() as u64,
-        record_segments: body.record_segments.len() as u64,
-        vote_segments: body.vote_segments.len() as u64,
+        snapshots,
+        record_segments,
+        vote_segments,
     };
     Some((r, bytes))
+}
+
+/// Every sealed segment `head` names, directly or through segments folding others: each taken
+/// from `held` (a verified copy kept from an earlier read: segments are immutable and a name
+/// spells its checksum) or else from `fetch`, which must check it with [`verify_segment`].
+pub async fn read_segments<E, Fut>(
+    head: &Head,
+    held: impl Fn(&str) -> Option<Arc<SegmentBody>>,
+    mut fetch: impl FnMut(SealedSegment) -> Fut,
+) -> Result<HashMap<String, Arc<SegmentBody>>, E>
+where
+    Fut: Future<Output = Result<Arc<SegmentBody>, E>>,
+{
+    let mut out: HashMap<String, Arc<SegmentBody>> = HashMap::new();
+    let mut todo: Vec<SealedSegment> = head.sealed_segments.clone();
+    while let Some(r) = todo.pop() {
+        if out.contains_key(&r.name) {
+            continue;
+        }
+        let body = match held(&r.name) {
+            Some(b) => b,
+            None => fetch(r.clone()).await?,
+        };
+        todo.extend(body.sealed_segments.iter().cloned());
+        out.insert(r.name, body);
+    }
+    Ok(out)
+}
+
+/// The entries a manifest's sealed segments hold, in order, while they are put together.
+#[derive(Default)]
+struct Flat<'a> {
+    snapshots: Vec<&'a SnapshotObject>,
+    record_segments: Vec<&'a SegmentObject>,
+    vote_segments: Vec<&'a SegmentObject>,
+}
+
+/// Appends the entries of segment `r` (those of the segments it folds first) to `out`.
+fn flatten<'a>(
+    r: &SealedSegment,
+    lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>,
+    depth: usize,
+    out: &mut Flat<'a>,
+    folds: &mut BTreeMap<String, Vec<SealedSegment>>,
+) -> Result<(), String> {
+    if depth > MAX_FOLD_DEPTH {
+        return Err(format!("sealed segments fold deeper than {MAX_FOLD_DEPTH} at {}", r.name));
+    }
+    let b = lookup(&r.name).ok_or_else(|| format!("sealed segment {} was not read", r.name))?;
+    if b.counts() != (r.snapshots, r.record_segments, r.vote_segments) {
+        return Err(format!("sealed segment {} does not hold the entries named", r.name));
+    }
+    if !b.sealed_segments.is_empty() {
+        folds.insert(r.name.clone(), b.sealed_segments.clone());
+    }
+    for c in &b.sealed_segments {
+        flatten(c, lookup, depth + 1, out, folds)?;
+    }
+    out.snapshots.extend(&b.snapshots);
+    out.record_segments.extend(&b.record_segments);
+    out.vote_segments.extend(&b.vote_segments);
+    Ok(())
 }
 
 /// Checks a list of segment entries: names that spell their first slot (`first_of` parses the
@@ -818,12 +961,11 @@ mod tests {
     /// a reader does.
     fn reassemble(m: &Manifest, objects: &BTreeMap<String, Vec<u8>>) -> Result<Manifest, String> {
         let head = Head::decode(&m.encode_head())?;
-        let bodies: Vec<SegmentBody> = head
-            .sealed_segments
-            .iter()
-            .map(|r| verify_segment(r, objects.get(&r.name).ok_or("missing")?))
-            .collect::<Result<_, String>>()?;
-        Manifest::assemble(head, &bodies.iter().collect::<Vec<_>>())
+        let fetch =
+            |r: SealedSegment| async move { verify_segment(&r, objects.get(&r.name).ok_or("missing")?).map(Arc::new) };
+        let bodies =
+            futures_util::FutureExt::now_or_never(read_segments(&head, |_| None, fetch)).ok_or("pending")??;
+        Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref()))
     }
 
     #[test]
@@ -918,6 +1060,52 @@ mod tests {
         // A floor beyond what the segments hold is refused.
         let mut h = m.head();
         h.pruned.snapshots = 1;
-        assert!(Manifest::assemble(h, &[]).unwrap_err().contains("drops more"));
+        assert!(Manifest::assemble(h, &|_| None).unwrap_err().contains("drops more"));
+    }
+
+    #[test]
+    fn folded_segments_are_read_through_the_fold_and_unfolded_by_retention() {
+        let mut m = Manifest::default();
+        let mut objects = BTreeMap::new();
+        for seq in 1..=12 {
+            m.snapshots.push(snap(seq, 100 + seq, seq));
+            if seq % 2 == 0 {
+                let (r, bytes) = m.seal(seq).unwrap();
+                objects.insert(r.name.clone(), bytes);
+                m.sealed_segments.push(r);
+            }
+            if m.sealed_segments.len() > 2 {
+                let (r, bytes) = m.fold(seq).unwrap();
+                assert_eq!(r.snapshots, m.sealed_counts().0 as u64, "a fold stands for every entry it names");
+                objects.insert(r.name.clone(), bytes);
+                let folded = std::mem::replace(&mut m.sealed_segments, vec![r.clone()]);
+                m.folds.insert(r.name, folded);
+            }
+        }
+        m.snapshots.push(snap(13, 113, 13));
+        assert!(m.sealed_segments.len() <= 3 && m.folds.len() >= 2, "{:?}", m.sealed_segments);
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()), "entries and folds are read back");
+        let mut named = m.named_segments();
+        named.sort();
+        assert_eq!(named, objects.keys().cloned().collect::<Vec<_>>(), "every segment is named");
+        // A damaged segment below a fold refuses the whole.
+        let leaf = m.folds.values().flatten().find(|r| !m.folds.contains_key(&r.name)).unwrap().name.clone();
+        let mut damaged = objects.clone();
+        damaged.get_mut(&leaf).unwrap()[3] ^= 1;
+        assert!(reassemble(&m, &damaged).unwrap_err().contains("checksum"));
+
+        // Retention keeping sequence 6 on: the folds it cuts into are unfolded, the segments
+        // wholly below it go, and what is left reads back.
+        let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 6).collect();
+        let gone = m.prune_leading(&keep, &[], &[]);
+        assert_eq!(m.snapshots.first().map(|s| s.seq), Some(6));
+        for n in &gone {
+            objects.remove(n);
+        }
+        let mut named = m.named_segments();
+        named.sort();
+        assert_eq!(named, objects.keys().filter(|n| n.starts_with("manifest/")).cloned().collect::<Vec<_>>());
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()));
+        assert_eq!(m.servable().len(), 8);
     }
 }

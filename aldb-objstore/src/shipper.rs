@@ -17,8 +17,9 @@ use crate::error::ShipError;
 use crate::local::{self, LocalSegment, LocalSnapshot};
 use crate::logs::SegmentLog;
 use crate::manifest::{
-    DEFAULT_SEAL_ENTRIES, Head, JournalObject, MANIFEST_NAME, Manifest, SEGMENTS_PREFIX, SegmentObject, SnapshotObject,
-    WriterGap, checksum_hex, journal_object_name, root_hex, verify_segment,
+    DEFAULT_FOLD_SEGMENTS, DEFAULT_SEAL_ENTRIES, Head, JournalObject, MANIFEST_NAME, Manifest, SEGMENTS_PREFIX,
+    SealedSegment, SegmentObject, SnapshotObject, WriterGap, checksum_hex, journal_object_name, read_segments,
+    root_hex, verify_segment,
 };
 use crate::metrics::ShipMetrics;
 use aldb_format::format::{FLAG_AFTER_GAP, FileKind};
@@ -55,12 +56,17 @@ pub struct ShipConfig {
     /// Seal the head's entries into an immutable manifest segment when it holds more than this
     /// many (at least 1): a manifest write then costs the head, whatever the archive's length.
     pub seal_entries: usize,
+    /// Fold the sealed segments the head names into one segment naming them when there are
+    /// more than this many (at least 1) and no archive retention: the head then stays within
+    /// `seal_entries` entries and `fold_segments` + 1 segment names, whatever the archive's
+    /// length.
+    pub fold_segments: usize,
 }
 
 impl ShipConfig {
     /// Defaults for a directory: a pass a second, each log's live segment at most every 10 s, a manifest
     /// every 32 uploads, keep everything, 5 attempts from 200 ms, 64 MiB parts, a manifest segment
-    /// sealed past 4,096 head entries.
+    /// sealed past 4,096 head entries, and the segments folded past 64.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
@@ -74,6 +80,7 @@ impl ShipConfig {
             part_size: 64 << 20,
             status_interval: Duration::from_secs(1),
             seal_entries: DEFAULT_SEAL_ENTRIES,
+            fold_segments: DEFAULT_FOLD_SEGMENTS,
         }
     }
 }
@@ -210,22 +217,31 @@ impl Shipper {
             }
             Err(e) => return Err(e),
         };
-        let mut bodies = Vec::with_capacity(head.sealed_segments.len());
-        for r in &head.sealed_segments {
-            let at = self.object(&r.name);
-            let got = self.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
-            let bytes = match got {
-                Ok(b) => b,
-                Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {
-                    return Err(ShipError::Manifest(format!("sealed segment {} is missing from the bucket", r.name)));
-                }
-                Err(e) => return Err(e),
-            };
-            let body = verify_segment(r, &bytes)
-                .map_err(|e| ShipError::Manifest(format!("sealed segment {}: {e}", r.name)))?;
-            bodies.push(body);
-        }
-        let m = Manifest::assemble(head, &bodies.iter().collect::<Vec<_>>()).map_err(ShipError::Manifest)?;
+        let this = &*self;
+        let bodies = read_segments(
+            &head,
+            |_| None,
+            |r: SealedSegment| async move {
+                let at = this.object(&r.name);
+                let store = this.store.clone();
+                let got = this.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
+                let bytes = match got {
+                    Ok(b) => b,
+                    Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {
+                        return Err(ShipError::Manifest(format!(
+                            "sealed segment {} is missing from the bucket",
+                            r.name
+                        )));
+                    }
+                    Err(e) => return Err(e),
+                };
+                verify_segment(&r, &bytes)
+                    .map(Arc::new)
+                    .map_err(|e| ShipError::Manifest(format!("sealed segment {}: {e}", r.name)))
+            },
+        )
+        .await?;
+        let m = Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(ShipError::Manifest)?;
         self.manifest = Some(m);
         // Housekeeping: an unnamed segment is never read, so failing to delete it only leaves
         // it for the next process.
@@ -248,7 +264,7 @@ impl Shipper {
             object: under.to_string(),
             source: e,
         })?;
-        let named: BTreeSet<Path> = m.sealed_segments.iter().map(|r| self.object(&r.name)).collect();
+        let named: BTreeSet<Path> = m.named_segments().iter().map(|n| self.object(n)).collect();
         for o in listed.into_iter().filter(|o| !named.contains(&o.location)) {
             let at = o.location;
             let store = self.store.clone();
@@ -278,6 +294,26 @@ impl Shipper {
             self.metrics.manifest_bytes.inc_by(payload.len() as u64);
             if let Some(m) = self.manifest.as_mut() {
                 m.sealed_segments.push(r);
+            }
+        }
+        // Without retention the head's list of segments grows with the archive: past
+        // `fold_segments` they are folded into one segment naming them, which the head names
+        // instead. (With retention the list is bounded by the archive, and a fold the retention
+        // would cut into is unfolded again.)
+        let fold = self
+            .manifest
+            .as_ref()
+            .filter(|m| self.cfg.archive_slots.is_none() && m.sealed_segments.len() > self.cfg.fold_segments.max(1));
+        if let Some((r, bytes)) = fold.and_then(|m| m.fold(next)) {
+            let at = self.object(&r.name);
+            let payload = Bytes::from(bytes);
+            let store = self.store.clone();
+            self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+            self.metrics.manifest_segments.inc();
+            self.metrics.manifest_bytes.inc_by(payload.len() as u64);
+            if let Some(m) = self.manifest.as_mut() {
+                let folded = std::mem::replace(&mut m.sealed_segments, vec![r.clone()]);
+                m.folds.insert(r.name, folded);
             }
         }
         let Some(m) = self.manifest.as_mut() else { return Ok(()) };

@@ -30,6 +30,8 @@ use common::weed::Weed;
 
 /// The seal bound of these tests: small, so a short history makes many segments.
 const SEAL: usize = 8;
+/// The fold bound of these tests: small, so segments fold segments, and folds fold folds.
+const FOLD: usize = 3;
 /// Bytes of a head besides its entries and its segments' names (format, version, generation,
 /// the journal's entry, brackets).
 const HEAD_FIXED: usize = 1024;
@@ -42,6 +44,7 @@ const SEGMENT_BYTES: usize = 256;
 fn sealed_config(dir: &std::path::Path) -> ShipConfig {
     let mut c = ship_config(dir);
     c.seal_entries = SEAL;
+    c.fold_segments = FOLD;
     c.manifest_every = 3;
     c
 }
@@ -78,11 +81,11 @@ fn unsegmented_bytes(m: &Manifest) -> usize {
     Manifest { sealed_segments: Vec::new(), ..m.clone() }.encode_head().len()
 }
 
-/// With a seal bound of 8 entries, a long history leaves a head of at most 8 entries (its size
-/// bounded by the seal bound, plus one short name per sealed segment), while the archive and the
-/// whole manifest grow; a replica refreshing after every pass fetches each sealed segment once,
-/// and serves slots only sealed segments name, long pruned from the directory, with the proofs
-/// the directory gave.
+/// With a seal bound of 8 entries and a fold bound of 3 segments, a long history leaves a head of
+/// at most 8 entries and 4 segment names (its size bounded by the two bounds alone), while the
+/// archive and the whole manifest grow; a replica refreshing after every pass fetches each sealed
+/// segment once, folds included, and serves slots only sealed segments name, long pruned from the
+/// directory, with the proofs the directory gave.
 #[test]
 fn the_head_stays_small_and_a_replica_serves_sealed_slots() {
     let Some(weed) = Weed::start() else { return };
@@ -113,17 +116,18 @@ fn the_head_stays_small_and_a_replica_serves_sealed_slots() {
         let head = rt.block_on(read_head(&store, &prefix)).unwrap();
         let entries = head.snapshots.len() + head.record_segments.len() + head.vote_segments.len();
         assert!(entries <= SEAL, "slot {slot}: the head holds {entries} entries, the seal bound is {SEAL}");
+        assert!(head.sealed_segments.len() <= FOLD + 1, "slot {slot}: {:?}", head.sealed_segments);
         let bytes = rt.block_on(head_bytes(&store, &prefix));
-        let bound = HEAD_FIXED + SEAL * ENTRY_BYTES + head.sealed_segments.len() * SEGMENT_BYTES;
+        let bound = HEAD_FIXED + SEAL * ENTRY_BYTES + (FOLD + 1) * SEGMENT_BYTES;
         assert!(bytes <= bound, "slot {slot}: a head of {bytes} bytes, bound {bound}");
-        largest_head = largest_head.max(bytes - head.sealed_segments.len() * SEGMENT_BYTES);
+        largest_head = largest_head.max(bytes);
         // A replica refreshing after every pass fetches each new segment, and only new ones.
         let s = src.get_or_insert_with(|| {
             rt.block_on(ObjectStoreSource::open(store.clone(), prefix.clone(), CacheConfig::new(cache.path(), 1 << 30)))
                 .unwrap()
         });
         let m = rt.block_on(s.refresh_manifest()).unwrap();
-        segments_seen.extend(m.sealed_segments.iter().map(|r| r.name.clone()));
+        segments_seen.extend(m.named_segments());
         assert_eq!(s.metrics().manifest_segment_reads.get(), segments_seen.len() as u64, "slot {slot}");
     }
     history.finish().unwrap();
@@ -132,19 +136,21 @@ fn the_head_stays_small_and_a_replica_serves_sealed_slots() {
 
     let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
     assert_eq!(m.servable().len(), slots.clone().count(), "the bucket serves every slot");
-    assert!(m.sealed_segments.len() >= 6, "{} sealed segments", m.sealed_segments.len());
+    assert!(m.named_segments().len() >= 9 && m.folds.len() >= 2, "{:?}", m.named_segments());
+    assert!(m.folds.keys().any(|f| m.folds.values().flatten().any(|r| &r.name == f)), "a fold folds a fold");
     assert_eq!(rt.block_on(segment_objects(&store, &prefix)), segments_seen, "no segment was ever replaced");
     let whole = unsegmented_bytes(&m);
     let head = rt.block_on(head_bytes(&store, &prefix));
     assert!(whole > 5 * head, "the manifest written whole would be {whole} bytes, the head is {head}");
-    assert!(largest_head <= HEAD_FIXED + SEAL * ENTRY_BYTES, "{largest_head}");
+    assert!(largest_head <= HEAD_FIXED + SEAL * ENTRY_BYTES + (FOLD + 1) * SEGMENT_BYTES, "{largest_head}");
     let written = shipper.metrics().manifest_bytes.get();
     let writes = shipper.metrics().manifests.get();
     eprintln!(
-        "{} slots: head {head} bytes ({} segments named), whole manifest {whole} bytes; {writes} heads and {} \
-         segments written, {written} bytes in all",
+        "{} slots: head {head} bytes (largest {largest_head}; {} segments named, {} in all), whole manifest \
+         {whole} bytes; {writes} heads and {} segments written, {written} bytes in all",
         slots.clone().count(),
         m.sealed_segments.len(),
+        m.named_segments().len(),
         shipper.metrics().manifest_segments.get()
     );
 
@@ -168,7 +174,7 @@ fn the_head_stays_small_and_a_replica_serves_sealed_slots() {
     let again = rt
         .block_on(ObjectStoreSource::open(store.clone(), prefix.clone(), CacheConfig::new(cache.path(), 1 << 30)))
         .unwrap();
-    assert_eq!(again.metrics().manifest_segment_reads.get(), m.sealed_segments.len() as u64);
+    assert_eq!(again.metrics().manifest_segment_reads.get(), m.named_segments().len() as u64);
     let first = *slots.clone().next().as_ref().unwrap();
     assert_eq!(rt.block_on(again.prove(&queries[0], Some(first))).unwrap(), expected[&(first, queries[0])]);
 }
@@ -191,7 +197,7 @@ fn a_shipper_killed_between_a_segment_and_its_head_loses_nothing() {
     let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
     assert!(err.to_string().contains("killed"), "{err}");
     let before = rt.block_on(read_manifest(&store, &prefix)).expect("a head written before the seal");
-    let named: BTreeSet<String> = before.sealed_segments.iter().map(|r| r.name.clone()).collect();
+    let named: BTreeSet<String> = before.named_segments().into_iter().collect();
     let present = rt.block_on(segment_objects(&store, &prefix));
     let unnamed: Vec<&String> = present.difference(&named).collect();
     assert_eq!(unnamed.len(), 1, "the segment whose head never came: {present:?} vs {named:?}");
@@ -213,7 +219,7 @@ fn a_shipper_killed_between_a_segment_and_its_head_loses_nothing() {
     let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
     assert_eq!(m.snapshots.len(), local.keys().filter(|n| n.ends_with(".snap")).count());
     assert!(!m.sealed_segments.is_empty());
-    let named: BTreeSet<String> = m.sealed_segments.iter().map(|r| r.name.clone()).collect();
+    let named: BTreeSet<String> = m.named_segments().into_iter().collect();
     assert_eq!(rt.block_on(segment_objects(&store, &prefix)), named, "no segment but the named ones is left");
     assert_eq!(rt.block_on(archived_files(&store, &prefix)), local, "the bucket equals the directory");
     let again = rt.block_on(shipper.ship_once()).unwrap();
@@ -230,7 +236,8 @@ fn a_shipper_killed_between_a_segment_and_its_head_loses_nothing() {
 
 /// With an archive retention, the segments whose entries are all pruned are deleted after the
 /// head that no longer names them; the one the boundary cuts stays as it is, the head's floor
-/// saying which of its entries are dropped; a replica serves every kept slot and only those.
+/// saying which of its entries are dropped, and a fold it cuts into is replaced in the head by
+/// what it folds; a replica serves every kept slot and only those.
 #[test]
 fn the_archive_retention_drops_whole_sealed_segments() {
     let Some(weed) = Weed::start() else { return };
@@ -241,15 +248,15 @@ fn the_archive_retention_drops_whole_sealed_segments() {
     let mut shipper = Shipper::new(store.clone(), prefix.clone(), sealed_config(dir.path())).unwrap();
     rt.block_on(shipper.ship_once()).unwrap();
     let all = rt.block_on(read_manifest(&store, &prefix)).unwrap();
-    let before: BTreeSet<String> = all.sealed_segments.iter().map(|r| r.name.clone()).collect();
-    assert!(before.len() >= 4, "{before:?}");
+    let before: BTreeSet<String> = all.named_segments().into_iter().collect();
+    assert!(before.len() >= 4 && !all.folds.is_empty(), "{before:?}");
 
     let mut cfg = sealed_config(dir.path());
     cfg.archive_slots = Some(10);
     let mut pruner = Shipper::new(store.clone(), prefix.clone(), cfg).unwrap();
     let report = rt.block_on(pruner.ship_once()).unwrap();
     let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
-    let after: BTreeSet<String> = m.sealed_segments.iter().map(|r| r.name.clone()).collect();
+    let after: BTreeSet<String> = m.named_segments().into_iter().collect();
     assert_eq!(rt.block_on(segment_objects(&store, &prefix)), after, "dropped segments are deleted");
     let dropped: Vec<&String> = before.difference(&after).collect();
     assert!(!dropped.is_empty(), "{dropped:?}");
@@ -288,12 +295,13 @@ fn a_damaged_or_missing_segment_is_refused() {
     let Some(weed) = Weed::start() else { return };
     let rt = rt();
     let dir = tempfile::tempdir().unwrap();
-    let w = common::write_history(dir.path(), 74, 300, 24, 1000);
+    let w = common::write_history(dir.path(), 74, 300, 40, 1000);
     let (store, prefix) = weed.bucket("sealbad");
     let mut shipper = Shipper::new(store.clone(), prefix.clone(), sealed_config(dir.path())).unwrap();
     rt.block_on(shipper.ship_once()).unwrap();
     let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
-    let seg = m.sealed_segments[0].clone();
+    // A segment named only through a fold: the head does not name it, the fold does.
+    let seg = m.folds.values().flatten().find(|r| !m.folds.contains_key(&r.name)).unwrap().clone();
     let at = object(&prefix, &seg.name);
     let good = rt.block_on(async { store.get(&at).await.unwrap().bytes().await.unwrap() });
     let open = |dir: &std::path::Path| {

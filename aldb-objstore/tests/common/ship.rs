@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aldb_objstore::manifest::{Head, MANIFEST_NAME, Manifest, verify_segment};
+use aldb_objstore::manifest::{Head, MANIFEST_NAME, Manifest, SealedSegment, read_segments, verify_segment};
 use aldb_objstore::{ShipConfig, Shipper};
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -36,12 +36,12 @@ pub fn object(prefix: &Path, name: &str) -> Path {
 /// `None` when there is none yet.
 pub async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Manifest> {
     let head = read_head(store, prefix).await?;
-    let mut bodies = Vec::new();
-    for r in &head.sealed_segments {
+    let fetch = |r: SealedSegment| async move {
         let bytes = store.get(&object(prefix, &r.name)).await.unwrap().bytes().await.unwrap();
-        bodies.push(verify_segment(r, &bytes).unwrap());
-    }
-    Some(Manifest::assemble(head, &bodies.iter().collect::<Vec<_>>()).unwrap())
+        Ok::<_, String>(Arc::new(verify_segment(&r, &bytes).unwrap()))
+    };
+    let bodies = read_segments(&head, |_| None, fetch).await.unwrap();
+    Some(Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).unwrap())
 }
 
 /// The head object under `prefix` alone, or `None` when there is none yet.
