@@ -33,9 +33,6 @@ pub const DEFAULT_SEAL_ENTRIES: usize = 4096;
 /// Sealed segments the head names before the shipper folds them into one segment naming them,
 /// by default.
 pub const DEFAULT_FOLD_SEGMENTS: usize = 64;
-/// How deep segments may fold segments: far beyond any archive (each level multiplies what one
-/// segment covers), and a bound on the work a malformed manifest can ask of a reader.
-const MAX_FOLD_DEPTH: usize = 4096;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
 /// Where vote-evidence log segments live under the prefix, as under a snapshot directory.
@@ -440,32 +437,40 @@ impl Manifest {
     /// whole. `lookup` gives each segment's body by name (every one [`read_segments`] read, each
     /// verified with [`verify_segment`]).
     pub fn assemble<'a>(head: Head, lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>) -> Result<Self, String> {
-        let mut m = Manifest {
+        let mut flat = Flat::default();
+        let mut folds = BTreeMap::new();
+        let (snapshots, record_segments, vote_segments) = {
+            flatten(&head.sealed_segments, lookup, &mut flat, &mut folds)?;
+            let p = head.pruned;
+            if p.snapshots > flat.snapshots.len() as u64
+                || p.record_segments > flat.record_segments.len() as u64
+                || p.vote_segments > flat.vote_segments.len() as u64
+            {
+                return Err(format!("the head drops more entries ({p:?}) than its sealed segments hold"));
+            }
+            let skip = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+            let mut snapshots: Vec<SnapshotObject> =
+                flat.snapshots.into_iter().skip(skip(p.snapshots)).cloned().collect();
+            let mut records: Vec<SegmentObject> =
+                flat.record_segments.into_iter().skip(skip(p.record_segments)).cloned().collect();
+            let mut votes: Vec<SegmentObject> =
+                flat.vote_segments.into_iter().skip(skip(p.vote_segments)).cloned().collect();
+            snapshots.extend(head.snapshots);
+            records.extend(head.record_segments);
+            votes.extend(head.vote_segments);
+            (snapshots, records, votes)
+        };
+        let m = Manifest {
             generation: head.generation,
             snapshot_format: head.snapshot_format,
+            snapshots,
+            record_segments,
+            vote_segments,
             status_journal: head.status_journal,
             sealed_segments: head.sealed_segments,
             pruned: head.pruned,
-            ..Manifest::default()
+            folds,
         };
-        let mut flat = Flat::default();
-        for r in &m.sealed_segments {
-            flatten(r, lookup, 0, &mut flat, &mut m.folds)?;
-        }
-        let p = m.pruned;
-        if p.snapshots > flat.snapshots.len() as u64
-            || p.record_segments > flat.record_segments.len() as u64
-            || p.vote_segments > flat.vote_segments.len() as u64
-        {
-            return Err(format!("the head drops more entries ({p:?}) than its sealed segments hold"));
-        }
-        let skip = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-        m.snapshots = flat.snapshots.into_iter().skip(skip(p.snapshots)).cloned().collect();
-        m.record_segments = flat.record_segments.into_iter().skip(skip(p.record_segments)).cloned().collect();
-        m.vote_segments = flat.vote_segments.into_iter().skip(skip(p.vote_segments)).cloned().collect();
-        m.snapshots.extend(head.snapshots);
-        m.record_segments.extend(head.record_segments);
-        m.vote_segments.extend(head.vote_segments);
         m.check()?;
         Ok(m)
     }
@@ -772,30 +777,37 @@ struct Flat<'a> {
     vote_segments: Vec<&'a SegmentObject>,
 }
 
-/// Appends the entries of segment `r` (those of the segments it folds first) to `out`.
+/// Appends the entries of the segments `refs` name, in order (those a segment folds before its
+/// own), to `out`, recording the folds. Iterative, and each segment may be named once only, so a
+/// malformed manifest costs a reader no more than the segments it names.
 fn flatten<'a>(
-    r: &SealedSegment,
+    refs: &[SealedSegment],
     lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>,
-    depth: usize,
     out: &mut Flat<'a>,
     folds: &mut BTreeMap<String, Vec<SealedSegment>>,
 ) -> Result<(), String> {
-    if depth > MAX_FOLD_DEPTH {
-        return Err(format!("sealed segments fold deeper than {MAX_FOLD_DEPTH} at {}", r.name));
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut stack: Vec<(SealedSegment, bool)> = refs.iter().rev().map(|r| (r.clone(), false)).collect();
+    while let Some((r, expanded)) = stack.pop() {
+        let b = lookup(&r.name).ok_or_else(|| format!("sealed segment {} was not read", r.name))?;
+        if expanded {
+            out.snapshots.extend(&b.snapshots);
+            out.record_segments.extend(&b.record_segments);
+            out.vote_segments.extend(&b.vote_segments);
+            continue;
+        }
+        if !seen.insert(r.name.clone()) {
+            return Err(format!("sealed segment {} is named twice", r.name));
+        }
+        if b.counts() != (r.snapshots, r.record_segments, r.vote_segments) {
+            return Err(format!("sealed segment {} does not hold the entries named", r.name));
+        }
+        if !b.sealed_segments.is_empty() {
+            folds.insert(r.name.clone(), b.sealed_segments.clone());
+        }
+        stack.push((r, true));
+        stack.extend(b.sealed_segments.iter().rev().map(|c| (c.clone(), false)));
     }
-    let b = lookup(&r.name).ok_or_else(|| format!("sealed segment {} was not read", r.name))?;
-    if b.counts() != (r.snapshots, r.record_segments, r.vote_segments) {
-        return Err(format!("sealed segment {} does not hold the entries named", r.name));
-    }
-    if !b.sealed_segments.is_empty() {
-        folds.insert(r.name.clone(), b.sealed_segments.clone());
-    }
-    for c in &b.sealed_segments {
-        flatten(c, lookup, depth + 1, out, folds)?;
-    }
-    out.snapshots.extend(&b.snapshots);
-    out.record_segments.extend(&b.record_segments);
-    out.vote_segments.extend(&b.vote_segments);
     Ok(())
 }
 
@@ -1093,6 +1105,10 @@ mod tests {
         let mut damaged = objects.clone();
         damaged.get_mut(&leaf).unwrap()[3] ^= 1;
         assert!(reassemble(&m, &damaged).unwrap_err().contains("checksum"));
+        // A segment named twice (here directly and through its fold) is refused.
+        let mut twice = m.clone();
+        twice.sealed_segments.insert(0, m.folds.values().flatten().next().unwrap().clone());
+        assert!(reassemble(&twice, &objects).unwrap_err().contains("named twice"));
 
         // Retention keeping sequence 6 on: the folds it cuts into are unfolded, the segments
         // wholly below it go, and what is left reads back.
