@@ -388,8 +388,12 @@ local_files = [(f, os.path.getsize(os.path.join(dir_, f))) for f in os.listdir(d
 local_slots = [file_slot(f) for f, _ in local_files if f.endswith(".snap")]
 local_bytes = sum(sz for f, sz in local_files if file_slot(f) > 0)
 local_span = max(1, len([s for s in local_slots if s > 0]))
-manifest = json.loads(urllib.request.urlopen(bucket_http + "/aldb-manifest.json", timeout=60).read())
-bucket_files = [(s["name"], s["size"]) for s in manifest["snapshots"]]
+# The manifest's head names sealed segments holding the older entries (docs/OBJECT-STORE.md).
+fetch_json = lambda name: json.loads(urllib.request.urlopen(bucket_http + "/" + name, timeout=60).read())
+manifest = fetch_json("aldb-manifest.json")
+sealed = [e for seg in manifest.get("sealed_segments", []) for e in fetch_json(seg["name"]).get("snapshots", [])]
+named = sealed[manifest.get("pruned", {}).get("snapshots", 0):] + manifest["snapshots"]
+bucket_files = [(s["name"], s["size"]) for s in named]
 bucket_bytes = sum(sz for f, sz in bucket_files if file_slot(f) > 0)
 full_bytes = sum(sz for f, sz in bucket_files if file_slot(f) == 0)
 bucket_span = max(1, len([f for f, _ in bucket_files if f.endswith(".snap") and file_slot(f) > 0]))

@@ -23,7 +23,10 @@ use object_store::path::Path;
 use tokio::io::AsyncWriteExt;
 
 use crate::error::SourceError;
-use crate::manifest::{BucketSlot, MANIFEST_NAME, Manifest, SnapshotObject, WriterGap, parse_checksum, parse_root};
+use crate::manifest::{
+    BucketSlot, Head, MANIFEST_NAME, Manifest, SealedSegment, SegmentBody, SnapshotObject, WriterGap, parse_checksum,
+    parse_root, read_segments, verify_segment,
+};
 use crate::metrics::CacheMetrics;
 
 /// The cache's place and size.
@@ -63,6 +66,9 @@ struct State {
     /// The manifest object's entity tag as last read, so an unchanged manifest is not fetched
     /// again.
     etag: Option<String>,
+    /// The sealed manifest segments the manifest names, verified, by object name (which spells
+    /// their checksum): immutable, so each is fetched once.
+    segments: HashMap<String, Arc<SegmentBody>>,
     files: HashMap<String, Entry>,
     bytes: u64,
     tick: u64,
@@ -261,7 +267,12 @@ impl ObjectStoreSource {
         };
         let tag = got.meta.e_tag.clone();
         let bytes = got.bytes().await.map_err(|e| store_err("get", e))?;
-        let m = Arc::new(Manifest::decode(&bytes).map_err(SourceError::Manifest)?);
+        self.inner.metrics.manifest_bytes.inc_by(bytes.len() as u64);
+        let head = Head::decode(&bytes).map_err(SourceError::Manifest)?;
+        let held = |name: &str| self.inner.state().segments.get(name).cloned();
+        let bodies = read_segments(&head, held, |r| self.sealed_segment(r)).await?;
+        let m =
+            Arc::new(Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(SourceError::Manifest)?);
         self.inner.metrics.manifest_reads.inc();
         let mut st = self.inner.state();
         // A manifest is never replaced by an older one (a stale read from a lagging replica of
@@ -270,8 +281,35 @@ impl ObjectStoreSource {
             st.servable = Arc::new(m.servable());
             st.manifest = Some(m.clone());
             st.etag = tag;
+            st.segments = bodies;
         }
         Ok(st.manifest.clone().unwrap_or(m))
+    }
+
+    /// A sealed manifest segment no earlier read fetched (a held copy is reused: its name spells
+    /// its checksum), fetched and checked against the size and checksum it is named with. A
+    /// missing or damaged segment is refused, so no manifest naming it is used.
+    async fn sealed_segment(&self, r: SealedSegment) -> Result<Arc<SegmentBody>, SourceError> {
+        let at = self.inner.object(&r.name);
+        let refuse = |reason: String| {
+            log::error!("manifest segment {} is refused: {reason}", r.name);
+            self.inner.metrics.refused.inc();
+            SourceError::Corrupt { object: r.name.clone(), reason }
+        };
+        let bytes = match self.inner.store.get(&at).await {
+            Ok(g) => g.bytes().await,
+            Err(e) => Err(e),
+        };
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(refuse("the head names it, the bucket does not hold it".into()));
+            }
+            Err(e) => return Err(SourceError::Store { op: "get", object: at.to_string(), source: e }),
+        };
+        self.inner.metrics.manifest_segment_reads.inc();
+        self.inner.metrics.manifest_bytes.inc_by(bytes.len() as u64);
+        verify_segment(&r, &bytes).map(Arc::new).map_err(refuse)
     }
 
     /// The manifest last read with its servable slots, taken together.

@@ -1,9 +1,15 @@
-//! The manifest: the one object that says which objects of a bucket prefix readers may trust
-//! (`docs/OBJECT-STORE.md`). The shipper writes it after every object it names has been uploaded
-//! completely, so an object a reader finds through it is whole; an object it does not name (an
-//! upload in flight, or one a crash left behind) is never read.
+//! The manifest: what says which objects of a bucket prefix readers may trust
+//! (`docs/OBJECT-STORE.md`). It is a small head object, the only one rewritten, naming the recent
+//! entries and the sealed segments: immutable objects holding the older entries, each named with
+//! its size and checksum, so a write costs the head (and once in a while one new segment) and a
+//! reader fetches each segment once, whatever the archive's length. The shipper writes the head
+//! after every object it names has been uploaded completely (segments included), so an object a
+//! reader finds through it is whole; an object it does not name (an upload in flight, or one a
+//! crash left behind) is never read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
 
 use aldb_format::format::{FileKind, parse_published_name};
 use aldb_format::records::segment_first_slot;
@@ -14,10 +20,19 @@ use serde::{Deserialize, Serialize};
 pub const MANIFEST_NAME: &str = "aldb-manifest.json";
 /// The value of the manifest's `format` field.
 pub const MANIFEST_FORMAT: &str = "aldb-objstore-manifest";
-/// The manifest version this build writes and reads; a reader refuses any other. Version 2 adds
-/// each file's root, parent and writer gap (so a replica lists roots without fetching files) and
-/// the slot-status journal.
-pub const MANIFEST_VERSION: u32 = 2;
+/// The value of a sealed segment's `format` field.
+pub const SEGMENT_FORMAT: &str = "aldb-objstore-manifest-segment";
+/// The manifest version this build writes and reads; a reader refuses any other. Version 2 added
+/// each file's root, parent and writer gap and the slot-status journal; version 3 splits the
+/// manifest into a small head and sealed, immutable segments of older entries.
+pub const MANIFEST_VERSION: u32 = 3;
+/// Where sealed manifest segments live under the prefix.
+pub const SEGMENTS_PREFIX: &str = "manifest";
+/// Entries the head holds before the shipper seals them into a segment, by default.
+pub const DEFAULT_SEAL_ENTRIES: usize = 4096;
+/// Sealed segments the head names before the shipper folds them into one segment naming them,
+/// by default.
+pub const DEFAULT_FOLD_SEGMENTS: usize = 64;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
 /// Where vote-evidence log segments live under the prefix, as under a snapshot directory.
@@ -109,15 +124,115 @@ pub struct SegmentObject {
     pub sealed: bool,
 }
 
-/// The manifest of one bucket prefix.
+/// A sealed manifest segment as the head names it: an immutable object holding a contiguous run
+/// of older entries, trusted only when its bytes have the head's size and checksum.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Manifest {
+pub struct SealedSegment {
+    /// The object name under the prefix: `manifest/<generation, 20 digits>-<checksum>.json`, the
+    /// generation of the first head naming it and the checksum of its bytes, so one name never
+    /// stands for two contents.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// XXH3-128 of its bytes, 32 hex digits.
+    pub checksum: String,
+    /// How many snapshot entries it holds.
+    pub snapshots: u64,
+    /// How many record-log segment entries it holds.
+    pub record_segments: u64,
+    /// How many vote-evidence segment entries it holds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vote_segments: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// How many leading entries of each list the sealed segments hold that the archive's retention
+/// dropped: a reader skips them, and their objects may be gone. Dropping them this way leaves
+/// every segment unchanged; a segment all of whose entries are dropped is no longer named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pruned {
+    /// Leading snapshot entries dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub snapshots: u64,
+    /// Leading record-log segment entries dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub record_segments: u64,
+    /// Leading vote-evidence segment entries dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vote_segments: u64,
+}
+
+impl Pruned {
+    fn is_none(&self) -> bool {
+        *self == Pruned::default()
+    }
+}
+
+/// The head object (`aldb-manifest.json`): the recent entries, the journal, and the sealed
+/// segments holding every older entry, oldest first. The only object rewritten; everything it
+/// names is immutable or only grows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Head {
     /// Always [`MANIFEST_FORMAT`].
     pub format: String,
     /// Always [`MANIFEST_VERSION`].
     pub version: u32,
-    /// Increases by one with every manifest the shipper writes.
+    /// Increases by one with every head the shipper writes.
+    pub generation: u64,
+    /// The snapshot format version of the shipper's build (informational).
+    pub snapshot_format: u32,
+    /// The sealed segments, oldest first: their entries come before the head's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed_segments: Vec<SealedSegment>,
+    /// Leading entries of the sealed segments that are no longer named.
+    #[serde(default, skip_serializing_if = "Pruned::is_none")]
+    pub pruned: Pruned,
+    /// Snapshot entries newer than every sealed one, by ascending sequence number.
+    pub snapshots: Vec<SnapshotObject>,
+    /// Record-log segments after the sealed ones, by ascending first slot.
+    pub record_segments: Vec<SegmentObject>,
+    /// Vote-evidence segments after the sealed ones, by ascending first slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vote_segments: Vec<SegmentObject>,
+    /// The slot-status journal, when the directory has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_journal: Option<JournalObject>,
+}
+
+/// The body of a sealed segment: a contiguous run of entries of each list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentBody {
+    /// Always [`SEGMENT_FORMAT`].
+    pub format: String,
+    /// Always [`MANIFEST_VERSION`].
+    pub version: u32,
+    /// Earlier sealed segments this one folds, oldest first: their entries come before its own.
+    /// A segment folding others holds no entry of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed_segments: Vec<SealedSegment>,
+    /// Snapshot entries, by ascending sequence number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotObject>,
+    /// Record-log segment entries, by ascending first slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub record_segments: Vec<SegmentObject>,
+    /// Vote-evidence segment entries, by ascending first slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vote_segments: Vec<SegmentObject>,
+}
+
+/// The manifest of one bucket prefix as readers use it: the entries of every sealed segment and
+/// of the head, in order. Written as a [`Head`] naming [`SegmentBody`] objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// The head's generation.
     pub generation: u64,
     /// The snapshot format version of the shipper's build (informational: each file's header
     /// carries its own, which readers check).
@@ -126,26 +241,33 @@ pub struct Manifest {
     pub snapshots: Vec<SnapshotObject>,
     /// Record-log segments, by ascending first slot.
     pub record_segments: Vec<SegmentObject>,
-    /// Vote-evidence log segments, by ascending first slot; absent when the directory keeps no
-    /// vote log (so a manifest without one reads in a build that does not know the field).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Vote-evidence log segments, by ascending first slot.
     pub vote_segments: Vec<SegmentObject>,
     /// The slot-status journal, when the directory has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_journal: Option<JournalObject>,
+    /// The sealed segments, oldest first: together they hold the leading entries of each list
+    /// above (as many as their counts say, less those `pruned`), the head the rest.
+    pub sealed_segments: Vec<SealedSegment>,
+    /// Leading entries of the sealed segments dropped by the archive's retention: not in the
+    /// lists above.
+    pub pruned: Pruned,
+    /// The sealed segments that fold others, by name, with the segments they fold: what names
+    /// every segment below the head's list.
+    pub folds: BTreeMap<String, Vec<SealedSegment>>,
 }
 
 impl Default for Manifest {
     fn default() -> Self {
         Self {
-            format: MANIFEST_FORMAT.to_string(),
-            version: MANIFEST_VERSION,
             generation: 0,
             snapshot_format: aldb_format::FORMAT_VERSION,
             snapshots: Vec::new(),
             record_segments: Vec::new(),
             vote_segments: Vec::new(),
             status_journal: None,
+            sealed_segments: Vec::new(),
+            pruned: Pruned::default(),
+            folds: BTreeMap::new(),
         }
     }
 }
@@ -207,15 +329,315 @@ pub struct BucketSlot {
     pub oldest_seq: u64,
 }
 
-impl Manifest {
-    /// Parses and checks a manifest: what it does not understand is refused, never guessed at.
+impl Head {
+    /// Parses a head and checks what can be checked without its segments: what it does not
+    /// understand (another format or version, an unknown field) is refused, never guessed at.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest: {e}"))?;
-        if m.format != MANIFEST_FORMAT {
-            return Err(format!("format {:?}, expected {MANIFEST_FORMAT:?}", m.format));
+        let h: Head = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest: {e}"))?;
+        if h.format != MANIFEST_FORMAT {
+            return Err(format!("format {:?}, expected {MANIFEST_FORMAT:?}", h.format));
         }
-        if m.version != MANIFEST_VERSION {
-            return Err(format!("manifest version {}, this build reads {MANIFEST_VERSION}", m.version));
+        if h.version != MANIFEST_VERSION {
+            return Err(format!("manifest version {}, this build reads {MANIFEST_VERSION}", h.version));
+        }
+        h.sealed_segments.iter().try_for_each(check_sealed_ref)?;
+        Ok(h)
+    }
+
+    /// The head as stored: pretty JSON, one field a line, for operators reading it.
+    pub fn encode(&self) -> Vec<u8> {
+        // Serialising plain strings and integers cannot fail.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Checks a sealed segment's entry: its name must spell its checksum.
+fn check_sealed_ref(r: &SealedSegment) -> Result<(), String> {
+    if parse_checksum(&r.checksum).is_none() {
+        return Err(format!("sealed segment {:?}: bad checksum {:?}", r.name, r.checksum));
+    }
+    if parse_sealed_name(&r.name).is_none_or(|(_, sum)| sum != r.checksum) {
+        return Err(format!("sealed segment {:?} does not name its checksum {}", r.name, r.checksum));
+    }
+    Ok(())
+}
+
+impl SegmentBody {
+    /// Entries of each list it stands for: its own and those of the segments it folds.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let mut c = (self.snapshots.len() as u64, self.record_segments.len() as u64, self.vote_segments.len() as u64);
+        for r in &self.sealed_segments {
+            c = (
+                c.0.saturating_add(r.snapshots),
+                c.1.saturating_add(r.record_segments),
+                c.2.saturating_add(r.vote_segments),
+            );
+        }
+        c
+    }
+
+    /// Parses a segment's bytes, refusing another format or version and unknown fields.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let b: SegmentBody = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest segment: {e}"))?;
+        if b.format != SEGMENT_FORMAT {
+            return Err(format!("format {:?}, expected {SEGMENT_FORMAT:?}", b.format));
+        }
+        if b.version != MANIFEST_VERSION {
+            return Err(format!("manifest segment version {}, this build reads {MANIFEST_VERSION}", b.version));
+        }
+        b.sealed_segments.iter().try_for_each(check_sealed_ref)?;
+        Ok(b)
+    }
+
+    /// The segment as stored: compact JSON (it is large and read by programs only).
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Checks a sealed segment's bytes against the head's entry for it (size, checksum, then the
+/// entries it holds of each list) and parses them: a segment is trusted only whole.
+pub fn verify_segment(r: &SealedSegment, bytes: &[u8]) -> Result<SegmentBody, String> {
+    if bytes.len() as u64 != r.size {
+        return Err(format!("{} bytes, the head names {}", bytes.len(), r.size));
+    }
+    if parse_checksum(&r.checksum) != Some(xxhash_rust::xxh3::xxh3_128(bytes)) {
+        return Err("its checksum is not the head's".into());
+    }
+    let b = SegmentBody::decode(bytes)?;
+    let counts = b.counts();
+    if counts != (r.snapshots, r.record_segments, r.vote_segments) {
+        return Err(format!(
+            "it holds {counts:?} entries, the head names ({}, {}, {})",
+            r.snapshots, r.record_segments, r.vote_segments
+        ));
+    }
+    Ok(b)
+}
+
+/// The object name of a sealed segment first named by the head of `generation`, whose bytes have
+/// checksum `sum`.
+pub fn sealed_object_name(generation: u64, sum: u128) -> String {
+    format!("{SEGMENTS_PREFIX}/{generation:020}-{}.json", checksum_hex(sum))
+}
+
+/// The generation and checksum a sealed segment's object name spells; only the exact spelling.
+pub fn parse_sealed_name(name: &str) -> Option<(u64, &str)> {
+    let rest = name.strip_prefix(SEGMENTS_PREFIX)?.strip_prefix('/')?.strip_suffix(".json")?;
+    let (g, sum) = rest.split_once('-')?;
+    if g.len() != 20 || !g.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    parse_checksum(sum)?;
+    Some((g.parse().ok()?, sum))
+}
+
+impl Manifest {
+    /// Puts a head and the bodies of the sealed segments it names together, and checks the
+    /// whole. `lookup` gives each segment's body by name (every one [`read_segments`] read, each
+    /// verified with [`verify_segment`]).
+    pub fn assemble<'a>(head: Head, lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>) -> Result<Self, String> {
+        let mut flat = Flat::default();
+        let mut folds = BTreeMap::new();
+        let (snapshots, record_segments, vote_segments) = {
+            flatten(&head.sealed_segments, lookup, &mut flat, &mut folds)?;
+            let p = head.pruned;
+            if p.snapshots > flat.snapshots.len() as u64
+                || p.record_segments > flat.record_segments.len() as u64
+                || p.vote_segments > flat.vote_segments.len() as u64
+            {
+                return Err(format!("the head drops more entries ({p:?}) than its sealed segments hold"));
+            }
+            let skip = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+            let mut snapshots: Vec<SnapshotObject> =
+                flat.snapshots.into_iter().skip(skip(p.snapshots)).cloned().collect();
+            let mut records: Vec<SegmentObject> =
+                flat.record_segments.into_iter().skip(skip(p.record_segments)).cloned().collect();
+            let mut votes: Vec<SegmentObject> =
+                flat.vote_segments.into_iter().skip(skip(p.vote_segments)).cloned().collect();
+            snapshots.extend(head.snapshots);
+            records.extend(head.record_segments);
+            votes.extend(head.vote_segments);
+            (snapshots, records, votes)
+        };
+        let m = Manifest {
+            generation: head.generation,
+            snapshot_format: head.snapshot_format,
+            snapshots,
+            record_segments,
+            vote_segments,
+            status_journal: head.status_journal,
+            sealed_segments: head.sealed_segments,
+            pruned: head.pruned,
+            folds,
+        };
+        m.check()?;
+        Ok(m)
+    }
+
+    /// Parses and checks a head that names no sealed segment (a manifest small enough to live
+    /// in its head alone).
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let head = Head::decode(bytes)?;
+        if !head.sealed_segments.is_empty() {
+            return Err("the head names sealed segments: read them first".into());
+        }
+        Self::assemble(head, &|_| None)
+    }
+
+    /// How many leading entries of each list (snapshots, record segments, vote segments) the
+    /// sealed segments hold, those pruned not counted.
+    pub fn sealed_counts(&self) -> (usize, usize, usize) {
+        let n = |f: fn(&SealedSegment) -> u64, pruned: u64| {
+            usize::try_from(self.sealed_segments.iter().map(f).sum::<u64>().saturating_sub(pruned))
+                .unwrap_or(usize::MAX)
+        };
+        let p = self.pruned;
+        (
+            n(|r| r.snapshots, p.snapshots),
+            n(|r| r.record_segments, p.record_segments),
+            n(|r| r.vote_segments, p.vote_segments),
+        )
+    }
+
+    /// Entries the head holds itself.
+    pub fn unsealed_entries(&self) -> usize {
+        let (s, r, v) = self.sealed_counts();
+        self.snapshots.len().saturating_sub(s)
+            + self.record_segments.len().saturating_sub(r)
+            + self.vote_segments.len().saturating_sub(v)
+    }
+
+    /// The head of this manifest: its unsealed entries and the sealed segments' names.
+    pub fn head(&self) -> Head {
+        let (s, r, v) = self.sealed_counts();
+        Head {
+            format: MANIFEST_FORMAT.to_string(),
+            version: MANIFEST_VERSION,
+            generation: self.generation,
+            snapshot_format: self.snapshot_format,
+            sealed_segments: self.sealed_segments.clone(),
+            pruned: self.pruned,
+            snapshots: self.snapshots.get(s..).unwrap_or_default().to_vec(),
+            record_segments: self.record_segments.get(r..).unwrap_or_default().to_vec(),
+            vote_segments: self.vote_segments.get(v..).unwrap_or_default().to_vec(),
+            status_journal: self.status_journal.clone(),
+        }
+    }
+
+    /// The head as stored.
+    pub fn encode_head(&self) -> Vec<u8> {
+        self.head().encode()
+    }
+
+    /// The segment that would seal the head's entries now, for the head of `generation`: every
+    /// unsealed snapshot entry and every unsealed log entry but each log's newest (which may
+    /// still grow). `None` when there is nothing to seal. The caller uploads it, then names it
+    /// by pushing the entry onto `sealed_segments`.
+    pub fn seal(&self, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
+        let (s, r, v) = self.sealed_counts();
+        let upto = |len: usize, sealed: usize| len.saturating_sub(1).max(sealed);
+        let body = SegmentBody {
+            format: SEGMENT_FORMAT.to_string(),
+            version: MANIFEST_VERSION,
+            sealed_segments: Vec::new(),
+            snapshots: self.snapshots.get(s..).unwrap_or_default().to_vec(),
+            record_segments: self
+                .record_segments
+                .get(r..upto(self.record_segments.len(), r))
+                .unwrap_or_default()
+                .to_vec(),
+            vote_segments: self.vote_segments.get(v..upto(self.vote_segments.len(), v)).unwrap_or_default().to_vec(),
+        };
+        segment_of(body, generation)
+    }
+
+    /// Drops the leading entries of each list whose flag in `snapshots`, `records` or `votes`
+    /// (one flag an entry) is `false`, up to the first kept one (retention drops the oldest;
+    /// an entry it spares stops the drop there). Entries in sealed segments are dropped by
+    /// raising the head's floor ([`Manifest::pruned`]), so no segment is rewritten; a segment
+    /// left wholly below the floor is no longer named. Returns the objects no longer named (the
+    /// entries' own and those segments): delete them only after the head is written.
+    pub fn prune_leading(&mut self, snapshots: &[bool], records: &[bool], votes: &[bool]) -> Vec<String> {
+        let lead = |mask: &[bool]| mask.iter().take_while(|k| !**k).count();
+        let (ps, pr, pv) = (lead(snapshots), lead(records), lead(votes));
+        let (ss, sr, sv) = self.sealed_counts();
+        let mut gone: Vec<String> = self.snapshots.drain(..ps.min(self.snapshots.len())).map(|s| s.name).collect();
+        gone.extend(self.record_segments.drain(..pr.min(self.record_segments.len())).map(|g| g.name));
+        gone.extend(self.vote_segments.drain(..pv.min(self.vote_segments.len())).map(|g| g.name));
+        let n = |x: usize| x as u64;
+        let floor = &mut self.pruned;
+        floor.snapshots += n(ps.min(ss));
+        floor.record_segments += n(pr.min(sr));
+        floor.vote_segments += n(pv.min(sv));
+        while let Some(r) = self.sealed_segments.first().cloned() {
+            let f = self.pruned;
+            if r.snapshots <= f.snapshots
+                && r.record_segments <= f.record_segments
+                && r.vote_segments <= f.vote_segments
+            {
+                self.sealed_segments.remove(0);
+                self.pruned.snapshots -= r.snapshots;
+                self.pruned.record_segments -= r.record_segments;
+                self.pruned.vote_segments -= r.vote_segments;
+                self.take_subtree(&r, &mut gone);
+                continue;
+            }
+            // The floor cuts into a fold: the head names what it folds instead, so the older of
+            // them can go whole.
+            if f != Pruned::default()
+                && let Some(children) = self.folds.remove(&r.name)
+            {
+                self.sealed_segments.splice(0..1, children);
+                gone.push(r.name);
+                continue;
+            }
+            break;
+        }
+        gone
+    }
+
+    /// The segment that would fold every sealed segment the head names into one naming them,
+    /// for the head of `generation`, so the head names one. `None` when it names none. The
+    /// caller uploads it, then replaces the head's list with it and records it in `folds`.
+    pub fn fold(&self, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
+        if self.sealed_segments.is_empty() {
+            return None;
+        }
+        let body = SegmentBody {
+            format: SEGMENT_FORMAT.to_string(),
+            version: MANIFEST_VERSION,
+            sealed_segments: self.sealed_segments.clone(),
+            ..SegmentBody::default()
+        };
+        segment_of(body, generation)
+    }
+
+    /// Every sealed segment named, directly by the head or through a fold.
+    pub fn named_segments(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.sealed_segments.iter().map(|r| r.name.clone()).collect();
+        out.extend(self.folds.values().flatten().map(|r| r.name.clone()));
+        out
+    }
+
+    /// The names of `r` and of every segment it folds, directly or not, forgetting the folds.
+    fn take_subtree(&mut self, r: &SealedSegment, out: &mut Vec<String>) {
+        let mut todo = vec![r.name.clone()];
+        while let Some(name) = todo.pop() {
+            if let Some(children) = self.folds.remove(&name) {
+                todo.extend(children.into_iter().map(|c| c.name));
+            }
+            out.push(name);
+        }
+    }
+
+    /// Checks the whole: names, order, checksums, roots, and that the sealed segments' counts
+    /// fit the lists.
+    pub fn check(&self) -> Result<(), String> {
+        let m = self;
+        let (s, r, v) = m.sealed_counts();
+        if s > m.snapshots.len() || r > m.record_segments.len() || v > m.vote_segments.len() {
+            return Err("the sealed segments' counts exceed the entries".into());
         }
         let mut prev = None;
         for s in &m.snapshots {
@@ -264,13 +686,7 @@ impl Manifest {
                 return Err(format!("journal entry {:?}: bad checksum {:?}", j.name, j.checksum));
             }
         }
-        Ok(m)
-    }
-
-    /// The manifest as stored: pretty JSON, one field a line, for operators reading it.
-    pub fn encode(&self) -> Vec<u8> {
-        // Serialising plain strings and integers cannot fail.
-        serde_json::to_vec_pretty(self).unwrap_or_default()
+        Ok(())
     }
 
     /// The snapshot entry of sequence number `seq`.
@@ -304,6 +720,95 @@ impl Manifest {
         let hi = self.snapshots.partition_point(|s| s.seq <= b.seq);
         self.snapshots[lo..hi].iter().collect()
     }
+}
+
+/// A sealed segment of `body`'s entries for the head of `generation`: its name, size, checksum
+/// and counts, and its bytes. `None` when the body holds no entry.
+pub fn segment_of(body: SegmentBody, generation: u64) -> Option<(SealedSegment, Vec<u8>)> {
+    let (snapshots, record_segments, vote_segments) = body.counts();
+    if body.sealed_segments.is_empty() && (snapshots, record_segments, vote_segments) == (0, 0, 0) {
+        return None;
+    }
+    let bytes = body.encode();
+    let sum = xxhash_rust::xxh3::xxh3_128(&bytes);
+    let r = SealedSegment {
+        name: sealed_object_name(generation, sum),
+        size: bytes.len() as u64,
+        checksum: checksum_hex(sum),
+        snapshots,
+        record_segments,
+        vote_segments,
+    };
+    Some((r, bytes))
+}
+
+/// Every sealed segment `head` names, directly or through segments folding others: each taken
+/// from `held` (a verified copy kept from an earlier read: segments are immutable and a name
+/// spells its checksum) or else from `fetch`, which must check it with [`verify_segment`].
+pub async fn read_segments<E, Fut>(
+    head: &Head,
+    held: impl Fn(&str) -> Option<Arc<SegmentBody>>,
+    mut fetch: impl FnMut(SealedSegment) -> Fut,
+) -> Result<HashMap<String, Arc<SegmentBody>>, E>
+where
+    Fut: Future<Output = Result<Arc<SegmentBody>, E>>,
+{
+    let mut out: HashMap<String, Arc<SegmentBody>> = HashMap::new();
+    let mut todo: Vec<SealedSegment> = head.sealed_segments.clone();
+    while let Some(r) = todo.pop() {
+        if out.contains_key(&r.name) {
+            continue;
+        }
+        let body = match held(&r.name) {
+            Some(b) => b,
+            None => fetch(r.clone()).await?,
+        };
+        todo.extend(body.sealed_segments.iter().cloned());
+        out.insert(r.name, body);
+    }
+    Ok(out)
+}
+
+/// The entries a manifest's sealed segments hold, in order, while they are put together.
+#[derive(Default)]
+struct Flat<'a> {
+    snapshots: Vec<&'a SnapshotObject>,
+    record_segments: Vec<&'a SegmentObject>,
+    vote_segments: Vec<&'a SegmentObject>,
+}
+
+/// Appends the entries of the segments `refs` name, in order (those a segment folds before its
+/// own), to `out`, recording the folds. Iterative, and each segment may be named once only, so a
+/// malformed manifest costs a reader no more than the segments it names.
+fn flatten<'a>(
+    refs: &[SealedSegment],
+    lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>,
+    out: &mut Flat<'a>,
+    folds: &mut BTreeMap<String, Vec<SealedSegment>>,
+) -> Result<(), String> {
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut stack: Vec<(SealedSegment, bool)> = refs.iter().rev().map(|r| (r.clone(), false)).collect();
+    while let Some((r, expanded)) = stack.pop() {
+        let b = lookup(&r.name).ok_or_else(|| format!("sealed segment {} was not read", r.name))?;
+        if expanded {
+            out.snapshots.extend(&b.snapshots);
+            out.record_segments.extend(&b.record_segments);
+            out.vote_segments.extend(&b.vote_segments);
+            continue;
+        }
+        if !seen.insert(r.name.clone()) {
+            return Err(format!("sealed segment {} is named twice", r.name));
+        }
+        if b.counts() != (r.snapshots, r.record_segments, r.vote_segments) {
+            return Err(format!("sealed segment {} does not hold the entries named", r.name));
+        }
+        if !b.sealed_segments.is_empty() {
+            folds.insert(r.name.clone(), b.sealed_segments.clone());
+        }
+        stack.push((r, true));
+        stack.extend(b.sealed_segments.iter().rev().map(|c| (c.clone(), false)));
+    }
+    Ok(())
 }
 
 /// Checks a list of segment entries: names that spell their first slot (`first_of` parses the
@@ -354,15 +859,23 @@ mod tests {
             checksum: checksum_hex(7),
             sealed: false,
         });
-        let bytes = m.encode();
+        let bytes = m.encode_head();
         assert_eq!(Manifest::decode(&bytes), Ok(m.clone()));
         let edited = |f: &dyn Fn(&mut Manifest)| {
             let mut x = m.clone();
             f(&mut x);
-            Manifest::decode(&x.encode())
+            Manifest::decode(&x.encode_head())
         };
-        assert!(edited(&|x| x.version = 1).is_err());
-        assert!(edited(&|x| x.format = "other".into()).is_err());
+        let head_edited = |f: &dyn Fn(&mut Head)| {
+            let mut h = m.head();
+            f(&mut h);
+            Manifest::decode(&h.encode())
+        };
+        for v in [1, 2, 4] {
+            let err = head_edited(&|h| h.version = v).unwrap_err();
+            assert!(err.contains(&format!("manifest version {v}")) && err.contains("reads 3"), "{err}");
+        }
+        assert!(head_edited(&|h| h.format = "other".into()).is_err());
         assert!(edited(&|x| x.snapshots.swap(0, 1)).is_err());
         assert!(edited(&|x| x.snapshots[1].slot = 99).is_err());
         assert!(edited(&|x| x.snapshots[1].oldest_seq = 3).is_err());
@@ -413,7 +926,7 @@ mod tests {
             ],
             ..Manifest::default()
         };
-        assert_eq!(Manifest::decode(&m.encode()), Ok(m.clone()));
+        assert_eq!(Manifest::decode(&m.encode_head()), Ok(m.clone()));
         let s = m.servable();
         assert_eq!(s.keys().copied().collect::<Vec<_>>(), vec![10, 11]);
         assert_eq!(m.chain(&s[&11]).iter().map(|o| o.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
@@ -423,7 +936,7 @@ mod tests {
         let edited = |f: &dyn Fn(&mut Manifest)| {
             let mut x = m.clone();
             f(&mut x);
-            Manifest::decode(&x.encode())
+            Manifest::decode(&x.encode_head())
         };
         assert!(edited(&|x| x.snapshots[0].root = root_hex(&[1; 32])).is_err(), "a part with a root");
         assert!(edited(&|x| x.snapshots[0].gap = Some(WriterGap { after: None })).is_err(), "a part with a gap");
@@ -443,5 +956,172 @@ mod tests {
         assert_eq!(m.chain(&s[&14]).iter().map(|o| o.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
         assert_eq!(parse_checksum(&checksum_hex(u128::MAX)), Some(u128::MAX));
         assert_eq!(parse_checksum("ABCDEF0123456789abcdef0123456789"), None);
+    }
+
+    fn record(first: u64, sealed: bool) -> SegmentObject {
+        SegmentObject {
+            name: segment_object_name(&aldb_format::records::segment_name(first)),
+            first_slot: first,
+            last_slot: Some(first + 1),
+            size: 16,
+            checksum: checksum_hex(u128::from(first)),
+            sealed,
+        }
+    }
+
+    /// Puts a manifest back together from its head and the bodies of the segments it names, as
+    /// a reader does.
+    fn reassemble(m: &Manifest, objects: &BTreeMap<String, Vec<u8>>) -> Result<Manifest, String> {
+        let head = Head::decode(&m.encode_head())?;
+        let fetch =
+            |r: SealedSegment| async move { verify_segment(&r, objects.get(&r.name).ok_or("missing")?).map(Arc::new) };
+        let bodies =
+            futures_util::FutureExt::now_or_never(read_segments(&head, |_| None, fetch)).ok_or("pending")??;
+        Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref()))
+    }
+
+    #[test]
+    fn sealed_segments_hold_the_older_entries_and_round_trip() {
+        let mut m = Manifest::default();
+        let mut objects = BTreeMap::new();
+        for seq in 1..=10 {
+            m.snapshots.push(snap(seq, 100 + seq, 1));
+        }
+        m.record_segments = vec![record(100, true), record(104, true), record(108, false)];
+        let (r, bytes) = m.seal(7).unwrap();
+        // Everything but each log's newest entry, which may still grow.
+        assert_eq!((r.snapshots, r.record_segments, r.vote_segments), (10, 2, 0));
+        assert_eq!(parse_sealed_name(&r.name), Some((7, r.checksum.as_str())));
+        objects.insert(r.name.clone(), bytes.clone());
+        m.sealed_segments.push(r.clone());
+        assert_eq!(m.unsealed_entries(), 1);
+        let head = m.head();
+        assert!(head.snapshots.is_empty() && head.record_segments.len() == 1, "{head:?}");
+        for seq in 11..=13 {
+            m.snapshots.push(snap(seq, 100 + seq, 1));
+        }
+        assert_eq!(m.unsealed_entries(), 4);
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()));
+        assert!(Manifest::decode(&m.encode_head()).unwrap_err().contains("sealed segments"));
+
+        // A segment is trusted only whole and only as the head names it.
+        let mut flipped = bytes.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 1;
+        assert!(verify_segment(&r, &flipped).unwrap_err().contains("checksum"));
+        assert!(verify_segment(&r, &bytes[..bytes.len() - 1]).unwrap_err().contains("bytes"));
+        let miscounted = SealedSegment { snapshots: 9, ..r.clone() };
+        assert!(verify_segment(&miscounted, &bytes).unwrap_err().contains("entries"));
+        // A segment of another version or with a field this build does not know is refused.
+        let mut body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        body["version"] = serde_json::json!(2);
+        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().contains("version 2"));
+        let mut body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        body["extra"] = serde_json::json!(1);
+        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().contains("extra"));
+        // The head must spell each segment's checksum in its name.
+        let mut h = m.head();
+        h.sealed_segments[0].name = sealed_object_name(7, 5);
+        assert!(Head::decode(&h.encode()).unwrap_err().contains("does not name its checksum"));
+        let mut unknown: serde_json::Value = serde_json::from_slice(&m.encode_head()).unwrap();
+        unknown["sealed_segments"][0]["extra"] = serde_json::json!(1);
+        assert!(Head::decode(&serde_json::to_vec(&unknown).unwrap()).unwrap_err().contains("extra"));
+
+        // Entries out of order across a segment and the head are refused when assembled.
+        let mut bad = m.clone();
+        bad.snapshots[10] = snap(3, 200, 1);
+        assert!(reassemble(&bad, &objects).unwrap_err().contains("ascending"));
+    }
+
+    #[test]
+    fn retention_raises_the_floor_and_drops_whole_segments() {
+        let mut m = Manifest::default();
+        let mut objects = BTreeMap::new();
+        for seq in 1..=12 {
+            m.snapshots.push(snap(seq, 100 + seq, seq));
+            if seq % 4 == 0 {
+                let (r, bytes) = m.seal(seq).unwrap();
+                objects.insert(r.name.clone(), bytes);
+                m.sealed_segments.push(r);
+            }
+        }
+        m.snapshots.push(snap(13, 113, 13));
+        let names: Vec<String> = m.sealed_segments.iter().map(|r| r.name.clone()).collect();
+        // Keep sequence 6 on: the first segment (1..=4) goes, the second (5..=8) keeps 6..=8.
+        let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 6).collect();
+        let gone = m.prune_leading(&keep, &[], &[]);
+        assert_eq!(m.snapshots.first().map(|s| s.seq), Some(6));
+        assert_eq!(m.sealed_segments.iter().map(|r| &r.name).collect::<Vec<_>>(), vec![&names[1], &names[2]]);
+        assert_eq!(m.pruned, Pruned { snapshots: 1, ..Pruned::default() }, "sequence 5 is below the floor");
+        assert!(gone.contains(&names[0]) && !gone.contains(&names[1]), "{gone:?}");
+        assert_eq!(gone.iter().filter(|n| n.ends_with(".snap")).count(), 5);
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()), "no segment was rewritten");
+        assert_eq!(m.servable().len(), 8);
+        assert_eq!(m.unsealed_entries(), 1);
+        // An entry retention spares stops the drop there; dropping into the head's own entries
+        // leaves no segment named.
+        let mut keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 13).collect();
+        keep[2] = true;
+        m.prune_leading(&keep, &[], &[]);
+        assert_eq!(m.snapshots.first().map(|s| s.seq), Some(8));
+        let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 13).collect();
+        let gone = m.prune_leading(&keep, &[], &[]);
+        assert!(m.sealed_segments.is_empty() && m.pruned == Pruned::default(), "{m:?}");
+        assert!(gone.contains(&names[1]) && gone.contains(&names[2]), "{gone:?}");
+        assert_eq!(Manifest::decode(&m.encode_head()), Ok(m.clone()));
+        // A floor beyond what the segments hold is refused.
+        let mut h = m.head();
+        h.pruned.snapshots = 1;
+        assert!(Manifest::assemble(h, &|_| None).unwrap_err().contains("drops more"));
+    }
+
+    #[test]
+    fn folded_segments_are_read_through_the_fold_and_unfolded_by_retention() {
+        let mut m = Manifest::default();
+        let mut objects = BTreeMap::new();
+        for seq in 1..=12 {
+            m.snapshots.push(snap(seq, 100 + seq, seq));
+            if seq % 2 == 0 {
+                let (r, bytes) = m.seal(seq).unwrap();
+                objects.insert(r.name.clone(), bytes);
+                m.sealed_segments.push(r);
+            }
+            if m.sealed_segments.len() > 2 {
+                let (r, bytes) = m.fold(seq).unwrap();
+                assert_eq!(r.snapshots, m.sealed_counts().0 as u64, "a fold stands for every entry it names");
+                objects.insert(r.name.clone(), bytes);
+                let folded = std::mem::replace(&mut m.sealed_segments, vec![r.clone()]);
+                m.folds.insert(r.name, folded);
+            }
+        }
+        m.snapshots.push(snap(13, 113, 13));
+        assert!(m.sealed_segments.len() <= 3 && m.folds.len() >= 2, "{:?}", m.sealed_segments);
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()), "entries and folds are read back");
+        let mut named = m.named_segments();
+        named.sort();
+        assert_eq!(named, objects.keys().cloned().collect::<Vec<_>>(), "every segment is named");
+        // A damaged segment below a fold refuses the whole.
+        let leaf = m.folds.values().flatten().find(|r| !m.folds.contains_key(&r.name)).unwrap().name.clone();
+        let mut damaged = objects.clone();
+        damaged.get_mut(&leaf).unwrap()[3] ^= 1;
+        assert!(reassemble(&m, &damaged).unwrap_err().contains("checksum"));
+        // A segment named twice (here directly and through its fold) is refused.
+        let mut twice = m.clone();
+        twice.sealed_segments.insert(0, m.folds.values().flatten().next().unwrap().clone());
+        assert!(reassemble(&twice, &objects).unwrap_err().contains("named twice"));
+
+        // Retention keeping sequence 6 on: the folds it cuts into are unfolded, the segments
+        // wholly below it go, and what is left reads back.
+        let keep: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= 6).collect();
+        let gone = m.prune_leading(&keep, &[], &[]);
+        assert_eq!(m.snapshots.first().map(|s| s.seq), Some(6));
+        for n in &gone {
+            objects.remove(n);
+        }
+        let mut named = m.named_segments();
+        named.sort();
+        assert_eq!(named, objects.keys().filter(|n| n.starts_with("manifest/")).cloned().collect::<Vec<_>>());
+        assert_eq!(reassemble(&m, &objects), Ok(m.clone()));
+        assert_eq!(m.servable().len(), 8);
     }
 }

@@ -39,6 +39,10 @@ pub struct ShipMetrics {
     pub failures: IntCounter,
     /// Manifests written.
     pub manifests: IntCounter,
+    /// Sealed manifest segments uploaded.
+    pub manifest_segments: IntCounter,
+    /// Bytes of manifest heads and sealed segments uploaded.
+    pub manifest_bytes: IntCounter,
     /// Snapshot files deleted locally before they were shipped: their slots are not archived.
     pub missed_files: IntCounter,
     /// Objects deleted from the bucket by the archive's retention.
@@ -74,6 +78,12 @@ impl ShipMetrics {
                 "Bucket requests failed after every retry, and local files refused as damaged.",
             )?,
             manifests: counter(&r, "aldb_ship_manifests_total", "Manifests written.")?,
+            manifest_segments: counter(&r, "aldb_ship_manifest_segments_total", "Sealed manifest segments uploaded.")?,
+            manifest_bytes: counter(
+                &r,
+                "aldb_ship_manifest_bytes_total",
+                "Bytes of manifest heads and sealed manifest segments uploaded.",
+            )?,
             missed_files: counter(
                 &r,
                 "aldb_ship_missed_files_total",
@@ -109,6 +119,10 @@ pub struct CacheMetrics {
     pub refused: IntCounter,
     /// Manifests read.
     pub manifest_reads: IntCounter,
+    /// Sealed manifest segments fetched (each once: they are immutable).
+    pub manifest_segment_reads: IntCounter,
+    /// Bytes of manifest heads and sealed segments fetched.
+    pub manifest_bytes: IntCounter,
     /// Bytes of verified files in the cache.
     pub cached_bytes: IntGauge,
     /// Verified files in the cache.
@@ -126,6 +140,16 @@ impl CacheMetrics {
             evictions: counter(&r, "aldb_cache_evictions_total", "Files evicted to stay within the capacity.")?,
             refused: counter(&r, "aldb_cache_refused_total", "Objects refused because their bytes did not verify.")?,
             manifest_reads: counter(&r, "aldb_cache_manifest_reads_total", "Manifests read from the bucket.")?,
+            manifest_segment_reads: counter(
+                &r,
+                "aldb_cache_manifest_segment_reads_total",
+                "Sealed manifest segments fetched from the bucket.",
+            )?,
+            manifest_bytes: counter(
+                &r,
+                "aldb_cache_manifest_bytes_total",
+                "Bytes of manifest heads and sealed segments fetched.",
+            )?,
             cached_bytes: gauge(&r, "aldb_cache_bytes", "Bytes of verified files in the cache.")?,
             cached_files: gauge(&r, "aldb_cache_files", "Verified files in the cache.")?,
             registry: r,

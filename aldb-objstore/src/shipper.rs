@@ -17,8 +17,9 @@ use crate::error::ShipError;
 use crate::local::{self, LocalSegment, LocalSnapshot};
 use crate::logs::SegmentLog;
 use crate::manifest::{
-    JournalObject, MANIFEST_NAME, Manifest, SegmentObject, SnapshotObject, WriterGap, checksum_hex,
-    journal_object_name, root_hex,
+    DEFAULT_FOLD_SEGMENTS, DEFAULT_SEAL_ENTRIES, Head, JournalObject, MANIFEST_NAME, Manifest, SEGMENTS_PREFIX,
+    SealedSegment, SegmentObject, SnapshotObject, WriterGap, checksum_hex, journal_object_name, read_segments,
+    root_hex, verify_segment,
 };
 use crate::metrics::ShipMetrics;
 use aldb_format::format::{FLAG_AFTER_GAP, FileKind};
@@ -52,11 +53,20 @@ pub struct ShipConfig {
     /// The slot-status journal is shipped whole when it changed, at most once per this long
     /// (replicas learn commitment levels from it, so it goes more often than segments).
     pub status_interval: Duration,
+    /// Seal the head's entries into an immutable manifest segment when it holds more than this
+    /// many (at least 1): a manifest write then costs the head, whatever the archive's length.
+    pub seal_entries: usize,
+    /// Fold the sealed segments the head names into one segment naming them when there are
+    /// more than this many (at least 1) and no archive retention: the head then stays within
+    /// `seal_entries` entries and `fold_segments` + 1 segment names, whatever the archive's
+    /// length.
+    pub fold_segments: usize,
 }
 
 impl ShipConfig {
     /// Defaults for a directory: a pass a second, each log's live segment at most every 10 s, a manifest
-    /// every 32 uploads, keep everything, 5 attempts from 200 ms, 64 MiB parts.
+    /// every 32 uploads, keep everything, 5 attempts from 200 ms, 64 MiB parts, a manifest segment
+    /// sealed past 4,096 head entries, and the segments folded past 64.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
@@ -69,6 +79,8 @@ impl ShipConfig {
             retry_backoff: Duration::from_millis(200),
             part_size: 64 << 20,
             status_interval: Duration::from_secs(1),
+            seal_entries: DEFAULT_SEAL_ENTRIES,
+            fold_segments: DEFAULT_FOLD_SEGMENTS,
         }
     }
 }
@@ -193,23 +205,125 @@ impl Shipper {
         let at = self.object(MANIFEST_NAME);
         let store = self.store.clone();
         let got = self.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
-        let m = match got {
-            Ok(bytes) => Manifest::decode(&bytes).map_err(ShipError::Manifest)?,
-            Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => Manifest::default(),
+        let head = match got {
+            Ok(bytes) => Head::decode(&bytes).map_err(ShipError::Manifest)?,
+            Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {
+                self.manifest = Some(Manifest::default());
+                // A bucket nothing was shipped to may not exist until the first upload creates it.
+                if let Err(e) = self.sweep_unnamed_segments().await {
+                    log::debug!("no manifest segments swept from a bucket without a manifest: {e}");
+                }
+                return Ok(());
+            }
             Err(e) => return Err(e),
         };
+        let this = &*self;
+        let bodies = read_segments(
+            &head,
+            |_| None,
+            |r: SealedSegment| async move {
+                let at = this.object(&r.name);
+                let store = this.store.clone();
+                let got = this.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
+                let bytes = match got {
+                    Ok(b) => b,
+                    Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {
+                        return Err(ShipError::Manifest(format!(
+                            "sealed segment {} is missing from the bucket",
+                            r.name
+                        )));
+                    }
+                    Err(e) => return Err(e),
+                };
+                verify_segment(&r, &bytes)
+                    .map(Arc::new)
+                    .map_err(|e| ShipError::Manifest(format!("sealed segment {}: {e}", r.name)))
+            },
+        )
+        .await?;
+        let m = Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(ShipError::Manifest)?;
         self.manifest = Some(m);
+        // Housekeeping: an unnamed segment is never read, so failing to delete it only leaves
+        // it for the next process.
+        if let Err(e) = self.sweep_unnamed_segments().await {
+            log::warn!("cannot sweep unnamed manifest segments: {e}");
+        }
         Ok(())
     }
 
+    /// Deletes the sealed segments under the prefix that the head does not name: uploaded by a
+    /// shipper that died before the head naming them, or left by one that died between a head
+    /// and the deletions it allowed. No reader trusts them (a reader reads only what a head
+    /// names), and a new seal writes a new object, so none is ever half-trusted or reused.
+    async fn sweep_unnamed_segments(&mut self) -> Result<(), ShipError> {
+        use futures_util::TryStreamExt;
+        let Some(m) = self.manifest.as_ref() else { return Ok(()) };
+        let under = self.prefix.child(SEGMENTS_PREFIX);
+        let listed: Vec<_> = self.store.list(Some(&under)).try_collect().await.map_err(|e| ShipError::Store {
+            op: "list",
+            object: under.to_string(),
+            source: e,
+        })?;
+        let named: BTreeSet<Path> = m.named_segments().iter().map(|n| self.object(n)).collect();
+        for o in listed.into_iter().filter(|o| !named.contains(&o.location)) {
+            let at = o.location;
+            let store = self.store.clone();
+            match self.retry("delete", &at, || store.delete(&at)).await {
+                Ok(()) | Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {}
+                Err(e) => return Err(e),
+            }
+            log::info!("deleted {at}: a manifest segment no head names");
+            self.metrics.archive_deletes.inc();
+        }
+        Ok(())
+    }
+
+    /// Writes the head, after sealing its entries into a new manifest segment when they exceed
+    /// `seal_entries`: the segment is uploaded whole before the head that names it.
     async fn write_manifest(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
+        let Some(m) = self.manifest.as_ref() else { return Ok(()) };
+        let next = m.generation + 1;
+        if m.unsealed_entries() > self.cfg.seal_entries.max(1)
+            && let Some((r, bytes)) = m.seal(next)
+        {
+            let at = self.object(&r.name);
+            let payload = Bytes::from(bytes);
+            let store = self.store.clone();
+            self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+            self.metrics.manifest_segments.inc();
+            self.metrics.manifest_bytes.inc_by(payload.len() as u64);
+            if let Some(m) = self.manifest.as_mut() {
+                m.sealed_segments.push(r);
+            }
+        }
+        // Without retention the head's list of segments grows with the archive: past
+        // `fold_segments` they are folded into one segment naming them, which the head names
+        // instead. (With retention the list is bounded by the archive, and a fold the retention
+        // would cut into is unfolded again.)
+        let fold = self
+            .manifest
+            .as_ref()
+            .filter(|m| self.cfg.archive_slots.is_none() && m.sealed_segments.len() > self.cfg.fold_segments.max(1));
+        if let Some((r, bytes)) = fold.and_then(|m| m.fold(next)) {
+            let at = self.object(&r.name);
+            let payload = Bytes::from(bytes);
+            let store = self.store.clone();
+            self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+            self.metrics.manifest_segments.inc();
+            self.metrics.manifest_bytes.inc_by(payload.len() as u64);
+            if let Some(m) = self.manifest.as_mut() {
+                let folded = std::mem::replace(&mut m.sealed_segments, vec![r.clone()]);
+                m.folds.insert(r.name, folded);
+            }
+        }
         let Some(m) = self.manifest.as_mut() else { return Ok(()) };
-        m.generation += 1;
-        let bytes = Bytes::from(m.encode());
+        m.generation = next;
+        let bytes = Bytes::from(m.encode_head());
         let at = self.object(MANIFEST_NAME);
         let store = self.store.clone();
         self.retry("put", &at, || store.put(&at, PutPayload::from(bytes.clone()))).await?;
         self.metrics.manifests.inc();
+        self.metrics.manifest_bytes.inc_by(bytes.len() as u64);
         report.manifests += 1;
         Ok(())
     }
@@ -354,7 +468,11 @@ impl Shipper {
         let m = self.manifest.clone().unwrap_or_default();
         // A part names the slot it belongs to before that slot's file exists: lag counts slot files.
         let newest_local = local.iter().filter(|s| s.kind == FileKind::Slot).map(|s| s.slot).max();
-        let pending: Vec<LocalSnapshot> = local.into_iter().filter(|s| m.snapshot(s.seq).is_none()).collect();
+        // A file numbered at or below the newest sealed entry can no longer be named (sealed
+        // segments are immutable); only a file refused as damaged can be there.
+        let sealed_to = m.snapshots.get(..m.sealed_counts().0).and_then(|s| s.last()).map(|s| s.seq);
+        let pending: Vec<LocalSnapshot> =
+            local.into_iter().filter(|s| m.snapshot(s.seq).is_none() && sealed_to.is_none_or(|t| s.seq > t)).collect();
         self.count_missed(&m, &pending);
         let mut lag_bytes: u64 =
             pending.iter().filter_map(|s| std::fs::metadata(&s.path).ok()).map(|md| md.len()).sum();
@@ -580,18 +698,36 @@ impl Shipper {
             checksum: checksum_hex(sum),
             sealed: seg.sealed,
         };
+        let (_, sealed_records, sealed_votes) = m.sealed_counts();
+        let sealed = match kind {
+            SegmentLog::Records => sealed_records,
+            SegmentLog::Votes => sealed_votes,
+        };
         let entries = kind.entries_mut(m);
-        match entries.binary_search_by_key(&seg.first_slot, |g| g.first_slot) {
-            Ok(i) => entries[i] = entry,
-            Err(i) => entries.insert(i, entry),
+        let (i, found) = match entries.binary_search_by_key(&seg.first_slot, |g| g.first_slot) {
+            Ok(i) => (i, true),
+            Err(i) => (i, false),
+        };
+        if i < sealed {
+            // Its entry (or its place) is in a sealed manifest segment, which never changes.
+            log::warn!("{} segment {} lies in a sealed manifest segment: not renamed", kind.dir_name(), seg.file_name);
+            self.metrics.failures.inc();
+            return;
+        }
+        if found {
+            entries[i] = entry;
+        } else {
+            entries.insert(i, entry);
         }
     }
 
     /// With an archive retention, drops from the manifest the files no kept slot reaches and
     /// the sealed segments of both logs older than every kept slot, writes the manifest, and only then
-    /// deletes those objects: a reader never finds a manifest naming a deleted object.
+    /// deletes those objects: a reader never finds a manifest naming a deleted object. Entries
+    /// in sealed manifest segments are dropped by the head's floor, so no segment is rewritten;
+    /// a segment wholly below it is deleted like the objects.
     async fn prune_archive(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
-        let (Some(keep), Some(m)) = (self.cfg.archive_slots, self.manifest.as_mut()) else { return Ok(()) };
+        let (Some(keep), Some(m)) = (self.cfg.archive_slots, self.manifest.as_ref()) else { return Ok(()) };
         let servable = m.servable();
         let Some(newest) = servable.keys().next_back().copied() else { return Ok(()) };
         let kept: Vec<_> = servable.values().filter(|b| b.slot.saturating_add(keep) > newest).collect();
@@ -600,26 +736,19 @@ impl Shipper {
         else {
             return Ok(());
         };
-        let mut gone: Vec<String> = Vec::new();
-        m.snapshots.retain(|s| {
-            let keep = s.seq >= min_seq;
-            if !keep {
-                gone.push(s.name.clone());
-            }
-            keep
-        });
-        for kind in SegmentLog::ALL {
-            let entries = kind.entries_mut(m);
+        let snapshots: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= min_seq).collect();
+        let [records, votes] = SegmentLog::ALL.map(|kind| {
+            let entries = kind.entries(m);
             let last_first = entries.last().map(|g| g.first_slot);
-            entries.retain(|g| {
-                let keep =
-                    !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot);
-                if !keep {
-                    gone.push(g.name.clone());
-                }
-                keep
-            });
-        }
+            entries
+                .iter()
+                .map(|g| !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot))
+                .collect::<Vec<bool>>()
+        });
+        let mut gone = match self.manifest.as_mut() {
+            Some(m) => m.prune_leading(&snapshots, &records, &votes),
+            None => Vec::new(),
+        };
         if !gone.is_empty() {
             self.write_manifest(report).await?;
         }

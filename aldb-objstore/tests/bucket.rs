@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicUsize;
 
 use aldb_fixture::History;
 use aldb_format::{AccountProof, SnapshotReader};
-use aldb_objstore::manifest::{MANIFEST_NAME, Manifest, parse_checksum};
+use aldb_objstore::manifest::{MANIFEST_NAME, Manifest, SEGMENTS_PREFIX, parse_checksum};
 use aldb_objstore::{CacheConfig, ObjectStoreSource, Shipper, SourceError};
 use aldb_snapshot::records::RecordProducer;
 use futures_util::TryStreamExt;
@@ -23,14 +23,15 @@ use common::faulty::DiesAtPut;
 use common::ship::{object, read_manifest, rt, ship_config};
 use common::weed::Weed;
 
-/// Every object under `prefix` but the manifest, by its name relative to the prefix.
+/// Every object under `prefix` but the manifest's (its head and sealed segments), by its name
+/// relative to the prefix.
 async fn bucket_files(store: &Arc<dyn ObjectStore>, prefix: &Path) -> BTreeMap<String, Vec<u8>> {
     let listed: Vec<_> = store.list(Some(prefix)).try_collect().await.unwrap();
     let mut out = BTreeMap::new();
     for o in listed {
         let rel: Vec<String> = o.location.prefix_match(prefix).unwrap().map(|p| p.as_ref().to_string()).collect();
         let rel = rel.join("/");
-        if rel != MANIFEST_NAME {
+        if rel != MANIFEST_NAME && !rel.starts_with(&format!("{SEGMENTS_PREFIX}/")) {
             out.insert(rel, store.get(&o.location).await.unwrap().bytes().await.unwrap().to_vec());
         }
     }
@@ -59,7 +60,8 @@ async fn assert_manifest_trustworthy(store: &Arc<dyn ObjectStore>, prefix: &Path
 
 /// A shipper killed at its k-th PUT, for several k, leaves a manifest that names only whole
 /// objects; restarted, it sends nothing twice that the bucket already holds whole, and the
-/// bucket ends up equal to the directory. A third pass uploads nothing.
+/// bucket ends up equal to the directory. A third pass uploads nothing. The head seals its
+/// entries into a manifest segment past 5, so some of the PUTs killed are segments'.
 #[test]
 fn a_killed_shipper_loses_nothing_and_exposes_nothing_partial() {
     let Some(weed) = Weed::start() else { return };
@@ -70,13 +72,14 @@ fn a_killed_shipper_loses_nothing_and_exposes_nothing_partial() {
     let snapshots = local.keys().filter(|n| n.ends_with(".snap")).count();
     assert!(snapshots >= 14 && local.keys().any(|n| n.starts_with("records/")), "{:?}", local.keys());
     let (store, _) = weed.bucket("crash");
-    for dies_at in [1, 2, 4, 7, 11, 16] {
+    for dies_at in [1, 2, 4, 7, 8, 9, 11, 16] {
         let prefix = Path::from(format!("k{dies_at}"));
         let faulty: Arc<dyn ObjectStore> =
             Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at });
         let mut cfg = ship_config(dir.path());
         cfg.manifest_every = 3;
         cfg.max_attempts = 2;
+        cfg.seal_entries = 5;
         let mut shipper = Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap();
         let err = rt.block_on(shipper.ship_once()).unwrap_err();
         assert!(err.to_string().contains("killed"), "{err}");
@@ -100,7 +103,11 @@ fn a_killed_shipper_loses_nothing_and_exposes_nothing_partial() {
         let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
         rt.block_on(assert_manifest_trustworthy(&store, &prefix, &m));
         assert_eq!(m.snapshots.len(), snapshots);
+        assert!(!m.sealed_segments.is_empty(), "k={dies_at}");
         assert_eq!(rt.block_on(bucket_files(&store, &prefix)), local, "k={dies_at}: the bucket equals the directory");
+        let segments: Vec<_> =
+            rt.block_on(store.list(Some(&prefix.child(SEGMENTS_PREFIX))).try_collect::<Vec<_>>()).unwrap();
+        assert_eq!(segments.len(), m.sealed_segments.len(), "k={dies_at}: only named segments are left");
         // The archive hold a writer's retention waits for: one past the newest archived file.
         let newest = m.snapshots.iter().map(|o| o.seq).max().unwrap();
         assert_eq!(aldb_format::shipped::read_shipped(dir.path()).unwrap(), Some(newest + 1), "k={dies_at}");

@@ -2,7 +2,10 @@
 //! instead of a snapshot directory.
 //!
 //! The slot index (which slots are served, their roots and parents, the writer's gaps) comes from
-//! the manifest, so listing roots never fetches a file. A proof makes its slot available in the
+//! the manifest, so listing roots never fetches a file: the head and the sealed segments it names,
+//! each segment fetched once and held (they are immutable), so a refresh of a changed head costs
+//! the head and any new segment; a missing or damaged segment is refused and the index last built
+//! stays in force. A proof makes its slot available in the
 //! bounded cache first ([`ObjectStoreSource`] fetches each file, verifies it completely and only
 //! then gives it its published name) and is answered by the `SnapshotReader` over the cache,
 //! which checks every proof against the root before answering; a fetched file whose header does

@@ -42,6 +42,12 @@ struct Args {
     /// Seconds between uploads of the growing vote-evidence segment.
     #[arg(long, default_value_t = 10)]
     votes_interval_s: u64,
+    /// Seal the manifest head's entries into an immutable manifest segment past this many.
+    #[arg(long, default_value_t = aldb_objstore::manifest::DEFAULT_SEAL_ENTRIES)]
+    seal_entries: usize,
+    /// Fold the sealed manifest segments the head names into one naming them past this many.
+    #[arg(long, default_value_t = aldb_objstore::manifest::DEFAULT_FOLD_SEGMENTS)]
+    fold_segments: usize,
     /// Serve Prometheus metrics on this address (`GET /metrics`).
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
@@ -85,6 +91,8 @@ async fn main() -> anyhow::Result<()> {
     cfg.interval = Duration::from_millis(args.interval_ms);
     cfg.records_interval = Duration::from_secs(args.records_interval_s);
     cfg.votes_interval = Duration::from_secs(args.votes_interval_s);
+    cfg.seal_entries = args.seal_entries;
+    cfg.fold_segments = args.fold_segments;
     let mut shipper = Shipper::new(store, prefix, cfg).context("metrics")?;
     if let Some(addr) = args.metrics_addr {
         let listener = TcpListener::bind(addr).with_context(|| format!("binding the metrics address {addr}"))?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aldb_objstore::manifest::{MANIFEST_NAME, Manifest};
+use aldb_objstore::manifest::{Head, MANIFEST_NAME, Manifest, SealedSegment, read_segments, verify_segment};
 use aldb_objstore::{ShipConfig, Shipper};
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -32,10 +32,22 @@ pub fn object(prefix: &Path, name: &str) -> Path {
     name.split('/').fold(prefix.clone(), |p, part| p.child(part))
 }
 
-/// The manifest under `prefix`, or `None` when there is none yet.
+/// The manifest under `prefix` (its head and every sealed segment it names, each checked), or
+/// `None` when there is none yet.
 pub async fn read_manifest(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Manifest> {
+    let head = read_head(store, prefix).await?;
+    let fetch = |r: SealedSegment| async move {
+        let bytes = store.get(&object(prefix, &r.name)).await.unwrap().bytes().await.unwrap();
+        Ok::<_, String>(Arc::new(verify_segment(&r, &bytes).unwrap()))
+    };
+    let bodies = read_segments(&head, |_| None, fetch).await.unwrap();
+    Some(Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).unwrap())
+}
+
+/// The head object under `prefix` alone, or `None` when there is none yet.
+pub async fn read_head(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Option<Head> {
     match store.get(&prefix.child(MANIFEST_NAME)).await {
-        Ok(g) => Some(Manifest::decode(&g.bytes().await.unwrap()).unwrap()),
+        Ok(g) => Some(Head::decode(&g.bytes().await.unwrap()).unwrap()),
         Err(object_store::Error::NotFound { .. }) => None,
         Err(e) => panic!("{e}"),
     }

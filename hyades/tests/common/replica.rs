@@ -12,8 +12,9 @@ use super::Server;
 use super::weed::Weed;
 
 /// A shipper of `dir` to the bucket at `url` that ships every log's growing segment and the
-/// slot-status journal on every pass (the tests' passes are explicit, never timed) and retries
-/// quickly.
+/// slot-status journal on every pass (the tests' passes are explicit, never timed), retries
+/// quickly, and seals the manifest's head past 8 entries and folds its segments past 3, so
+/// replicas read most entries from sealed manifest segments, some through folds.
 pub fn shipper(dir: &Path, weed: &Weed, url: &str) -> Shipper {
     let (store, prefix) = aldb_objstore::open_bucket(url, &weed.options()).unwrap();
     let mut cfg = ShipConfig::new(dir);
@@ -21,6 +22,8 @@ pub fn shipper(dir: &Path, weed: &Weed, url: &str) -> Shipper {
     cfg.votes_interval = Duration::ZERO;
     cfg.status_interval = Duration::ZERO;
     cfg.retry_backoff = Duration::from_millis(10);
+    cfg.seal_entries = 8;
+    cfg.fold_segments = 3;
     Shipper::new(store, prefix, cfg).unwrap()
 }
 
