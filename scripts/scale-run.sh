@@ -22,7 +22,8 @@
 # bucket's copy; it must hold the largest chain a queried slot needs, the full snapshot and every
 # file after it until the refresh has rewritten everything), STAGGER (1: the Hyades are asked one
 # after another, and each replica is stopped and its cache removed once its answers are verified,
-# so one cache is on disk at a time instead of two). WORK_DIR defaults to a temporary directory,
+# so one cache is on disk at a time instead of two), SEAL_ENTRIES and FOLD_SEGMENTS (aldb-ship's
+# manifest bounds, its defaults when unset). WORK_DIR defaults to a temporary directory,
 # removed at the end; a given one is kept.
 #
 # Disk: the full snapshot (281 bytes per account at the default DATA_LEN, 145 at 32) is written
@@ -147,6 +148,11 @@ echo "SeaweedFS $(weed version 2>/dev/null | head -1 | tr -s ' ') on $endpoint, 
 # simulator's peak RSS (VmHWM at exit).
 dir="$work/snapshots"
 mkdir -p "$dir"
+# SEAL_ENTRIES / FOLD_SEGMENTS: the manifest's bounds (aldb-ship's defaults when unset); small ones
+# make a short run read its older slots through sealed and folded manifest segments.
+seal_args=()
+[[ -n "${SEAL_ENTRIES:-}" ]] && seal_args+=(--seal-entries "$SEAL_ENTRIES")
+[[ -n "${FOLD_SEGMENTS:-}" ]] && seal_args+=(--fold-segments "$FOLD_SEGMENTS")
 t0=$(date +%s.%N)
 nice -n 15 /usr/bin/time -f '%M' -o "$work/simulate.maxrss" "$bin/aldb" simulate --dir "$dir" \
   --leaves-log2 "$leaves_log2" --slots "$slots" --slot-updates "$slot_updates" --data-len "$data_len" \
@@ -155,7 +161,7 @@ nice -n 15 /usr/bin/time -f '%M' -o "$work/simulate.maxrss" "$bin/aldb" simulate
 sim_pid=$!
 pids+=($sim_pid)
 ship_metrics="127.0.0.1:${ports[14]}"
-nice -n 15 "$bin/aldb-ship" --dir "$dir" --bucket "$store" --endpoint "$endpoint" --allow-http \
+nice -n 15 "$bin/aldb-ship" --dir "$dir" --bucket "$store" --endpoint "$endpoint" --allow-http "${seal_args[@]}" \
   --interval-ms 200 --records-interval-s 1 --metrics-addr "$ship_metrics" >"$work/ship.log" 2>&1 &
 ship_pid=$!
 pids+=($ship_pid)
@@ -178,7 +184,7 @@ done
 missed=$(curl -s "http://$ship_metrics/metrics" | awk '/^aldb_ship_missed_files_total/ {printf "%d", $2}')
 kill "$ship_pid"
 wait "$ship_pid" 2>/dev/null || true
-nice -n 15 "$bin/aldb-ship" --dir "$dir" --bucket "$store" --endpoint "$endpoint" --allow-http --once \
+nice -n 15 "$bin/aldb-ship" --dir "$dir" --bucket "$store" --endpoint "$endpoint" --allow-http "${seal_args[@]}" --once \
   >>"$work/ship.log" 2>&1 || { echo "aldb-ship --once failed:" >&2; tail -20 "$work/ship.log" >&2; exit 1; }
 ship_secs=$(python3 -c "import time; print(round(time.time() - $t0, 1))")
 echo "simulated in ${sim_secs} s, the bucket complete at ${ship_secs} s; simulator peak RSS $(cat "$work/simulate.maxrss") KiB;" \
@@ -391,7 +397,14 @@ local_span = max(1, len([s for s in local_slots if s > 0]))
 # The manifest's head names sealed segments holding the older entries (docs/OBJECT-STORE.md).
 fetch_json = lambda name: json.loads(urllib.request.urlopen(bucket_http + "/" + name, timeout=60).read())
 manifest = fetch_json("aldb-manifest.json")
-sealed = [e for seg in manifest.get("sealed_segments", []) for e in fetch_json(seg["name"]).get("snapshots", [])]
+# A segment may be a fold naming older segments before its own entries; expanded in order.
+def sealed_snapshots(body):
+    out = []
+    for seg in body.get("sealed_segments", []):
+        inner = fetch_json(seg["name"])
+        out += sealed_snapshots(inner) + inner.get("snapshots", [])
+    return out
+sealed = sealed_snapshots(manifest)
 named = sealed[manifest.get("pruned", {}).get("snapshots", 0):] + manifest["snapshots"]
 bucket_files = [(s["name"], s["size"]) for s in named]
 bucket_bytes = sum(sz for f, sz in bucket_files if file_slot(f) > 0)
