@@ -11,6 +11,7 @@
 //!   the copy of the logs the ordinary followers read.
 //! - [`open_bucket`] builds the client from an `s3://BUCKET/PREFIX` URL.
 
+mod archive;
 mod bucket;
 mod cache;
 mod error;
@@ -21,6 +22,7 @@ pub mod metrics;
 mod mirror;
 mod shipper;
 
+pub use archive::{ArchivedVotes, DEFAULT_VOTE_ARCHIVE_BYTES, VoteArchive};
 pub use bucket::{BucketOptions, open_bucket, parse_url};
 pub use cache::{CacheConfig, Lease, ObjectStoreSource};
 pub use error::{BucketError, ShipError, SourceError};

@@ -117,6 +117,10 @@ pub struct CacheMetrics {
     pub evictions: IntCounter,
     /// Objects refused because their bytes did not verify.
     pub refused: IntCounter,
+    /// Vote-evidence segments fetched on demand for slots older than the copy of the log.
+    pub archive_fetches: IntCounter,
+    /// Of those, segments refused because their bytes did not verify (also in `refused`).
+    pub archive_refused: IntCounter,
     /// Manifests read.
     pub manifest_reads: IntCounter,
     /// Sealed manifest segments fetched (each once: they are immutable).
@@ -139,6 +143,16 @@ impl CacheMetrics {
             fetched_bytes: counter(&r, "aldb_cache_fetched_bytes_total", "Bytes fetched from the bucket.")?,
             evictions: counter(&r, "aldb_cache_evictions_total", "Files evicted to stay within the capacity.")?,
             refused: counter(&r, "aldb_cache_refused_total", "Objects refused because their bytes did not verify.")?,
+            archive_fetches: counter(
+                &r,
+                "aldb_cache_archive_segment_fetches_total",
+                "Vote-evidence segments fetched on demand for slots older than the copy of the log.",
+            )?,
+            archive_refused: counter(
+                &r,
+                "aldb_cache_archive_segment_refused_total",
+                "Vote-evidence segments fetched on demand and refused because their bytes did not verify.",
+            )?,
             manifest_reads: counter(&r, "aldb_cache_manifest_reads_total", "Manifests read from the bucket.")?,
             manifest_segment_reads: counter(
                 &r,

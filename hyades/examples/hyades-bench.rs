@@ -437,7 +437,12 @@ mod replicas {
                 let caches: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir()).collect::<Result<_, _>>()?;
                 let mut services = Vec::new();
                 for c in &caches {
-                    let store = StoreConfig { url: url.clone(), bucket: bucket.clone(), cache_bytes: o.cache_bytes };
+                    let store = StoreConfig {
+                        url: url.clone(),
+                        bucket: bucket.clone(),
+                        cache_bytes: o.cache_bytes,
+                        vote_archive_bytes: aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES,
+                    };
                     let config = Config {
                         addr: "127.0.0.1:0".parse()?,
                         metrics_addr: None,

@@ -61,9 +61,13 @@ struct Cli {
     #[arg(long, default_value_t = hyades::records::DEFAULT_RECORD_KEEP)]
     record_keep: usize,
     /// A replica's copy of the bucket's vote-evidence log keeps about this many slots (a
-    /// mainnet slot's votes are some 450 KB on disk); older slots' votes answer "pruned".
+    /// mainnet slot's votes are some 450 KB on disk); older slots' votes are fetched from the
+    /// bucket's sealed segments on demand.
     #[arg(long, default_value_t = aldb_objstore::DEFAULT_VOTE_KEEP_SLOTS)]
     vote_keep_slots: u64,
+    /// Bytes of vote-evidence segments a replica keeps for slots older than its copy of the log.
+    #[arg(long, default_value_t = aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES)]
+    vote_archive_bytes: u64,
     /// Most open connections (HTTP and WebSocket); more are answered 503 and closed.
     #[arg(long, default_value_t = hyades::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -124,7 +128,15 @@ fn main() -> Result<()> {
                 allow_http: cli.allow_http,
                 ..Default::default()
             };
-            (cache.clone(), Some(hyades::StoreConfig { url: url.clone(), bucket, cache_bytes: cli.cache_bytes }))
+            (
+                cache.clone(),
+                Some(hyades::StoreConfig {
+                    url: url.clone(),
+                    bucket,
+                    cache_bytes: cli.cache_bytes,
+                    vote_archive_bytes: cli.vote_archive_bytes,
+                }),
+            )
         }
         _ => bail!("give --dir DIR, or --store s3://BUCKET/PREFIX with --cache-dir DIR"),
     };

@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use aldb_format::{AccountProof, QueryError, ReadError, SlotInfo};
 use aldb_objstore::manifest::parse_root;
-use aldb_objstore::{BucketOptions, CacheConfig, Lease, LogMirror, ObjectStoreSource, SourceError};
+use aldb_objstore::{
+    ArchivedVotes, BucketOptions, CacheConfig, Lease, LogMirror, ObjectStoreSource, SourceError, VoteArchive,
+};
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 /// Where a replica's bucket is and how much it may cache.
@@ -35,6 +37,9 @@ pub struct StoreConfig {
     pub bucket: BucketOptions,
     /// Bytes of verified snapshot files the cache keeps (beyond those of queries in flight).
     pub cache_bytes: u64,
+    /// Bytes of vote-evidence segments kept for slots older than the copy of the log
+    /// ([`aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES`] by default).
+    pub vote_archive_bytes: u64,
 }
 
 /// What the manifest says is served.
@@ -56,6 +61,8 @@ pub struct Replica {
     /// changes.
     corrupt: Mutex<BTreeMap<u64, String>>,
     mirror: tokio::sync::Mutex<LogMirror>,
+    /// Vote evidence older than the copy of the log, fetched on demand.
+    votes: VoteArchive,
     handle: Handle,
     dir: PathBuf,
 }
@@ -89,8 +96,10 @@ impl Replica {
             .map_err(|e| SourceError::Manifest(format!("cannot open {}: {e}", store.url)))?;
         let src = ObjectStoreSource::open(client, prefix, CacheConfig::new(&dir, store.cache_bytes)).await?;
         let mirror = LogMirror::new(&dir, keep_record_slots)?.with_vote_keep(keep_vote_slots);
+        let votes = VoteArchive::new(src.clone(), store.vote_archive_bytes)?;
         let r = Self {
             src,
+            votes,
             index: RwLock::new(Arc::new(Index::default())),
             corrupt: Mutex::new(BTreeMap::new()),
             mirror: tokio::sync::Mutex::new(mirror),
@@ -234,6 +243,25 @@ impl Replica {
         let answer = self.src.reader().prove(pubkey, Some(slot));
         drop(lease);
         answer
+    }
+
+    /// The vote evidence of `slot`, older than the copy of the log, with the votes of the
+    /// `window` blocks after it: from the bucket's sealed segments, fetched and verified unless
+    /// held (blocking this thread on the runtime).
+    pub fn archived_votes(&self, slot: u64, window: u64) -> Result<ArchivedVotes, SourceError> {
+        let fetch = self.votes.slot_votes(slot, window);
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => {
+                Err(SourceError::Manifest("a replica cannot fetch on a current-thread runtime".into()))
+            }
+            Ok(_) => tokio::task::block_in_place(|| self.handle.block_on(fetch)),
+            Err(_) => self.handle.block_on(fetch),
+        }
+    }
+
+    /// The first slot of the oldest vote-evidence segment the bucket holds.
+    pub fn oldest_archived_votes(&self) -> Option<u64> {
+        self.votes.oldest()
     }
 
     /// A source error in the reader's terms, so the dispatcher maps it as for a directory.

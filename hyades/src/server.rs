@@ -359,6 +359,8 @@ impl Service {
                         Box::new(m.fetched_bytes.clone()),
                         Box::new(m.evictions.clone()),
                         Box::new(m.refused.clone()),
+                        Box::new(m.archive_fetches.clone()),
+                        Box::new(m.archive_refused.clone()),
                         Box::new(m.manifest_reads.clone()),
                         Box::new(m.cached_bytes.clone()),
                         Box::new(m.cached_files.clone()),
@@ -408,7 +410,10 @@ impl Service {
         // The vote-evidence log likewise; a replica's is the copy in its cache directory.
         let votes = Arc::new(match &config.store {
             None => VoteFeed::open(&config.dir),
-            Some(_) => VoteFeed::replica(&config.dir),
+            Some(_) => match hyades.replica() {
+                Some(r) => VoteFeed::replica(&config.dir).with_archive(r.clone()),
+                None => VoteFeed::replica(&config.dir),
+            },
         });
         {
             let votes = votes.clone();

@@ -16,6 +16,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use aldb_format::votes::{DEFAULT_WINDOW, SlotVotes, VoteLogError, VoteLogReader};
+use aldb_objstore::{ArchivedVotes, SourceError};
 use base64::Engine as _;
 use serde_json::json;
 use tokio::sync::watch;
@@ -23,6 +24,7 @@ use tokio::sync::watch;
 use crate::encode;
 use crate::levels::Level;
 use crate::protocol::{RpcError, codes};
+use crate::replica::Replica;
 
 /// The vote-evidence log of the served directory, as far as the poller has read it.
 #[derive(Debug)]
@@ -34,12 +36,14 @@ pub struct VoteFeed {
     /// The log followed is a replica's copy of the bucket's: an empty one says the bucket holds
     /// none.
     replica: bool,
+    /// A replica's bucket, asked for slots older than its copy of the log.
+    archive: Option<Arc<Replica>>,
 }
 
 impl Default for VoteFeed {
     /// A feed with no log: every query answers that no vote evidence is recorded.
     fn default() -> Self {
-        Self { reader: None, window: DEFAULT_WINDOW, replica: false }
+        Self { reader: None, window: DEFAULT_WINDOW, replica: false, archive: None }
     }
 }
 
@@ -97,6 +101,13 @@ pub enum VoteQueryError {
         /// The blocks searched after it.
         window: u64,
     },
+    /// A segment of the bucket's log the slot needs did not verify: refused, never served.
+    Damaged {
+        /// The slot asked for.
+        slot: u64,
+        /// What did not check (names the object, not a local file).
+        reason: String,
+    },
     /// The log could not be read; the reason names files, so it goes to the server log only.
     Storage(String),
 }
@@ -147,6 +158,14 @@ impl VoteQueryError {
                 format!("slot has no vote evidence: no vote for it landed in the {window} blocks after it"),
                 json!({"slot": slot, "window": window}),
             ),
+            VoteQueryError::Damaged { slot, reason } => {
+                log::error!("vote evidence of slot {slot} not served: {reason}");
+                RpcError::with_data(
+                    codes::SLOT_CORRUPT,
+                    "slot's vote evidence cannot be served: a vote-evidence segment it needs is damaged",
+                    json!({"slot": slot, "reason": reason}),
+                )
+            }
             VoteQueryError::Storage(reason) => {
                 log::error!("vote evidence not served: {reason}");
                 RpcError::new(
@@ -176,12 +195,24 @@ pub struct ServedVotes {
 impl VoteFeed {
     /// A feed following the log under `snapshot_dir` (missing until the plugin writes one).
     pub fn open(snapshot_dir: &Path) -> Self {
-        Self { reader: Some(RwLock::new(VoteLogReader::new(snapshot_dir))), window: DEFAULT_WINDOW, replica: false }
+        Self {
+            reader: Some(RwLock::new(VoteLogReader::new(snapshot_dir))),
+            window: DEFAULT_WINDOW,
+            replica: false,
+            archive: None,
+        }
     }
 
     /// A feed following a replica's copy of the bucket's log in its cache directory `cache_dir`.
     pub fn replica(cache_dir: &Path) -> Self {
         Self { replica: true, ..Self::open(cache_dir) }
+    }
+
+    /// A replica's feed that answers slots older than its copy of the log from the bucket's
+    /// sealed segments.
+    pub fn with_archive(mut self, replica: Arc<Replica>) -> Self {
+        self.archive = Some(replica);
+        self
     }
 
     /// A feed searching `window` blocks after a slot for its votes.
@@ -242,7 +273,26 @@ impl VoteFeed {
         let (Some(oldest), Some(newest)) = (r.oldest_slot(), r.newest_slot()) else {
             return Err(self.nothing_recorded());
         };
-        let found = r.slot_votes(slot, self.window).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+        let mirror_oldest = oldest;
+        let mut found = r.slot_votes(slot, self.window).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+        drop(r);
+        // A replica's copy keeps the newest slots; the bucket's sealed segments hold older ones,
+        // and its oldest segment is where the log starts.
+        let mut oldest = oldest;
+        if let Some(replica) = &self.archive {
+            oldest = replica.oldest_archived_votes().map_or(oldest, |o| o.min(oldest));
+            if found.is_none() && slot < mirror_oldest {
+                found = match replica.archived_votes(slot, self.window) {
+                    Ok(ArchivedVotes::Read { found, .. }) => found,
+                    Ok(ArchivedVotes::NoLog | ArchivedVotes::Older { .. }) => None,
+                    Err(SourceError::Corrupt { object, reason }) => {
+                        let reason = format!("object {object} in the bucket is damaged: {reason}");
+                        return Err(VoteQueryError::Damaged { slot, reason });
+                    }
+                    Err(e) => return Err(VoteQueryError::Storage(e.to_string())),
+                };
+            }
+        }
         let Some(SlotVotes { bank, votes, searched_to }) = found else {
             return Err(if slot < oldest {
                 VoteQueryError::Pruned { slot, oldest, newest }

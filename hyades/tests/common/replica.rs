@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use aldb_objstore::{ShipConfig, Shipper};
-use hyades::StoreConfig;
+use hyades::{Config, StoreConfig};
 use serde_json::{Value, json};
 
 use super::Server;
@@ -30,10 +30,21 @@ pub fn shipper(dir: &Path, weed: &Weed, url: &str) -> Shipper {
 /// A Hyades serving the bucket at `url` through a cache of `cache_bytes` in `cache`, polling the
 /// manifest often so the tests wait little.
 pub fn replica(weed: &Weed, url: &str, cache: &Path, cache_bytes: u64) -> Server {
-    let store = StoreConfig { url: url.into(), bucket: weed.options(), cache_bytes };
+    replica_with(weed, url, cache, cache_bytes, |_| {})
+}
+
+/// [`replica`] with the rest of its configuration changed by `tweak`.
+pub fn replica_with(weed: &Weed, url: &str, cache: &Path, cache_bytes: u64, tweak: impl FnOnce(&mut Config)) -> Server {
+    let store = StoreConfig {
+        url: url.into(),
+        bucket: weed.options(),
+        cache_bytes,
+        vote_archive_bytes: aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES,
+    };
     Server::start_with(cache, |c| {
         c.store = Some(store);
         c.poll_interval = Duration::from_millis(20);
+        tweak(c);
     })
 }
 
