@@ -11,7 +11,8 @@
 //! which checks every proof against the root before answering; a fetched file whose header does
 //! not carry the root the manifest listed is refused. The record log, the vote-evidence log and
 //! the slot-status journal are copied into the cache directory ([`LogMirror`]), where the
-//! ordinary followers read them.
+//! ordinary followers read them. Vote evidence older than the copy keeps is read on demand from
+//! the bucket's sealed vote segments ([`VoteArchive`]), verified before use.
 //!
 //! Queries are synchronous (the dispatcher is), the bucket is not: a query whose slot is cached
 //! takes its lease without waiting; one that must fetch blocks its thread on the runtime, through
