@@ -138,11 +138,18 @@ impl VoteArchive {
         let segments: Vec<SegmentObject> =
             m.vote_segments[start..].iter().take_while(|g| g.first_slot <= last).cloned().collect();
         let group = self.group(slot, &segments).await?;
-        let found = group.reader.slot_votes(slot, window).map_err(|e| SourceError::Io {
+        let mut found = group.reader.slot_votes(slot, window).map_err(|e| SourceError::Io {
             op: "read",
             path: group.dir.clone(),
             source: std::io::Error::other(e.to_string()),
         })?;
+        // A segment after the group means the log reaches past the window, as a reader of the
+        // whole log would see: the search is over, whatever slots the group's last one ends at.
+        if let Some(v) = found.as_mut()
+            && m.vote_segments[start + segments.len()..].iter().any(|g| g.last_slot.is_some())
+        {
+            v.searched_to = v.searched_to.max(last);
+        }
         Ok(ArchivedVotes::Read { found, oldest })
     }
 
