@@ -286,12 +286,8 @@ impl Shipper {
         if m.unsealed_entries() > self.cfg.seal_entries.max(1)
             && let Some((r, bytes)) = m.seal(next)
         {
-            let at = self.object(&r.name);
-            let payload = Bytes::from(bytes);
-            let store = self.store.clone();
-            self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+            self.put_manifest_object(&r.name, bytes).await?;
             self.metrics.manifest_segments.inc();
-            self.metrics.manifest_bytes.inc_by(payload.len() as u64);
             if let Some(m) = self.manifest.as_mut() {
                 m.sealed_segments.push(r);
             }
@@ -305,12 +301,8 @@ impl Shipper {
             .as_ref()
             .filter(|m| self.cfg.archive_slots.is_none() && m.sealed_segments.len() > self.cfg.fold_segments.max(1));
         if let Some((r, bytes)) = fold.and_then(|m| m.fold(next)) {
-            let at = self.object(&r.name);
-            let payload = Bytes::from(bytes);
-            let store = self.store.clone();
-            self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+            self.put_manifest_object(&r.name, bytes).await?;
             self.metrics.manifest_segments.inc();
-            self.metrics.manifest_bytes.inc_by(payload.len() as u64);
             if let Some(m) = self.manifest.as_mut() {
                 let folded = std::mem::replace(&mut m.sealed_segments, vec![r.clone()]);
                 m.folds.insert(r.name, folded);
@@ -318,13 +310,20 @@ impl Shipper {
         }
         let Some(m) = self.manifest.as_mut() else { return Ok(()) };
         m.generation = next;
-        let bytes = Bytes::from(m.encode_head());
-        let at = self.object(MANIFEST_NAME);
-        let store = self.store.clone();
-        self.retry("put", &at, || store.put(&at, PutPayload::from(bytes.clone()))).await?;
+        let head = m.encode_head();
+        self.put_manifest_object(MANIFEST_NAME, head).await?;
         self.metrics.manifests.inc();
-        self.metrics.manifest_bytes.inc_by(bytes.len() as u64);
         report.manifests += 1;
+        Ok(())
+    }
+
+    /// Uploads one object of the manifest (the head or a segment) whole, counting its bytes.
+    async fn put_manifest_object(&self, name: &str, bytes: Vec<u8>) -> Result<(), ShipError> {
+        let at = self.object(name);
+        let payload = Bytes::from(bytes);
+        let store = self.store.clone();
+        self.retry("put", &at, || store.put(&at, PutPayload::from(payload.clone()))).await?;
+        self.metrics.manifest_bytes.inc_by(payload.len() as u64);
         Ok(())
     }
 
