@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 
 use aldb_fixture::History;
 use aldb_format::{AccountProof, SnapshotReader};
@@ -19,7 +18,7 @@ use object_store::path::Path;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use common::faulty::DiesAtPut;
+use common::faulty::DiesAt;
 use common::ship::{object, read_manifest, rt, ship_config};
 use common::weed::Weed;
 
@@ -74,8 +73,7 @@ fn a_killed_shipper_loses_nothing_and_exposes_nothing_partial() {
     let (store, _) = weed.bucket("crash");
     for dies_at in [1, 2, 4, 7, 8, 9, 11, 16] {
         let prefix = Path::from(format!("k{dies_at}"));
-        let faulty: Arc<dyn ObjectStore> =
-            Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at });
+        let faulty: Arc<dyn ObjectStore> = Arc::new(DiesAt::put(store.clone(), dies_at));
         let mut cfg = ship_config(dir.path());
         cfg.manifest_every = 3;
         cfg.max_attempts = 2;

@@ -11,7 +11,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use aldb_fixture::History;
 use aldb_format::{AccountProof, SnapshotReader};
@@ -24,7 +23,7 @@ use object_store::path::Path;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use common::faulty::DiesAfterSeal;
+use common::faulty::DiesAt;
 use common::ship::{object, read_head, read_manifest, rt, ship_config};
 use common::weed::Weed;
 
@@ -193,7 +192,7 @@ fn a_shipper_killed_between_a_segment_and_its_head_loses_nothing() {
     let (store, prefix) = weed.bucket("sealcrash");
     let mut cfg = sealed_config(dir.path());
     cfg.max_attempts = 1;
-    let faulty: Arc<dyn ObjectStore> = Arc::new(DiesAfterSeal { inner: store.clone(), sealed: AtomicBool::new(false) });
+    let faulty: Arc<dyn ObjectStore> = Arc::new(DiesAt::after_seal(store.clone()));
     let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
     assert!(err.to_string().contains("killed"), "{err}");
     let before = rt.block_on(read_manifest(&store, &prefix)).expect("a head written before the seal");

@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 
 use aldb_fixture::votes::Voter;
 use aldb_format::votes::{
@@ -22,7 +21,7 @@ use aldb_objstore::{CacheConfig, LogMirror, ObjectStoreSource, Shipper};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
-use common::faulty::DiesAtPut;
+use common::faulty::DiesAt;
 use common::ship::{kill_at_manifest, object, read_manifest, rt, ship_config};
 use common::weed::Weed;
 
@@ -208,8 +207,7 @@ fn a_killed_shipper_names_only_whole_vote_segments() {
         assert_eq!(before.vote_segments.len(), 2);
         // Segment 104 grows and is sealed, segment 108 starts: two PUTs, then the manifest's.
         append_slots(dir.path(), 106..=110);
-        let faulty: Arc<dyn ObjectStore> =
-            Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at });
+        let faulty: Arc<dyn ObjectStore> = Arc::new(DiesAt::put(store.clone(), dies_at));
         let mut shipper = Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap();
         let err = rt.block_on(shipper.ship_once()).unwrap_err();
         assert!(err.to_string().contains("killed"), "{err}");

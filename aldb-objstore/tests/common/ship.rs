@@ -3,7 +3,7 @@
 
 use std::path::Path as FsPath;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use aldb_objstore::manifest::{Head, MANIFEST_NAME, Manifest, SealedSegment, read_segments, verify_segment};
@@ -11,7 +11,7 @@ use aldb_objstore::{ShipConfig, Shipper};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
-use super::faulty::DiesAtPut;
+use super::faulty::DiesAt;
 
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
@@ -69,7 +69,7 @@ pub fn kill_at_manifest<H>(
 ) -> ShipConfig {
     let count_dir = tempfile::tempdir().unwrap();
     history(count_dir.path());
-    let counting = Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: usize::MAX });
+    let counting = Arc::new(DiesAt::put(store.clone(), usize::MAX));
     let counted: Arc<dyn ObjectStore> = counting.clone();
     rt.block_on(Shipper::new(counted, Path::from("count"), ship_config(count_dir.path())).unwrap().ship_once())
         .unwrap();
@@ -77,8 +77,7 @@ pub fn kill_at_manifest<H>(
 
     let mut cfg = ship_config(dir);
     cfg.max_attempts = 1;
-    let faulty: Arc<dyn ObjectStore> =
-        Arc::new(DiesAtPut { inner: store.clone(), puts: AtomicUsize::new(0), dies_at: puts });
+    let faulty: Arc<dyn ObjectStore> = Arc::new(DiesAt::put(store.clone(), puts));
     let err = rt.block_on(Shipper::new(faulty, prefix.clone(), cfg.clone()).unwrap().ship_once()).unwrap_err();
     assert!(err.to_string().contains("killed"), "{err}");
     assert!(rt.block_on(read_manifest(store, prefix)).is_none(), "the manifest was the PUT that died");
