@@ -9,28 +9,16 @@
 mod common;
 
 use aldb_fixture::votes::Voter;
-use aldb_format::votes::{AldbCommitment, BankEntry, VoteLog, VoteLogEntry, VoteLogOptions, VoteLogReader, VotesEntry};
+use aldb_format::votes::{VoteLog, VoteLogEntry, VoteLogReader, VotesEntry};
 use aldb_objstore::{ArchivedVotes, CacheConfig, ObjectStoreSource, Shipper, SourceError, VoteArchive};
 use object_store::ObjectStore as _;
 
 use common::ship::{object, read_manifest, rt, ship_config};
+use common::votes::{bank, log_options};
 use common::weed::Weed;
 
 /// Blocks searched after a slot: small, so a slot's group is one or two segments.
 const WINDOW: u64 = 2;
-
-fn bank(slot: u64) -> BankEntry {
-    let mut h = [0xCD; 32];
-    h[..8].copy_from_slice(&slot.to_le_bytes());
-    let root = [slot as u8 ^ 0x33; 32];
-    BankEntry {
-        slot,
-        parent: slot.saturating_sub(1),
-        bank_hash: aldb_verify::votes::bank_hash(&h, &root, None),
-        aldb: Some(AldbCommitment { h, root }),
-        hard_forks: None,
-    }
-}
 
 #[test]
 fn old_slots_are_answered_from_verified_segments_as_the_directory_does() {
@@ -41,7 +29,7 @@ fn old_slots_are_answered_from_verified_segments_as_the_directory_does() {
     // Banks 100..=140, each voted on in the next block; slots 120..=123 skipped (a gap between
     // segments); segments of four slots.
     let vs: Vec<Voter> = (0..3u8).map(|i| Voter::new([50 + i; 32], None, [90 + i; 32])).collect();
-    let mut log = VoteLog::open_with(dir.path(), VoteLogOptions { segment_bytes: 64 << 20, segment_slots: 4 }).unwrap();
+    let mut log = VoteLog::open_with(dir.path(), log_options()).unwrap();
     let slots: Vec<u64> = (100..=140).filter(|s| !(120..=123).contains(s)).collect();
     for (i, &s) in slots.iter().enumerate() {
         let mut entries = vec![VoteLogEntry::Bank(bank(s))];

@@ -12,10 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aldb_fixture::votes::Voter;
-use aldb_format::votes::{
-    AldbCommitment, BankEntry, VOTES_DIR, VoteLog, VoteLogEntry, VoteLogOptions, VoteLogReader, VotesEntry,
-    encode_entry, list_segments,
-};
+use aldb_format::votes::{VOTES_DIR, VoteLog, VoteLogEntry, VoteLogReader, VotesEntry, encode_entry, list_segments};
 use aldb_objstore::manifest::{Manifest, parse_checksum};
 use aldb_objstore::{CacheConfig, LogMirror, ObjectStoreSource, Shipper};
 use object_store::ObjectStore;
@@ -23,28 +20,11 @@ use object_store::path::Path;
 
 use common::faulty::DiesAt;
 use common::ship::{kill_at_manifest, object, read_manifest, rt, ship_config};
+use common::votes::{bank, log_options};
 use common::weed::Weed;
-
-/// Segments of a few slots, so a short history spans several.
-fn log_options() -> VoteLogOptions {
-    VoteLogOptions { segment_bytes: 64 << 20, segment_slots: 4 }
-}
 
 fn voters() -> Vec<Voter> {
     (0..3u8).map(|i| Voter::new([40 + i; 32], (i == 2).then_some([60; 32]), [80 + i; 32])).collect()
-}
-
-fn bank(slot: u64) -> BankEntry {
-    let mut h = [0xAB; 32];
-    h[..8].copy_from_slice(&slot.to_le_bytes());
-    let root = [slot as u8 ^ 0x55; 32];
-    BankEntry {
-        slot,
-        parent: slot.saturating_sub(1),
-        bank_hash: aldb_verify::votes::bank_hash(&h, &root, None),
-        aldb: Some(AldbCommitment { h, root }),
-        hard_forks: None,
-    }
 }
 
 /// Slot `s`'s bank and its block's signed votes on `s - 1` (the first voter's twice).

@@ -5,6 +5,7 @@
 
 pub mod faulty;
 pub mod ship;
+pub mod votes;
 pub mod weed;
 
 use std::collections::BTreeMap;
