@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 
 use aldb_format::Account;
 use aldb_snapshot::WriterConfig;
-use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
-use aldb_verify::record::Commitment;
 use common::{Model, Server, wait_until};
 use futures_util::{SinkExt, StreamExt};
 use hyades::{BUSY_CLOSE, BUSY_MESSAGE, Config, codes};
@@ -49,19 +47,7 @@ fn fixture() -> tempfile::TempDir {
     m.commit(&big);
     m.flush();
     m.finish();
-    let mut p = RecordProducer::open(dir.path(), [0x47; 32], Some(Signer::from_seed(&[7; 32]))).unwrap();
-    for slot in 1..=400u64 {
-        let input = RecordInput {
-            slot,
-            parent: Some(slot - 1),
-            commitment: Commitment::Finalized,
-            state_root: [(slot % 251) as u8; 32],
-            block: None,
-            parent_bank_hash: None,
-            bank_hash: None,
-        };
-        p.produce(input).unwrap();
-    }
+    common::finalized_records(dir.path(), 400);
     dir
 }
 

@@ -211,3 +211,22 @@ pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool)
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Signed finalized root records for slots `1..=slots` in `dir`, each the child of the one
+/// before, with a root derived from its slot.
+pub fn finalized_records(dir: &Path, slots: u64) {
+    use aldb_snapshot::records::{RecordInput, RecordProducer, Signer};
+    let mut p = RecordProducer::open(dir, [0x47; 32], Some(Signer::from_seed(&[7; 32]))).unwrap();
+    for slot in 1..=slots {
+        let input = RecordInput {
+            slot,
+            parent: Some(slot - 1),
+            commitment: aldb_verify::record::Commitment::Finalized,
+            state_root: [(slot % 251) as u8; 32],
+            block: None,
+            parent_bank_hash: None,
+            bank_hash: None,
+        };
+        p.produce(input).unwrap();
+    }
+}
