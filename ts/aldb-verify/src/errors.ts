@@ -61,7 +61,35 @@ export type VoteErrorCode =
 /** Why a root is not accepted through the votes (§10.4). */
 export type VoteChainErrorCode = "insufficient_stake" | "too_many_votes";
 
+/** The epoch chain (§11); the names tests/vectors/epochs-v1.json uses. */
+export type EpochErrorCode =
+  | "schedule"
+  | "length"
+  | "empty"
+  | "too_many_members"
+  | "not_sorted"
+  | "duplicate_vote_account"
+  | "zero_stake"
+  | "stake_exceeds_total"
+  | "frozen"
+  | "skipped_epoch"
+  | "stale_transition"
+  | "slot_not_in_epoch"
+  | "expired"
+  | "set_not_bound"
+  | "wrong_set"
+  | "too_many_votes"
+  | "insufficient_stake"
+  | "epoch_ahead"
+  | "epoch_behind"
+  | "misbehaviour"
+  | "not_conflicting"
+  | "untrusted_set"
+  | "wrong_kind"
+  | "version";
+
 export type ErrorCode =
+  | EpochErrorCode
   | ProofErrorCode
   | VoteErrorCode
   | VoteChainErrorCode
