@@ -4,7 +4,8 @@
 //! commitment ([`spec`]), proofs and their verification ([`proof`]), the proof's binary wire
 //! format ([`wire`]) and, with the `json` feature, its JSON form (`json`); root records and
 //! their ed25519 attestations ([`record`]); the vote chain, which accepts a root because the
-//! validators voted for a bank hash that commits to it ([`votes`]). It is `no_std`
+//! validators voted for a bank hash that commits to it ([`votes`]); the epoch chain, which
+//! follows the validator set from one trusted set through every epoch ([`epochs`]). It is `no_std`
 //! (with `alloc`) so it runs in constrained clients; the engine builds on it, never the other
 //! way round.
 //!
@@ -32,6 +33,7 @@
 extern crate alloc;
 
 pub mod base58;
+pub mod epochs;
 #[cfg(feature = "json")]
 pub mod json;
 pub mod proof;
