@@ -7,9 +7,9 @@
 #![allow(clippy::expect_used, clippy::panic)]
 
 use aldb_verify::epochs::{
-    Advanced, Checkpoint, EpochError, EpochJsonError, EpochSchedule, EpochSet, LightClient, MAX_SET_MEMBERS,
-    MINIMUM_SLOTS_PER_EPOCH, Misbehaviour, SET_DOMAIN, SlotEvidence, Transition, bank_hash_with_set, mix_root_and_set,
-    verify_misbehaviour,
+    Advanced, Checkpoint, ClientState, EpochError, EpochJsonError, EpochSchedule, EpochSet, LightClient,
+    MAX_SET_MEMBERS, MINIMUM_SLOTS_PER_EPOCH, Misbehaviour, SET_DOMAIN, SlotEvidence, Transition, bank_hash_with_set,
+    mix_root_and_set, verify_misbehaviour,
 };
 use aldb_verify::json::{hash_from_base58, hash_to_base58};
 use aldb_verify::votes::{self, MAX_EVIDENCE_VOTES};
@@ -185,6 +185,10 @@ fn scenarios() {
             let restored = LightClient::from_state(client.state().clone()).expect("state restores");
             assert_eq!(restored, client, "{label}");
         }
+        // The state file: as the independent implementation writes it, and read back.
+        assert_eq!(client.state().to_json_value(), sc["final_state"], "{}", name(sc));
+        let text = serde_json::to_string(&sc["final_state"]).expect("text");
+        assert_eq!(LightClient::from_state_json_str(&text).expect("state file"), client, "{}", name(sc));
     }
 }
 
@@ -206,5 +210,17 @@ fn misbehaviour_files() {
         } else {
             assert_eq!(got.map_err(|e| e.name()), Err(c["error"].as_str().expect("error")), "{}", name(c));
         }
+    }
+}
+
+#[test]
+fn invalid_states() {
+    let v = vectors();
+    for c in v["invalid_states"].as_array().expect("invalid states") {
+        let err = ClientState::from_json_value(&c["state"])
+            .map_err(|e| e.name())
+            .and_then(|s| LightClient::from_state(s).map_err(|e| e.name()))
+            .expect_err(name(c));
+        assert_eq!(err, c["error"].as_str().expect("error"), "{}", name(c));
     }
 }

@@ -410,6 +410,40 @@ class Client:
             raise Refused("not_conflicting")
         self.freeze(kind, held, a, b)
 
+    def state_json(self):
+        """§11.5's state file: everything the client holds."""
+        return {
+            "version": 1,
+            "schedule": self.schedule,
+            "trustingPeriod": self.period,
+            "held": [
+                {"set": set_json(*decode_set(e["set"])), "time": e["time"], "proof": e["binding"]} for e in self.held
+            ],
+            "last": self.last,
+            "frozen": self.frozen,
+        }
+
+    @staticmethod
+    def from_state_json(j):
+        """The state file read back, its invariants checked (the error `state`)."""
+        if j["version"] != 1:
+            raise Refused("version")
+        check_schedule(j["schedule"])
+        held = [{"epoch": e["set"]["epoch"], "set": set_from_json(e["set"]), "time": e["time"], "binding": e["proof"]} for e in j["held"]]
+        if len(held) not in (1, 2):
+            raise Refused("state")
+        if len(held) == 2 and held[1]["epoch"] != held[0]["epoch"] + 1:
+            raise Refused("state")
+        for i, e in enumerate(held):
+            p = e["binding"]
+            if p is None and i > 0:
+                raise Refused("state")
+            if p is not None and (epoch_of(j["schedule"], p["slot"]) != e["epoch"] - 1 or b58decode(p["nextSetHash"]) != set_hash(e["set"])):
+                raise Refused("state")
+        c = Client.__new__(Client)
+        c.schedule, c.period, c.held, c.last, c.frozen = j["schedule"], j["trustingPeriod"], held, j["last"], j["frozen"]
+        return c
+
     def summary(self):
         top = self.newest()
         return {
@@ -645,12 +679,14 @@ def main():
         assert set_available_from(SCHED, e) == first_slot(SCHED, e)
 
     scenarios = []
+    clients = []
 
     class Scenario:
         def __init__(self, name, description, cp):
             self.doc = {"name": name, "description": description, "checkpoint": cp, "steps": []}
             self.client = Client(cp)
             scenarios.append(self.doc)
+            clients.append(self.client)
 
         def step(self, name, op, now, expect, **inputs):
             try:
@@ -767,6 +803,27 @@ def main():
     produced = [st["expect"]["misbehaviour"] for sc in scenarios for st in sc["steps"] if "misbehaviour" in st["expect"]]
     assert len(produced) == 5
 
+    # The state file: each scenario's client at its end, and states a reader refuses.
+    for sc, client in zip(scenarios, clients):
+        sc["final_state"] = client.state_json()
+        again = Client.from_state_json(copy.deepcopy(sc["final_state"]))
+        assert again.state_json() == sc["final_state"]
+    followed = scenarios[0]["final_state"]
+    invalid_states = []
+    for name, description, j in [
+        ("three_held", "three held epochs", dict(followed, held=followed["held"] + followed["held"][-1:])),
+        ("not_consecutive", "held epochs 4 and 4", dict(followed, held=[followed["held"][0], followed["held"][0]])),
+        ("proof_of_other_set", "the newest epoch's proof binds another set", dict(followed, held=[followed["held"][0], dict(followed["held"][1], proof=followed["held"][0]["proof"])])),
+        ("newest_without_proof", "the newest of two held epochs has no proof", dict(followed, held=[followed["held"][0], dict(followed["held"][1], proof=None)])),
+    ]:
+        try:
+            Client.from_state_json(j)
+        except Refused as e:
+            assert e.error == "state", name
+        else:
+            raise AssertionError(name)
+        invalid_states.append({"name": name, "description": description, "state": j, "error": "state"})
+
     def add_file(name, description, f, error=None, trusted=None):
         try:
             kind = check_misbehaviour(f, trusted)
@@ -816,6 +873,7 @@ def main():
         "bank_hash": bank_hash_cases,
         "scenarios": scenarios,
         "misbehaviour_files": files,
+        "invalid_states": invalid_states,
     }
     text = json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
     if "--check" in sys.argv[1:]:

@@ -8,8 +8,8 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Checkpoint, EPOCHS_VERSION, EpochError, EpochSchedule, EpochSet, Misbehaviour, MisbehaviourKind, SlotEvidence,
-    Transition,
+    Checkpoint, ClientState, EPOCHS_VERSION, EpochError, EpochSchedule, EpochSet, HeldEpoch, Misbehaviour,
+    MisbehaviourKind, SlotEvidence, Transition,
 };
 use crate::base58::{Base58Error, decode_fixed};
 use crate::json::hash_to_base58;
@@ -315,5 +315,74 @@ impl Misbehaviour {
         m.insert("first".into(), self.first.to_json_value());
         m.insert("second".into(), self.second.to_json_value());
         Value::Object(m)
+    }
+}
+
+fn evidence_or_null(v: &Value, name: &'static str) -> R<Option<SlotEvidence>> {
+    match field(v, name, "slot evidence or null")? {
+        Value::Null => Ok(None),
+        e => Ok(Some(SlotEvidence::from_json_value(e)?)),
+    }
+}
+
+impl ClientState {
+    /// Reads the state file of §11.5. The invariants are [`super::LightClient::from_state`]'s;
+    /// this reads the fields only.
+    pub fn from_json_value(v: &Value) -> R<Self> {
+        version(v)?;
+        const HELD: &str = "an array of {set, time, proof}";
+        let list = field(v, "held", HELD)?.as_array().ok_or(EpochJsonError::Field { field: "held", expected: HELD })?;
+        if list.len() > 2 {
+            return Err(EpochError::State.into());
+        }
+        let mut held = Vec::with_capacity(list.len());
+        for e in list {
+            held.push(HeldEpoch {
+                set: EpochSet::from_json_value(object(e, "set")?)?,
+                time: i64_of(e, "time")?,
+                proof: evidence_or_null(e, "proof")?,
+            });
+        }
+        let frozen = match field(v, "frozen", "a misbehaviour file or null")? {
+            Value::Null => None,
+            m => Some(Misbehaviour::from_json_value(m)?),
+        };
+        Ok(ClientState {
+            schedule: EpochSchedule::from_json_value(object(v, "schedule")?)?,
+            trusting_period: u64_of(v, "trustingPeriod")?,
+            held,
+            last: evidence_or_null(v, "last")?,
+            frozen,
+        })
+    }
+
+    /// The state file of §11.5.
+    pub fn to_json_value(&self) -> Value {
+        let held: Vec<Value> = self
+            .held
+            .iter()
+            .map(|e| {
+                json!({
+                    "set": e.set.to_json_value(),
+                    "time": e.time,
+                    "proof": e.proof.as_ref().map(SlotEvidence::to_json_value),
+                })
+            })
+            .collect();
+        json!({
+            "version": EPOCHS_VERSION,
+            "schedule": self.schedule.to_json_value(),
+            "trustingPeriod": self.trusting_period,
+            "held": held,
+            "last": self.last.as_ref().map(SlotEvidence::to_json_value),
+            "frozen": self.frozen.as_ref().map(Misbehaviour::to_json_value),
+        })
+    }
+}
+
+impl super::LightClient {
+    /// A client from the text of its state file, checked as [`Self::from_state`] checks.
+    pub fn from_state_json_str(text: &str) -> R<Self> {
+        Ok(Self::from_state(ClientState::from_json_value(&parse(text)?)?)?)
     }
 }

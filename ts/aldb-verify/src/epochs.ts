@@ -498,6 +498,47 @@ export class LightClient {
   /** The misbehaviour that froze the client. */
   frozen: Misbehaviour | null = null;
 
+  /**
+   * A client from its state file (§11.5), checked: a valid schedule, one or two held epochs,
+   * consecutive, each but a checkpoint proven by evidence of the epoch before that binds its set.
+   */
+  static fromStateJson(input: string | unknown): LightClient {
+    const v = obj(typeof input === "string" ? parseJson(input) : input, "state");
+    need(v, ["version", "schedule", "trustingPeriod", "held", "last", "frozen"]);
+    if (u64Of(v.version, "version") !== 1n) fail("version", "state version is not 1");
+    if (!Array.isArray(v.held)) throw new AldbError("bad_type", "held is not an array");
+    if (v.held.length < 1 || v.held.length > 2) fail("state", "one or two held epochs");
+    const schedule = scheduleFromJson(v.schedule);
+    const held: HeldEpoch[] = v.held.map((x) => {
+      const e = obj(x, "held epoch");
+      need(e, ["set", "time", "proof"]);
+      return { set: epochSetFromJson(e.set), time: i64Of(e.time, "time"), proof: e.proof === null ? null : slotEvidenceFromJson(e.proof) };
+    });
+    if (held.length === 2 && held[1].set.epoch !== held[0].set.epoch + 1n) fail("state", "the held epochs are not consecutive");
+    held.forEach((e, i) => {
+      if (e.proof === null ? i > 0 : epochOf(schedule, e.proof.slot) !== e.set.epoch - 1n || !bytesEqual(e.proof.nextSetHash, e.set.hash)) {
+        fail("state", `held epoch ${e.set.epoch} is not proven by its predecessor's evidence`);
+      }
+    });
+    const client = new LightClient({ schedule, set: held[0].set, time: held[0].time, trustingPeriod: u64Of(v.trustingPeriod, "trustingPeriod") });
+    client.held = held;
+    client.last = v.last === null ? null : slotEvidenceFromJson(v.last);
+    client.frozen = v.frozen === null ? null : misbehaviourFromJson(v.frozen);
+    return client;
+  }
+
+  /** The state file (§11.5): everything the client holds, to store and read back. */
+  toStateJson(): unknown {
+    return {
+      version: 1,
+      schedule: { ...this.schedule },
+      trustingPeriod: this.trustingPeriod,
+      held: this.held.map((e) => ({ set: epochSetToJson(e.set), time: e.time, proof: e.proof === null ? null : slotEvidenceToJson(e.proof) })),
+      last: this.last === null ? null : slotEvidenceToJson(this.last),
+      frozen: this.frozen === null ? null : misbehaviourToJson(this.frozen),
+    };
+  }
+
   constructor(checkpoint: Checkpoint) {
     validateSchedule(checkpoint.schedule);
     this.schedule = checkpoint.schedule;

@@ -86,6 +86,7 @@ export type EpochErrorCode =
   | "not_conflicting"
   | "untrusted_set"
   | "wrong_kind"
+  | "state"
   | "version";
 
 export type ErrorCode =

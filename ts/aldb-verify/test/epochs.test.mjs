@@ -118,6 +118,16 @@ test("epochs-v1.json: scenarios, step by step", () => {
       assert.deepEqual(norm(summary(client)), norm(step.state), label);
       if (got.error !== undefined && got.error !== "misbehaviour") assert.deepEqual(summary(client), before, `${label}: a refusal changes nothing`);
     }
+    // The state file: as the independent implementation writes it, and read back.
+    assert.deepEqual(norm(client.toStateJson()), norm(sc.final_state), sc.name);
+    const again = aldb.LightClient.fromStateJson(aldb.stringifyJson(sc.final_state));
+    assert.deepEqual(norm(again.toStateJson()), norm(sc.final_state), sc.name);
+  }
+});
+
+test("epochs-v1.json: invalid state files", () => {
+  for (const c of v.invalid_states) {
+    assert.throws(() => aldb.LightClient.fromStateJson(c.state), (e) => e instanceof aldb.AldbError && e.code === c.error, c.name);
   }
 });
 
