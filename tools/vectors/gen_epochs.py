@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 import gen_votes as votes  # noqa: E402  (§10: vote transactions, their decoding, the tally)
-from specref import U64_MAX, ZERO, b58decode, b58encode, b64, b64decode  # noqa: E402
+from specref import U64_MAX, ZERO, b58decode, b58encode, b64, b64decode, secret_to_public  # noqa: E402
 from specref import self_test as specref_self_test  # noqa: E402
 
 SEED = 0xA1DB_0011
@@ -192,7 +192,7 @@ def bank_hash(h, root, next_set_hash, hard_forks):
 
 
 # --------------------------------------------------------------------------------------------
-# §11.4-§11.6: slot evidence, the quorum of a set, and the vote time.
+# §11.4-§11.6: slot evidence, the quorum of a set, and the vouched time.
 
 
 def evidence_parts(ev):
@@ -221,7 +221,7 @@ def quorum(set_enc, ev):
     outcomes, stake = votes.evaluate(vs, by_account, slot, bank_hash(h, root, nsh, hf))
     if not 3 * stake > 2 * total:
         raise Refused("insufficient_stake")
-    # §11.5's vote time: the latest t that votes holding more than 1/3 of the total stake reached.
+    # §11.4's vouched time: the latest t that votes holding more than 1/3 of the total stake reached.
     stamped = []
     for b, outcome in zip(vs, outcomes):
         if outcome == "counted":
@@ -471,7 +471,7 @@ def make_validator(name, separate_voter=True):
 def with_voter(v, label):
     """The same vote account and node with a newly authorized voter."""
     voter_seed = sha256(b"aldb-epochs-v1 " + label.encode())
-    voter = votes.secret_to_public(voter_seed)
+    voter = secret_to_public(voter_seed)
     return dict(v, voter=voter, voter_seed=voter_seed, secrets={v["node"]: v["node_seed"], voter: voter_seed})
 
 
@@ -716,7 +716,7 @@ def main():
     s.step("root_epoch_0", "accept_root", now, "accepted", evidence=evidence(10, [A, B, C], H[1]))
     s.step("to_epoch_1", "advance", now, "advanced", transition=transition(1, 20))
     s.step("root_epoch_1", "accept_root", now, "accepted", evidence=evidence(40, [A, B, D], H[2]))
-    # C's clock is far ahead; the vote time stays with the honest majority.
+    # C's clock is far ahead; the vouched time stays with the honest majority.
     s.step("to_epoch_2", "advance", now, "advanced", transition=transition(2, 50, timestamps={C["name"]: T0 + 10**9}))
     s.step("root_epoch_2_new_validator", "accept_root", now, "accepted", evidence=evidence(100, [A, B, E], H[3]))
     s.step("to_epoch_3", "advance", now + 100, "advanced", transition=transition(3, 150))

@@ -23,7 +23,7 @@ pub struct Checkpoint {
 pub struct HeldEpoch {
     /// The epoch's set.
     pub set: EpochSet,
-    /// Its time: the vote time of the evidence that proved it (or its predecessor's), or the
+    /// Its time: the vouched time of the evidence that proved it (or its predecessor's), or the
     /// checkpoint's.
     pub time: i64,
     /// The evidence that proved it; `None` for the checkpoint.

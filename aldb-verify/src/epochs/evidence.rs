@@ -61,7 +61,7 @@ pub struct Vouched {
     pub total_stake: u128,
     /// How many vote accounts counted.
     pub voters: usize,
-    /// The vote time (§11.4): the latest timestamp that counted votes holding more than 1/3 of
+    /// The vouched time (§11.4): the latest timestamp that counted votes holding more than 1/3 of
     /// the total stake reached; `None` when too few votes carry one.
     pub time: Option<i64>,
 }

@@ -325,7 +325,7 @@ export interface Vouched {
   stake: bigint;
   totalStake: bigint;
   voters: number;
-  /** §11.4's vote time, or null when too few counted votes carry a timestamp. */
+  /** §11.4's vouched time, or null when too few counted votes carry a timestamp. */
   time: bigint | null;
 }
 

@@ -61,6 +61,29 @@ export type VoteErrorCode =
 /** Why a root is not accepted through the votes (§10.4). */
 export type VoteChainErrorCode = "insufficient_stake" | "too_many_votes";
 
+export type ErrorCode =
+  | ProofErrorCode
+  | VoteErrorCode
+  | VoteChainErrorCode
+  | ProofDecodeErrorCode
+  | RecordErrorCode
+  | AttestationErrorCode
+  | "invalid_argument"
+  | "json_syntax"
+  | "account_mismatch"
+  | "quorum"
+  | "genesis_hash"
+  | EpochErrorCode;
+
+export class AldbError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string) {
+    super(`${code}: ${message}`);
+    this.name = "AldbError";
+    this.code = code;
+  }
+}
+
 /** The epoch chain (§11); the names tests/vectors/epochs-v1.json uses. */
 export type EpochErrorCode =
   | "schedule"
@@ -88,26 +111,3 @@ export type EpochErrorCode =
   | "wrong_kind"
   | "state"
   | "version";
-
-export type ErrorCode =
-  | EpochErrorCode
-  | ProofErrorCode
-  | VoteErrorCode
-  | VoteChainErrorCode
-  | ProofDecodeErrorCode
-  | RecordErrorCode
-  | AttestationErrorCode
-  | "invalid_argument"
-  | "json_syntax"
-  | "account_mismatch"
-  | "quorum"
-  | "genesis_hash";
-
-export class AldbError extends Error {
-  readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string) {
-    super(`${code}: ${message}`);
-    this.name = "AldbError";
-    this.code = code;
-  }
-}
