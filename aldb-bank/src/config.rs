@@ -9,6 +9,9 @@ use serde::Deserialize;
 /// records, the module only answers roots.
 pub const CONFIG_ENV: &str = "ALDB_BANK_CONFIG";
 
+/// Banks whose hash and block are kept for their records: far more banks than are ever unrooted
+/// at once.
+const MAX_BANK_METAS: usize = 1 << 14;
 /// The longest config file read: a config is a few hundred bytes.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// The longest `genesis.bin` hashed (as the plugin bounds it): the file streams through the
@@ -135,6 +138,48 @@ pub struct SinkConfig {
 }
 
 impl SinkConfig {
+    /// The node pipeline's settings: the fork-mode writer on `snapshot_dir`, a failed write held
+    /// and tried again, and records at the configured levels as banks reach them (a record log
+    /// that cannot be opened refuses the start; one that fails later is tried again at the next
+    /// record).
+    pub fn node_config(&self) -> aldb_node::NodeConfig {
+        use aldb_node::{Levels, RecordSettings, Schedule};
+        let writer = aldb_snapshot::WriterConfig {
+            forks: true,
+            keep_slots: self.keep_slots,
+            refresh_slots: self.refresh_slots,
+            direct_io: self.direct_io,
+            hold_for_shipper: self.hold_for_shipper,
+            ..aldb_snapshot::WriterConfig::new(&self.snapshot_dir)
+        };
+        let records = match (&self.records, self.genesis_hash) {
+            (Some(r), Some(genesis_hash)) => Some(RecordSettings {
+                genesis_hash,
+                keypair: r.keypair.clone(),
+                keep_slots: r.keep_slots,
+                schedule: Schedule::AtStatus(Levels {
+                    confirmed: r.levels.contains(&RecordLevel::Confirmed),
+                    finalized: r.levels.contains(&RecordLevel::Finalized),
+                }),
+                reopen_every: 1,
+                must_open: true,
+            }),
+            _ => None,
+        };
+        aldb_node::NodeConfig {
+            name: "aldb-bank",
+            writer,
+            writes: aldb_node::WritePolicy::HoldAndRetry,
+            records,
+            bank_hash_slots: MAX_BANK_METAS,
+        }
+    }
+
+    /// What may wait for the sink's thread.
+    pub fn queue_bounds(&self) -> aldb_node::QueueBounds {
+        aldb_node::QueueBounds { banks: self.queue_bound, bytes: self.queue_bytes }
+    }
+
     /// A config writing to `snapshot_dir` with every default and no records.
     pub fn new(snapshot_dir: impl Into<PathBuf>) -> Self {
         Self {

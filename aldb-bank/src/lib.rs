@@ -23,9 +23,10 @@
 //! the node's snapshot files (every frozen bank, forks included, through the fork-mode
 //! [`aldb_snapshot::SnapshotWriter`], with the slot-status journal) and its signed root records,
 //! from its own tree: a patched node needs no geyser plugin and keeps one tree. Hyades serves the
-//! directory as it serves the plugin's. The sink runs on a thread of its own behind a bounded
-//! queue; replay never waits for it, and nothing it does or fails to do changes a root
-//! (`aldb-bank/README.md` and `docs/IN-PROCESS.md`).
+//! directory as it serves the plugin's. The sink is the node pipeline ([`aldb_node`], the same
+//! one under the geyser plugin) on a thread of its own behind a bounded queue
+//! ([`aldb_node::Queued`]); replay never waits for it, and nothing it does or fails to do changes
+//! a root (`aldb-bank/README.md` and `docs/IN-PROCESS.md`).
 //!
 //! The API takes plain bytes ([`Account`]) so the crate needs no agave dependency, and
 //! [`global`] gives the one instance a validator process keeps, so the agave side of the patch
@@ -38,13 +39,13 @@ mod global;
 mod meta;
 mod metrics;
 mod roots;
-mod sink;
 
 pub use aldb_core::AccountRef as Account;
+/// The sink's counters: the node pipeline's.
+pub use aldb_node::NodeStats as SinkStats;
 pub use aldb_verify::spec::Hash;
 pub use config::{CONFIG_ENV, ConfigError, RecordLevel, RecordsConfig, SinkConfig, genesis_hash_of_file};
 pub use error::BankError;
 pub use global::{THREADS_ENV, global};
 pub use meta::BankMeta;
 pub use roots::BankRoots;
-pub use sink::SinkStats;

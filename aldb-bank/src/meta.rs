@@ -16,3 +16,15 @@ pub struct BankMeta {
     /// The parent bank's hash.
     pub parent_bank_hash: [u8; 32],
 }
+
+impl BankMeta {
+    /// What the validator said of the bank, as the node pipeline's records take it.
+    pub(crate) fn frozen(self) -> aldb_node::Frozen {
+        aldb_node::Frozen {
+            bank_hash: self.bank_hash,
+            aldb_root: None,
+            block: Some(aldb_verify::BlockInfo { blockhash: self.blockhash, block_height: self.block_height }),
+            parent_bank_hash: Some(self.parent_bank_hash),
+        }
+    }
+}

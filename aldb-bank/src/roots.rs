@@ -8,15 +8,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use aldb_core::{BulkBuilder, ChangeSet, Config, ForkEngine, ForkLimits, Update, hash_accounts};
+use aldb_node::{BankRecord, Queued};
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SlotInput};
 use aldb_verify::spec::Hash;
 
 use crate::Account;
+use crate::SinkStats;
 use crate::config::{ConfigError, SinkConfig};
 use crate::error::BankError;
 use crate::meta::BankMeta;
 use crate::metrics::{MetricsServer, ModuleStats, Sources, render};
-use crate::sink::{BankId, Sink, SinkStats};
 
 /// The tree is sized for at least this many leaves, so a small genesis does not leave a layout
 /// too shallow for the accounts that follow (the root never depends on the layout).
@@ -50,7 +51,7 @@ pub struct BankRoots {
     pin_workers: bool,
     limits: ForkLimits,
     engine: Option<ForkEngine>,
-    sink: Option<Sink>,
+    sink: Option<Queued>,
     refused: Option<Refused>,
     /// With a sink: held banks already reported confirmed, so confirming a bank reports each of
     /// its unconfirmed ancestors once.
@@ -93,12 +94,15 @@ impl BankRoots {
     pub fn with_sink(config: &SinkConfig) -> Result<Self, BankError> {
         let mut roots = Self::new(config.threads.unwrap_or_else(default_threads));
         roots.pin_workers = config.pin_workers;
-        let sink = Sink::start(config).map_err(BankError::SinkStart)?;
+        let sink = Queued::start(&config.node_config(), config.queue_bounds())
+            .map_err(|e| BankError::SinkStart(e.to_string()))?;
         if let Some(addr) = config.metrics_addr {
             let sources = Sources {
                 module: roots.stats.clone(),
-                sink: sink.stats().clone(),
-                writer: sink.writer_stats().clone(),
+                node: aldb_node::families::NodeSources {
+                    node: sink.stats().clone(),
+                    writer: sink.writer_stats().clone(),
+                },
             };
             let server = MetricsServer::start(addr, "aldb-bank", "aldb-bank-metrics", move || render(&sources))
                 .map_err(|e| BankError::SinkStart(format!("cannot serve metrics on {addr}: {e}")))?;
@@ -240,7 +244,7 @@ impl BankRoots {
     pub fn bank_hash(&mut self, slot: u64, meta: BankMeta) -> Result<(), BankError> {
         self.counted(self.check())?;
         if let Some(sink) = &self.sink {
-            sink.meta(slot, meta);
+            sink.meta(slot, meta.frozen());
         }
         Ok(())
     }
@@ -272,7 +276,7 @@ impl BankRoots {
         let mut s = slot;
         while !self.confirmed.contains(&s) {
             let (Some(root), Some(parent)) = (engine.bank_root(s), engine.parent_of(s)) else { break };
-            banks.push(BankId { slot: s, parent: Some(parent), root });
+            banks.push(BankRecord { slot: s, parent: Some(parent), root, ..BankRecord::default() });
             s = parent;
         }
         banks.reverse();
@@ -321,7 +325,7 @@ impl BankRoots {
         if self.sink.is_some() {
             let mut s = slot;
             while let (Some(root), Some(parent)) = (e.bank_root(s), e.parent_of(s)) {
-                chain.push(BankId { slot: s, parent: Some(parent), root });
+                chain.push(BankRecord { slot: s, parent: Some(parent), root, ..BankRecord::default() });
                 s = parent;
             }
             chain.reverse();

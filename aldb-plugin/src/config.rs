@@ -58,6 +58,12 @@ pub const MAX_SNAPSHOT_SLOTS: u64 = 10_000_000;
 /// About 463 days of records, some 30 GB with one signature each.
 pub const MAX_RECORD_KEEP_SLOTS: u64 = 100_000_000;
 
+/// Commits between attempts to reopen a record log that could not be opened.
+const RECORD_RETRY_COMMITS: u64 = 64;
+/// Slots whose block metadata V0_0_5, or whose commit, waits for the other side of the root
+/// cross-check (rooting lags freezing by some 32 slots, confirmation by a few).
+const BANK_ROOTS_SLOTS: usize = 4096;
+
 /// The longest config file read. agave reads the file itself first; this bound is for
 /// `aldb-config-check` and for a plugin loaded some other way.
 pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
@@ -604,6 +610,36 @@ impl Config {
         w.direct_io = self.snapshot_direct_io;
         w.forks = self.commitment == CommitmentLevel::Processed;
         w
+    }
+
+    /// The node pipeline's settings: the writer's, and root records when a genesis hash is set
+    /// (at `confirmed` each committed slot gets a `confirmed` record and, once rooted, a
+    /// `finalized` one; at `finalized` the `finalized` one; at `processed` each frozen bank gets
+    /// one at each level it reaches). Failed writes are the writer's to retry; a record log that
+    /// cannot be opened pauses records, tried again every 64 commits.
+    pub fn node_config(&self) -> aldb_node::NodeConfig {
+        use aldb_node::{Levels, RecordSettings, Schedule};
+        use aldb_verify::Commitment;
+        let schedule = match self.commitment {
+            CommitmentLevel::Confirmed => Schedule::AtCommit(Commitment::Confirmed),
+            CommitmentLevel::Finalized => Schedule::AtCommit(Commitment::Finalized),
+            CommitmentLevel::Processed => Schedule::AtStatus(Levels::BOTH),
+        };
+        let records = self.genesis_hash.map(|genesis_hash| RecordSettings {
+            genesis_hash,
+            keypair: self.keypair.clone(),
+            keep_slots: self.record_keep_slots,
+            schedule,
+            reopen_every: RECORD_RETRY_COMMITS,
+            must_open: false,
+        });
+        aldb_node::NodeConfig {
+            name: "aldb-plugin",
+            writer: self.writer_config(),
+            writes: aldb_node::WritePolicy::HandOff,
+            records,
+            bank_hash_slots: BANK_ROOTS_SLOTS,
+        }
     }
 
     /// The effective config as pretty JSON (what `aldb-config-check` prints).

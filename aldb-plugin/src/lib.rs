@@ -8,8 +8,9 @@
 //!   machine, which keeps each account's winning write per bank (with its data: the
 //!   [`geyser_adapter::KeepAccounts`] policy) and decides which slots commit;
 //! - one commit worker thread applies the decided slots to the Pleiades engine and hands every
-//!   commit (its change set and the accounts it wrote) to the [`aldb_snapshot::SnapshotWriter`],
-//!   which publishes one file per slot beside the validator;
+//!   commit (its change set and the accounts it wrote) to the node pipeline ([`aldb_node`]): the
+//!   snapshot writer, which publishes one file per slot beside the validator, and the root
+//!   records;
 //! - Prometheus metrics are served on `metrics_addr` if set.
 //!
 //! Built with the cargo feature `patched-interface` against the patched geyser interface
@@ -26,32 +27,15 @@
 
 use agave_geyser_plugin_interface::geyser_plugin_interface::GeyserPlugin;
 
-// Built in every build so their tests run in CI; only the patched build feeds them.
-#[cfg_attr(not(feature = "patched-interface"), allow(dead_code))]
-mod bank_roots;
 pub mod config;
-#[cfg_attr(not(feature = "patched-interface"), allow(dead_code))]
-mod evidence;
 mod metrics;
 #[cfg(feature = "patched-interface")]
 mod patched;
 mod plugin;
-mod records;
 mod worker;
 
 pub use config::{CommitmentLevel, Config, ConfigError};
 pub use plugin::AldbPlugin;
-
-/// The panic payload's message, for logs and errors.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_string()
-    }
-}
 
 /// The entry point agave looks up in the library: creates the plugin, not yet loaded.
 ///

@@ -1,6 +1,7 @@
-//! Prometheus metrics: the plugin's own counters, the adapter's and the snapshot writer's, in the
-//! text exposition format (written by the `prometheus` crate's encoder, see [`Families`]), served
-//! by a small HTTP responder on a thread of its own ([`MetricsServer`]).
+//! Prometheus metrics: the plugin's own counters (callbacks, commit timing), the adapter's, and
+//! the node pipeline's and the snapshot writer's (their families are `aldb_node::families`), in
+//! the text exposition format (written by the `prometheus` crate's encoder, see [`Families`]),
+//! served by a small HTTP responder on a thread of its own ([`MetricsServer`]).
 //!
 //! Everything read here is an atomic or a lock-free snapshot ([`geyser_adapter::Adapter::stats`]),
 //! so a scrape never waits for a callback and a callback never waits for a scrape.
@@ -11,52 +12,20 @@
 //! [`NanosHistogram`] takes its bucket from the leading zeros and does three relaxed adds.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{self, Relaxed};
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
 use aldb_metrics::Families;
 pub(crate) use aldb_metrics::MetricsServer;
 
+use aldb_node::families::{
+    NodeSources, PLUGIN_EVIDENCE, PLUGIN_FORK_WRITER, PLUGIN_RECORDS, PLUGIN_SNAPSHOTS, PLUGIN_SUBMIT, PLUGIN_WORKER,
+    write_all,
+};
+use aldb_node::{Histogram, LATENCY_BOUNDS, NodeStats, cumulative};
 use aldb_snapshot::WriterStats;
 use geyser_adapter::{Adapter, IgnoreReason, Irregularity, KeepAccounts, Stats};
-
-/// Upper bounds (seconds) of the commit latency histogram's buckets.
-const LATENCY_BOUNDS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0];
-
-/// A Prometheus histogram of durations, with fixed buckets and atomic counts.
-#[derive(Debug, Default)]
-pub(crate) struct Histogram {
-    /// Observations at or below each bound (not cumulative; summed when rendered).
-    buckets: [AtomicU64; LATENCY_BOUNDS.len()],
-    count: AtomicU64,
-    sum_nanos: AtomicU64,
-}
-
-impl Histogram {
-    pub(crate) fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        if let Some(b) = LATENCY_BOUNDS.iter().position(|&b| secs <= b).and_then(|i| self.buckets.get(i)) {
-            b.fetch_add(1, Relaxed);
-        }
-        self.count.fetch_add(1, Relaxed);
-        self.sum_nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Relaxed);
-    }
-
-    fn write(&self, f: &mut Families, name: &str, help: &str) {
-        let buckets = LATENCY_BOUNDS.iter().zip(cumulative(&self.buckets));
-        let sum = self.sum_nanos.load(Relaxed) as f64 / 1e9;
-        f.histogram(name, help, buckets.map(|(&b, c)| (b, c)), self.count.load(Relaxed), sum);
-    }
-}
-
-/// Running totals of per-bucket counts: the cumulative counts the exposition format wants.
-fn cumulative(buckets: &[AtomicU64]) -> impl Iterator<Item = u64> + '_ {
-    buckets.iter().scan(0u64, |total, b| {
-        *total += b.load(Relaxed);
-        Some(*total)
-    })
-}
 
 /// Sub-buckets per power of two in [`NanosHistogram`] (about 19% resolution).
 const NS_SUB_BITS: u32 = 2;
@@ -151,7 +120,7 @@ impl Default for CommitLag {
             slot: zeros(),
             at: zeros(),
             highest: AtomicU64::new(0),
-            delay: Histogram::default(),
+            delay: Histogram::new(&LATENCY_BOUNDS),
             behind: std::array::from_fn(|_| AtomicU64::new(0)),
             behind_count: AtomicU64::new(0),
             behind_sum: AtomicU64::new(0),
@@ -234,43 +203,35 @@ impl Callback {
     }
 }
 
-/// The plugin's own counters (the adapter and the writer keep theirs).
-#[derive(Debug, Default)]
+/// The plugin's own counters (the adapter, the pipeline and the writer keep theirs).
+#[derive(Debug)]
 pub(crate) struct PluginCounters {
     /// Callbacks that returned an error to the validator (bad input, not loaded), by callback.
     pub(crate) callback_errors: [AtomicU64; Callback::ALL.len()],
     /// Panics caught in callbacks, by callback.
     pub(crate) callback_panics: [AtomicU64; Callback::ALL.len()],
-    /// Panics caught on the commit worker (which then stops committing).
-    pub(crate) worker_panics: AtomicU64,
-    /// Whether the commit worker is running.
-    pub(crate) worker_running: AtomicBool,
-    /// Committed slots handed to the snapshot writer.
-    pub(crate) snapshot_submitted: AtomicU64,
-    /// Committed slots not written because the writer had stopped or the input was unusable.
-    pub(crate) snapshot_skipped: AtomicU64,
     /// Time in `commit_ready` calls that committed at least one slot.
     pub(crate) commit_latency: Histogram,
-    /// Time handing each committed slot to the writer (includes waiting on a full queue).
-    pub(crate) submit_latency: Histogram,
     /// Time spent in each `update_account` callback.
     pub(crate) update_account_ns: NanosHistogram,
     /// How far commits trail `Processed`.
     pub(crate) commit_lag: CommitLag,
-    /// Whether root records are being produced (a genesis hash is configured and the record log
-    /// opened).
-    pub(crate) records_enabled: AtomicBool,
-    /// Root records appended to the record log.
-    pub(crate) records_produced: AtomicU64,
-    /// Of those, records carrying an attestation.
-    pub(crate) records_signed: AtomicU64,
-    /// Committed slots at or below the newest logged record (replayed after a restart): no
-    /// second record is made for them.
-    pub(crate) records_skipped: AtomicU64,
-    /// Committed slots whose record could not be produced or logged.
-    pub(crate) record_errors: AtomicU64,
-    /// The vote-evidence log and the root cross-check (a build against the patched interface).
-    pub(crate) evidence: Arc<crate::evidence::EvidenceCounters>,
+    /// The node pipeline's counters: snapshots, records, the commit worker, the vote-evidence
+    /// log and the root cross-check.
+    pub(crate) node: Arc<NodeStats>,
+}
+
+impl Default for PluginCounters {
+    fn default() -> Self {
+        Self {
+            callback_errors: Default::default(),
+            callback_panics: Default::default(),
+            commit_latency: Histogram::new(&LATENCY_BOUNDS),
+            update_account_ns: NanosHistogram::default(),
+            commit_lag: CommitLag::default(),
+            node: Arc::default(),
+        }
+    }
 }
 
 impl PluginCounters {
@@ -312,7 +273,7 @@ fn slot_value(s: Option<u64>) -> f64 {
 /// The metrics of `commitment: "processed"` (all zero, or -1 for slots, under the others): the
 /// fork engine's banks and rollbacks, the status changes of frozen banks, and the fork-mode
 /// writer's.
-fn write_forks(o: &mut Families, s: &Stats, w: &WriterStats) {
+fn write_forks(o: &mut Families, s: &Stats, node: &NodeSources) {
     let f = &s.forks;
     o.gauge("aldb_fork_banks_held", "Frozen banks above the rooted slot that the fork engine holds.", f.banks_held);
     o.gauge(
@@ -364,58 +325,14 @@ fn write_forks(o: &mut Families, s: &Stats, w: &WriterStats) {
         "Highest processed slot minus the highest slot reported confirmed (-1: unknown).",
         slot_value(s.status_lag()),
     );
-    o.gauge(
-        "aldb_snapshot_fork_banks",
-        "Written banks the fork-mode snapshot writer holds.",
-        w.fork_banks.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_fork_refused_total",
-        "Banks the fork-mode snapshot writer refused to write (their roots stand, their files are not served).",
-        w.fork_refused.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_fork_rolled_back_total",
-        "Banks whose undo list the fork-mode snapshot writer applied.",
-        w.fork_rolled_back.load(Relaxed),
-    );
-    o.counter("aldb_snapshot_marks_total", "Status marks handed to the snapshot writer.", w.marks.load(Relaxed));
+    write_all(o, &PLUGIN_FORK_WRITER, node);
 }
 
 /// Renders every metric in the Prometheus text format (version 0.0.4).
-/// The vote-evidence and root cross-check counters (zero in a stock build).
-fn write_evidence(o: &mut Families, e: &crate::evidence::EvidenceCounters) {
-    let n = |c: &AtomicU64| c.load(Relaxed);
-    o.counter("aldb_evidence_banks_total", "Bank entries appended to the vote-evidence log.", n(&e.banks));
-    o.counter("aldb_evidence_votes_total", "Vote transactions appended to the vote-evidence log.", n(&e.votes));
-    o.counter("aldb_evidence_dropped_total", "Evidence items dropped on a full queue.", n(&e.dropped));
-    o.counter(
-        "aldb_evidence_votes_rejected_total",
-        "Vote transactions not logged: versioned, oversized, not a TowerSync, or bytes whose signatures fail.",
-        n(&e.rejected),
-    );
-    o.counter("aldb_evidence_errors_total", "Failed appends or prunes of the vote-evidence log.", n(&e.errors));
-    o.counter(
-        "aldb_bank_roots_checked_total",
-        "Slots whose root in block metadata V0_0_5 was compared with the plugin's.",
-        n(&e.roots_checked),
-    );
-    o.counter(
-        "aldb_bank_root_mismatches_total",
-        "Slots whose root in block metadata V0_0_5 differs from the plugin's.",
-        n(&e.root_mismatches),
-    );
-    o.counter(
-        "aldb_bank_hashes_unexplained_total",
-        "Banks whose hash does not follow from the h and root in block metadata V0_0_5.",
-        n(&e.unexplained_bank_hashes),
-    );
-}
-
 pub(crate) fn render(src: &Sources) -> String {
     let s: Stats = src.adapter.stats();
-    let w = &src.writer;
     let p = &src.plugin;
+    let node = &NodeSources { node: p.node.clone(), writer: src.writer.clone() };
     let mut families = Families::default();
     let o = &mut families;
 
@@ -438,32 +355,8 @@ pub(crate) fn render(src: &Sources) -> String {
         "Slots (not the genesis or startup base) committed before or without their block metadata.",
         s.slots_without_block,
     );
-    o.gauge(
-        "aldb_records_enabled",
-        "1 when root records are produced (a genesis hash is configured and the record log opened).",
-        u8::from(p.records_enabled.load(Relaxed)),
-    );
-    o.counter(
-        "aldb_records_produced_total",
-        "Root records appended to the record log.",
-        p.records_produced.load(Relaxed),
-    );
-    o.counter(
-        "aldb_records_signed_total",
-        "Root records appended with an attestation.",
-        p.records_signed.load(Relaxed),
-    );
-    o.counter(
-        "aldb_records_skipped_total",
-        "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice.",
-        p.records_skipped.load(Relaxed),
-    );
-    o.counter(
-        "aldb_record_errors_total",
-        "Committed slots whose root record could not be produced or logged.",
-        p.record_errors.load(Relaxed),
-    );
-    write_evidence(o, &p.evidence);
+    write_all(o, &PLUGIN_RECORDS, node);
+    write_all(o, &PLUGIN_EVIDENCE, node);
 
     let dropped = [
         ("dead", s.slots_dropped_dead),
@@ -523,18 +416,14 @@ pub(crate) fn render(src: &Sources) -> String {
         "Highest processed slot minus last committed slot (-1: unknown).",
         slot_value(s.lag()),
     );
-    write_forks(o, &s, w);
+    write_forks(o, &s, node);
 
     p.commit_latency.write(
         o,
         "aldb_commit_seconds",
         "Engine time per commit batch: commit_ready calls that committed at least one slot.",
     );
-    p.submit_latency.write(
-        o,
-        "aldb_snapshot_submit_seconds",
-        "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
-    );
+    write_all(o, &PLUGIN_SUBMIT, node);
 
     p.update_account_ns.write(
         o,
@@ -543,71 +432,7 @@ pub(crate) fn render(src: &Sources) -> String {
     );
     p.commit_lag.write(o);
 
-    o.gauge("aldb_snapshot_queue_depth", "Committed slots waiting for the snapshot writer.", w.queue_depth());
-    o.counter(
-        "aldb_snapshot_submitted_total",
-        "Committed slots handed to the snapshot writer.",
-        p.snapshot_submitted.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_skipped_total",
-        "Committed slots not written (writer stopped, or no change set).",
-        p.snapshot_skipped.load(Relaxed),
-    );
-    o.counter("aldb_snapshot_published_total", "Snapshot files published.", w.published.load(Relaxed));
-    o.gauge("aldb_snapshot_last_published_slot", "Newest published slot.", w.last_slot.load(Relaxed));
-    o.counter(
-        "aldb_snapshot_full_queue_waits_total",
-        "Submissions that found the writer's queue full and waited.",
-        w.full_waits.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_full_queue_wait_seconds_total",
-        "Time the commit worker spent waiting on a full writer queue.",
-        w.wait_nanos.load(Relaxed) as f64 / 1e9,
-    );
-    o.counter(
-        "aldb_snapshot_write_seconds_total",
-        "Time the writer spent writing and syncing files.",
-        w.write_nanos.load(Relaxed) as f64 / 1e9,
-    );
-    o.counter("aldb_snapshot_bytes_total", "Bytes of published snapshot files.", w.bytes.load(Relaxed));
-    o.counter(
-        "aldb_snapshot_account_bytes_total",
-        "Of those, bytes of account records.",
-        w.account_bytes.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_refresh_bytes_total",
-        "Of those, bytes rewritten by the refresh cycle.",
-        w.refresh_bytes.load(Relaxed),
-    );
-    o.counter("aldb_snapshot_pruned_files_total", "Snapshot files deleted by pruning.", w.pruned_files.load(Relaxed));
-    o.counter(
-        "aldb_snapshot_errors_total",
-        "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing).",
-        w.errors.load(Relaxed),
-    );
-    o.gauge(
-        "aldb_snapshot_writer_failing",
-        "1 while the snapshot writer cannot write and holds slots to retry, else 0.",
-        w.failing.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_recoveries_total",
-        "Times the snapshot writer wrote again after failing.",
-        w.recoveries.load(Relaxed),
-    );
-    o.counter(
-        "aldb_snapshot_gap_slots_total",
-        "Committed slots never written because the writer was failing (Hyades answers -32012 for them).",
-        w.gap_slots.load(Relaxed),
-    );
-    o.gauge(
-        "aldb_snapshot_writer_stopped",
-        "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0.",
-        w.stopped.load(Relaxed),
-    );
+    write_all(o, &PLUGIN_SNAPSHOTS, node);
 
     let by_callback = |counts: &[AtomicU64; Callback::ALL.len()]| {
         Callback::ALL.map(|cb| {
@@ -627,12 +452,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "Panics caught inside callbacks (returned to the validator as errors), by callback.",
         panics.iter().map(|(l, v)| (&l[..], *v)),
     );
-    o.counter(
-        "aldb_worker_panics_total",
-        "Panics caught on the commit worker; it stops committing after one.",
-        p.worker_panics.load(Relaxed),
-    );
-    o.gauge("aldb_worker_running", "1 while the commit worker runs.", u8::from(p.worker_running.load(Relaxed)));
+    write_all(o, &PLUGIN_WORKER, node);
     families.encode()
 }
 
@@ -713,22 +533,6 @@ mod tests {
         assert!(s.contains("aldb_commit_slots_behind_bucket{le=\"1\"} 1\n"), "{s}");
         assert!(s.contains("aldb_commit_slots_behind_bucket{le=\"2\"} 2\n"), "{s}");
         assert!(s.contains("aldb_commit_slots_behind_count 2\n"), "{s}");
-    }
-
-    #[test]
-    fn the_histogram_is_cumulative() {
-        let h = Histogram::default();
-        h.observe(Duration::from_micros(500));
-        h.observe(Duration::from_millis(20));
-        h.observe(Duration::from_secs(100));
-        let mut f = Families::default();
-        h.write(&mut f, "x", "help");
-        let s = f.encode();
-        assert!(s.contains("x_bucket{le=\"0.001\"} 1\n"), "{s}");
-        assert!(s.contains("x_bucket{le=\"0.025\"} 2\n"), "{s}");
-        assert!(s.contains("x_bucket{le=\"60\"} 2\n"), "{s}");
-        assert!(s.contains("x_bucket{le=\"+Inf\"} 3\n"), "{s}");
-        assert!(s.contains("x_count 3\n"), "{s}");
     }
 
     /// Every family the plugin exported before its exposition moved onto the `prometheus` crate,

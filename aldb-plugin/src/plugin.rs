@@ -7,7 +7,7 @@
 //!
 //! Callbacks never block on anything but the adapter's brief locks: account updates take one
 //! stripe lock for a hash-map insert, slot statuses the state-machine lock for bookkeeping. The
-//! engine and the disk are on the commit worker ([`crate::worker`]).
+//! engine and the node pipeline are on the commit worker ([`crate::worker`]).
 //!
 //! Ignored events (a `Processed` after its slot committed, an update for a passed fork, ...) are
 //! not errors: they are counted by reason in the metrics and return `Ok`. Returning an error
@@ -22,14 +22,13 @@ use agave_geyser_plugin_interface::geyser_plugin_interface::{
     GeyserPlugin, GeyserPluginError, ReplicaAccountInfoVersions, ReplicaBlockInfoVersions,
     ReplicaTransactionInfoVersions, Result as PluginResult, SlotStatus,
 };
-use aldb_snapshot::SnapshotWriter;
+use aldb_node::panic::panic_message;
+use aldb_node::{Records, RootedSlots, Snapshots, Spares};
 use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, Stats};
 
 use crate::config::Config;
 use crate::metrics::{Callback, MetricsServer, PluginCounters, Sources};
-use crate::panic_message;
-use crate::records::{Records, RootedSlots};
-use crate::worker::Worker;
+use crate::worker::{Pipeline, Worker};
 
 /// The aldb geyser plugin: commits a provable state root for every slot of the chosen chain and
 /// writes snapshots that Hyades serves proofs from.
@@ -54,10 +53,10 @@ struct Runtime {
     rooted: Option<Arc<RootedSlots>>,
     /// The validator's bank hashes and roots beside the plugin's roots (block metadata V0_0_5).
     #[cfg(feature = "patched-interface")]
-    bank_roots: Option<Arc<crate::bank_roots::BankRoots>>,
+    bank_hashes: Option<Arc<aldb_node::BankHashes>>,
     /// The vote-evidence writer (`vote_evidence: true`).
     #[cfg(feature = "patched-interface")]
-    evidence: Option<crate::evidence::Evidence>,
+    evidence: Option<aldb_node::evidence::Evidence>,
 }
 
 impl std::fmt::Debug for AldbPlugin {
@@ -153,9 +152,11 @@ impl AldbPlugin {
         let adapter = Adapter::with_retain(config.adapter_config(), KeepAccounts)
             .map(Arc::new)
             .map_err(|e| format!("cannot create the adapter: {e}"))?;
-        let writer = SnapshotWriter::start(config.writer_config(), None)
-            .map_err(|e| format!("cannot start the snapshot writer in {}: {e}", config.snapshot_dir.display()))?;
-        let writer_stats = writer.stats().clone();
+        let node = config.node_config();
+        let spares = Arc::new(Spares::default());
+        let snapshots =
+            Snapshots::start(&node, self.counters.node.clone(), spares.clone()).map_err(|e| e.to_string())?;
+        let writer_stats = snapshots.writer_stats().clone();
         let metrics = match config.metrics_addr {
             None => None,
             Some(addr) => {
@@ -167,29 +168,38 @@ impl AldbPlugin {
             }
         };
         #[cfg(feature = "patched-interface")]
-        let (bank_roots, evidence) = {
-            let counters = self.counters.evidence.clone();
-            let bank_roots = (config.block_metadata_version >= 5)
-                .then(|| Arc::new(crate::bank_roots::BankRoots::new(counters.clone())));
+        let (bank_hashes, evidence) = {
+            let counters = self.counters.node.evidence.clone();
+            let bank_hashes = (config.block_metadata_version >= 5)
+                .then(|| Arc::new(aldb_node::BankHashes::new(node.bank_hash_slots, counters.clone(), node.name)));
             let evidence = match config.vote_evidence {
-                true => Some(crate::evidence::Evidence::start(
-                    &config.snapshot_dir,
-                    config.keep_slots,
-                    config.hold_for_shipper,
-                    counters,
-                )?),
+                true => Some(
+                    aldb_node::evidence::Evidence::start(
+                        &config.snapshot_dir,
+                        config.keep_slots,
+                        config.hold_for_shipper,
+                        counters,
+                        node.name,
+                    )
+                    .map_err(|e| e.to_string())?,
+                ),
                 false => None,
             };
-            (bank_roots, evidence)
+            (bank_hashes, evidence)
         };
+        if let Some(why) = config.records_disabled_reason() {
+            log::warn!("aldb-plugin: {why}");
+        }
         #[cfg_attr(not(feature = "patched-interface"), allow(unused_mut))]
-        let mut records = Records::from_config(config)?;
+        let mut records = Records::start(&node).map_err(|e| e.to_string())?;
         #[cfg(feature = "patched-interface")]
-        if let (Some(r), Some(b)) = (records.as_mut(), &bank_roots) {
-            r.set_bank_roots(b.clone());
+        if let (Some(r), Some(b)) = (records.as_mut(), &bank_hashes) {
+            r.set_bank_hashes(b.clone());
         }
         let rooted = records.as_ref().and_then(Records::rooted_slots);
-        let worker = Worker::spawn(adapter.clone(), writer, records, self.counters.clone())
+        let mut pipeline = Pipeline { snapshots, records, spares, spill: None };
+        pipeline.spill_startup(&adapter);
+        let worker = Worker::spawn(adapter.clone(), pipeline, self.counters.clone())
             .map_err(|e| format!("cannot start the commit worker: {e}"))?;
         if is_reload {
             // A reloaded plugin has missed genesis or the startup accounts, and no base state
@@ -204,7 +214,7 @@ impl AldbPlugin {
             metrics,
             rooted,
             #[cfg(feature = "patched-interface")]
-            bank_roots,
+            bank_hashes,
             #[cfg(feature = "patched-interface")]
             evidence,
         })
@@ -297,18 +307,19 @@ impl AldbPlugin {
         let Some(rt) = &self.runtime else { return };
         let slot = info.entry.slot;
         if info.unexplained {
-            self.counters.evidence.unexplained_bank_hashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.counters.node.evidence.unexplained_bank_hashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             log::error!(
                 "aldb-plugin: slot {slot}: bank hash {} is not sha256(h || root) with the h and root the validator sent",
                 aldb_verify::hash_to_base58(&info.entry.bank_hash)
             );
         }
-        if let Some(roots) = &rt.bank_roots {
-            let frozen = crate::bank_roots::Frozen { bank_hash: info.entry.bank_hash, aldb_root: info.aldb_root };
+        if let Some(roots) = &rt.bank_hashes {
+            let frozen =
+                aldb_node::Frozen { bank_hash: info.entry.bank_hash, aldb_root: info.aldb_root, ..Default::default() };
             roots.frozen(slot, frozen);
         }
         if let Some(ev) = &rt.evidence {
-            ev.send(crate::evidence::Item::Bank(info.entry));
+            ev.send(aldb_node::evidence::Item::Bank(info.entry));
         }
     }
 
@@ -317,7 +328,7 @@ impl AldbPlugin {
         let Some(ev) = self.runtime.as_ref().and_then(|r| r.evidence.as_ref()) else { return };
         match crate::patched::vote_wire_bytes(tx) {
             None => {}
-            Some(Ok(tx)) => ev.send(crate::evidence::Item::Vote { slot, tx }),
+            Some(Ok(tx)) => ev.send(aldb_node::evidence::Item::Vote { slot, tx }),
             Some(Err(why)) => {
                 ev.counters().rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 log::debug!("aldb-plugin: a vote of slot {slot} not logged: {why:?}");
@@ -776,7 +787,7 @@ mod tests {
         assert_eq!(by_slot(2).bank_hash, None, "no V0_0_5 before the commit: no bank hash");
         // Slot 2's metadata comes after its commit, with the plugin's own root.
         let bank2 = notify_v5(&p, 2, by_slot(2).state_root);
-        let counters = p.counters.evidence.clone();
+        let counters = p.counters.node.evidence.clone();
         assert_eq!(counters.roots_checked.load(Relaxed), 2);
         assert_eq!(counters.root_mismatches.load(Relaxed), 1);
         p.on_unload();

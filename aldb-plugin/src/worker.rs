@@ -1,24 +1,69 @@
-//! The commit worker: applies decided slots to the engine, makes each commit's root record and
-//! hands the commit to the snapshot writer, on a thread of its own so no validator callback ever
-//! waits for hashing or disk.
+//! The commit worker: applies decided slots to the engine and turns each commit and each status
+//! change into the node pipeline's input ([`aldb_node`]: snapshot files, root records, the
+//! slot-status journal), on a thread of its own so no validator callback ever waits for hashing
+//! or disk.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::AccountRef;
-use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotError, SnapshotWriter, SpilledAccounts};
+use aldb_node::{BankRecord, NodeStats, Records, Snapshots, Spares, StartupAccounts};
+use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotError, SpilledAccounts};
+use aldb_verify::Commitment;
 use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts, StatusChange, StatusKind};
 
 use crate::metrics::PluginCounters;
-use crate::panic_message;
-use crate::records::Records;
 
 /// How long the worker sleeps when nothing was decided. `commit_ready` also finds work no status
 /// announces (replayed slots linked by their SlotHashes writes), so the wait must stay short.
 const WAIT: Duration = Duration::from_millis(50);
+
+/// What a panic on the worker logs: it stops committing.
+const STOPPING: &str = "aldb-plugin commit worker panicked, no more slots will be committed until restart";
+
+/// The pipeline the worker feeds.
+pub(crate) struct Pipeline {
+    pub(crate) snapshots: Snapshots,
+    pub(crate) records: Option<Records>,
+    /// The buffers the writer is done with (shared with `snapshots`).
+    pub(crate) spares: Arc<Spares>,
+    /// The startup spill the adapter streams startup accounts into, when one could be made.
+    pub(crate) spill: Option<Arc<StartupAccounts>>,
+}
+
+impl Pipeline {
+    /// Streams startup accounts into a spill in the snapshot directory (before any arrives:
+    /// this runs in `on_load`); without one they are held in memory until the end of startup.
+    pub(crate) fn spill_startup(&mut self, adapter: &Adapter<KeepAccounts>) {
+        match StartupAccounts::create(&self.snapshots) {
+            Ok(accounts) => {
+                let accounts = Arc::new(accounts);
+                match adapter.spill_startup(Arc::new(SpillFeed(accounts.clone()))) {
+                    Ok(()) => self.spill = Some(accounts),
+                    Err(e) => log::warn!("aldb-plugin: startup accounts will be held in memory: {e}"),
+                }
+            }
+            Err(e) => log::warn!("aldb-plugin: no startup spill, startup accounts will be held in memory: {e}"),
+        }
+    }
+
+    /// The startup spill, finished, once the adapter no longer hands it accounts.
+    fn finished_spill(&self, adapter: &Adapter<KeepAccounts>) -> Option<Result<SpilledAccounts, SnapshotError>> {
+        adapter.take_startup_sink()?;
+        self.spill.as_ref()?.finish()
+    }
+}
+
+/// The adapter's handle on the pipeline's startup spill.
+struct SpillFeed(Arc<StartupAccounts>);
+
+impl geyser_adapter::StartupSink for SpillFeed {
+    fn append(&self, path: &[u8; 32], rank: (u64, u64), account: &AccountRef<'_>) {
+        self.0.append(path, rank, account);
+    }
+}
 
 /// A running commit worker.
 pub(crate) struct Worker {
@@ -27,29 +72,18 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Starts the worker; it owns the writer and the record producer from now on.
+    /// Starts the worker; it owns the pipeline from now on.
     pub(crate) fn spawn(
         adapter: Arc<Adapter<KeepAccounts>>,
-        writer: SnapshotWriter,
-        records: Option<Records>,
+        pipeline: Pipeline,
         counters: Arc<PluginCounters>,
     ) -> std::io::Result<Self> {
-        // Startup accounts stream to disk (before any arrives: this runs in `on_load`); without
-        // a spill they are held in memory until the end of startup, as before.
-        match writer.startup_spill(aldb_snapshot::DEFAULT_SPILL_BITS) {
-            Ok(spill) => {
-                if let Err(e) = adapter.spill_startup(spill) {
-                    log::warn!("aldb-plugin: startup accounts will be held in memory: {e}");
-                }
-            }
-            Err(e) => log::warn!("aldb-plugin: no startup spill, startup accounts will be held in memory: {e}"),
-        }
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("aldb-commit".into())
-                .spawn(move || run(&adapter, writer, records, &counters, &stop))?
+                .spawn(move || run(&adapter, pipeline, &counters, &stop))?
         };
         Ok(Self { stop, thread: Some(thread) })
     }
@@ -60,7 +94,9 @@ impl Worker {
         self.stop.store(true, Ordering::Release);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(payload)) => Err(format!("commit worker panicked: {}", panic_message(payload.as_ref()))),
+            Some(Err(payload)) => {
+                Err(format!("commit worker panicked: {}", aldb_node::panic::panic_message(payload.as_ref())))
+            }
             None => Ok(()),
         }
     }
@@ -78,18 +114,19 @@ impl Drop for Worker {
 
 fn run(
     adapter: &Adapter<KeepAccounts>,
-    writer: SnapshotWriter,
-    mut records: Option<Records>,
+    mut pipeline: Pipeline,
     counters: &PluginCounters,
     stop: &AtomicBool,
 ) -> Result<(), String> {
-    counters.worker_running.store(true, Ordering::Relaxed);
-    counters.records_enabled.store(records.as_ref().is_some_and(Records::enabled), Ordering::Relaxed);
-    let mut sink = Sink { writer, counters, started: false, failed: false, spare: None };
+    let node: &NodeStats = &counters.node;
+    node.running.store(1, Ordering::Relaxed);
+    node.records_enabled.store(pipeline.records.as_ref().is_some_and(Records::enabled), Ordering::Relaxed);
+    // A batch the writer is done with, for the next slot's accounts.
+    let mut spare: Option<AccountBatch> = None;
     loop {
         // Read before the last round, so commits decided before `stop` was set are still written.
         let stopping = stop.load(Ordering::Acquire);
-        let step = catch_unwind(AssertUnwindSafe(|| {
+        let step = aldb_node::panic::step(node, STOPPING, || {
             if !stopping {
                 adapter.wait_for_work(WAIT);
             }
@@ -100,195 +137,121 @@ fn run(
             }
             for c in batch {
                 counters.commit_lag.committed(c.slot);
-                if let Some(r) = records.as_mut() {
-                    r.record(&c, counters);
+                if let Some(r) = pipeline.records.as_mut() {
+                    r.committed(&bank_record(c.slot, c.parent, c.root, c.block, c.parent_bank_hash), node);
                 }
                 // The base commit ends startup: a streamed startup state's accounts are in the
                 // spill (a genesis start leaves it empty, and dropping it removes it).
                 let spill = match c.kind {
-                    CommitKind::Startup => adapter.take_startup_spill(),
+                    CommitKind::Startup => pipeline.finished_spill(adapter),
                     CommitKind::Genesis => {
                         // Nothing came at startup: the empty spill is removed as it is dropped.
-                        drop(adapter.take_startup_spill());
+                        drop(pipeline.finished_spill(adapter));
                         None
                     }
                     CommitKind::Slot => None,
                 };
-                sink.submit(c, spill);
+                submit(&mut pipeline.snapshots, c, spill, &mut spare);
                 // The writer hands back the change sets and account batches it has written; the
                 // next commits fill them rather than fresh allocations.
-                if let Some((changes, accounts)) = sink.writer.take_spare() {
+                pipeline.snapshots.collect();
+                if let Some((changes, accounts)) = pipeline.spares.take() {
                     adapter.recycle_changes(changes);
-                    sink.keep_spare(accounts);
+                    spare = Some(accounts);
                 }
             }
             // `commitment: "processed"`: what became of frozen banks, after the freezes above (a
             // call stops before a freeze that follows a change, so the order is exact).
             for ch in adapter.take_status_changes() {
-                if let Some(r) = records.as_mut() {
-                    r.status(&ch, counters);
-                }
-                sink.mark(&ch);
+                status(&mut pipeline, &ch, node);
             }
-            sink.note_refused();
+            pipeline.snapshots.collect();
             // Slots rooted since the last round get their finalized records.
-            if let Some(r) = records.as_mut() {
-                r.tick(counters);
+            if let Some(r) = pipeline.records.as_mut() {
+                r.tick(node);
             }
-        }));
-        if let Err(payload) = step {
-            // The engine may be half-way through a commit: committing on from there could publish
-            // a wrong root, so stop committing (callbacks go on; the pending bound caps memory).
-            counters.worker_panics.fetch_add(1, Ordering::Relaxed);
-            log::error!(
-                "aldb-plugin commit worker panicked, no more slots will be committed until restart: {}",
-                panic_message(payload.as_ref())
-            );
-            break;
-        }
-        if stopping {
+        });
+        if step.is_err() || stopping {
+            // After a panic the engine may be half-way through a commit: committing on from there
+            // could publish a wrong root, so stop committing (callbacks go on; the pending bound
+            // caps memory).
             break;
         }
     }
-    counters.worker_running.store(false, Ordering::Relaxed);
-    sink.finish()
+    node.running.store(0, Ordering::Relaxed);
+    pipeline.snapshots.finish().map_err(|e| e.to_string())
 }
 
-/// Hands commits to the snapshot writer.
-struct Sink<'a> {
-    writer: SnapshotWriter,
-    counters: &'a PluginCounters,
-    /// Whether a full snapshot went in: the writer refuses deltas before one.
-    started: bool,
-    /// Whether snapshots stopped for good (the writer stopped, or a commit came without a change set).
-    failed: bool,
-    /// A batch the writer is done with, for the next slot's accounts.
-    spare: Option<AccountBatch>,
+fn bank_record(
+    slot: u64,
+    parent: Option<u64>,
+    root: [u8; 32],
+    block: Option<geyser_adapter::BlockInfo>,
+    parent_bank_hash: Option<[u8; 32]>,
+) -> BankRecord {
+    BankRecord { slot, parent, root, block, parent_bank_hash }
 }
 
-/// A spare batch holding more than this is dropped, not kept: the startup state's batch of every
-/// account would otherwise stay allocated for the rest of the run.
-const MAX_SPARE_BATCH_BYTES: usize = 64 << 20;
-
-impl Sink<'_> {
-    /// Hands a commit to the writer; `spill` holds a streamed startup state's accounts.
-    fn submit(&mut self, c: Committed<AccountRecord>, spill: Option<Result<SpilledAccounts, SnapshotError>>) {
-        // The base commit (genesis slot 0, or the startup state) is the whole state: its change
-        // set covers the whole tree (genesis is committed onto an empty tree; the startup state
-        // comes with `capture_all`) and its records are every live account. It is the only commit
-        // a full snapshot can be made from, since nothing here keeps the accounts of later slots
-        // that did not change.
-        let full = matches!(c.kind, CommitKind::Genesis | CommitKind::Startup);
-        if full {
-            log::info!(
-                "aldb-plugin: base state committed at slot {} ({:?}, {} accounts), root {}",
-                c.slot,
-                c.kind,
-                c.updates,
-                hex(&c.root)
-            );
-        } else {
-            log::debug!(
-                "aldb-plugin: slot {} committed ({} accounts written), root {}",
-                c.slot,
-                c.updates,
-                hex(&c.root)
-            );
-        }
-        if self.failed {
-            self.skip();
-            return;
-        }
-        if !full && !self.started {
-            // Only possible if the base commit was lost (it is always the first commit).
-            log::error!("aldb-plugin: slot {} committed before any base state; snapshots cannot start", c.slot);
-            self.skip();
-            return;
-        }
-        let Some(changes) = c.changes else {
-            log::error!("aldb-plugin: slot {} came without a change set; snapshots stop", c.slot);
-            self.failed = true;
-            self.skip();
-            return;
-        };
-        let accounts = match spill {
-            // A streamed startup state: the writer reads its accounts back from the spill.
-            Some(Ok(spill)) => AccountBatch::from_spill(spill),
-            Some(Err(e)) => {
-                log::error!("aldb-plugin: the startup spill failed, no full snapshot at slot {}: {e}", c.slot);
-                self.failed = true;
-                self.skip();
-                return;
-            }
-            // The base state is far larger than a slot: it gets a batch of its own size.
-            None => batch(c.records, full, if full { None } else { self.spare.take() }),
-        };
-        let input = SlotInput { slot: c.slot, parent: c.parent, root: c.root, changes, accounts, full };
-        let t = Instant::now();
-        let result = self.writer.submit(input);
-        self.counters.submit_latency.observe(t.elapsed());
-        match result {
-            Ok(()) => {
-                self.started |= full;
-                self.counters.snapshot_submitted.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                // A failing writer holds slots and retries by itself; it refuses them only once
-                // stopped for good (see `SnapshotWriter`). Roots are still committed and counted.
-                log::error!("aldb-plugin: snapshots stopped at slot {} until restart: {e}", c.slot);
-                self.failed = true;
-                self.skip();
-            }
-        }
-    }
-
-    /// Hands a frozen bank's status change to the writer, which journals it beside the files
-    /// (and, on forks, releases or drops the bank's tables).
-    fn mark(&mut self, ch: &StatusChange) {
-        if self.failed || !self.started {
-            return;
-        }
-        let mark = match ch.kind {
-            StatusKind::Confirmed => SlotMark::Confirmed,
-            StatusKind::Finalized => SlotMark::Finalized,
-            StatusKind::Abandoned => SlotMark::Abandoned,
-        };
-        if ch.kind == StatusKind::Abandoned {
+/// A frozen bank's status change (`commitment: "processed"`): its record at the level it
+/// reached (none for an abandoned bank), and the mark in the slot-status journal.
+fn status(pipeline: &mut Pipeline, ch: &StatusChange, node: &NodeStats) {
+    let bank = bank_record(ch.slot, ch.parent, ch.root, ch.block, ch.parent_bank_hash);
+    let (level, mark) = match ch.kind {
+        StatusKind::Confirmed => (Some(Commitment::Confirmed), SlotMark::Confirmed),
+        StatusKind::Finalized => (Some(Commitment::Finalized), SlotMark::Finalized),
+        StatusKind::Abandoned => {
             log::debug!("aldb-plugin: slot {} abandoned, root {}", ch.slot, hex(&ch.root));
+            (None, SlotMark::Abandoned)
         }
-        if let Err(e) = self.writer.mark(ch.slot, mark) {
-            log::error!(
-                "aldb-plugin: snapshots stopped at the {} mark of slot {} until restart: {e}",
-                ch.kind.as_str(),
-                ch.slot
-            );
-            self.failed = true;
+    };
+    if let (Some(r), Some(level)) = (pipeline.records.as_mut(), level) {
+        r.reached(&bank, level, node);
+    }
+    pipeline.snapshots.mark(ch.slot, mark);
+}
+
+/// Hands a commit to the pipeline's writer; `spill` holds a streamed startup state's accounts.
+fn submit(
+    snapshots: &mut Snapshots,
+    c: Committed<AccountRecord>,
+    spill: Option<Result<SpilledAccounts, SnapshotError>>,
+    spare: &mut Option<AccountBatch>,
+) {
+    // The base commit (genesis slot 0, or the startup state) is the whole state: its change
+    // set covers the whole tree (genesis is committed onto an empty tree; the startup state
+    // comes with `capture_all`) and its records are every live account. It is the only commit
+    // a full snapshot can be made from, since nothing here keeps the accounts of later slots
+    // that did not change.
+    let full = matches!(c.kind, CommitKind::Genesis | CommitKind::Startup);
+    if full {
+        log::info!(
+            "aldb-plugin: base state committed at slot {} ({:?}, {} accounts), root {}",
+            c.slot,
+            c.kind,
+            c.updates,
+            hex(&c.root)
+        );
+    } else {
+        log::debug!("aldb-plugin: slot {} committed ({} accounts written), root {}", c.slot, c.updates, hex(&c.root));
+    }
+    if !snapshots.ready(c.slot, full) {
+        return;
+    }
+    let Some(changes) = c.changes else {
+        snapshots.stop(&format!("slot {} came without a change set; snapshots stop", c.slot));
+        return;
+    };
+    let accounts = match spill {
+        // A streamed startup state: the writer reads its accounts back from the spill.
+        Some(Ok(spill)) => AccountBatch::from_spill(spill),
+        Some(Err(e)) => {
+            snapshots.stop(&format!("the startup spill failed, no full snapshot at slot {}: {e}", c.slot));
+            return;
         }
-    }
-
-    /// Logs the banks the fork-mode writer refused (counted in its own stats): their roots
-    /// stand, but their files and those of their descendants are not served.
-    fn note_refused(&self) {
-        for r in self.writer.take_refused() {
-            log::warn!("aldb-plugin: snapshot of slot {} not written: {}", r.slot, r.error);
-        }
-    }
-
-    fn keep_spare(&mut self, b: AccountBatch) {
-        if b.heap_bytes() <= MAX_SPARE_BATCH_BYTES {
-            self.spare = Some(b);
-        }
-    }
-
-    fn skip(&self) {
-        self.counters.snapshot_skipped.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn finish(self) -> Result<(), String> {
-        let flushed = self.writer.flush();
-        let shut = self.writer.shutdown();
-        flushed.and(shut).map_err(|e| e.to_string())
-    }
+        // The base state is far larger than a slot: it gets a batch of its own size.
+        None => batch(c.records, full, if full { None } else { spare.take() }),
+    };
+    snapshots.write(SlotInput { slot: c.slot, parent: c.parent, root: c.root, changes, accounts, full });
 }
 
 /// The records as the writer's account batch, data copied once into one buffer (`spare`'s, when

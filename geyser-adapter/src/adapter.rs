@@ -2,17 +2,16 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use aldb_core::{BulkEntry, ForkLimits, Pleiades, Update};
-use aldb_snapshot::{SnapshotError, SpilledAccounts, StartupSpill};
 
 use crate::control::{Control, Cx, Shared};
 use crate::engine::{Applied, CommitKind, Committed, Engine};
 use crate::error::{AdapterError, IgnoreReason, Ignored};
 use crate::retain::{NoRecords, Retain};
-use crate::startup::{STARTUP_BATCH, StartupStream};
+use crate::startup::{STARTUP_BATCH, StartupSink, StartupStream};
 use crate::stats::{Counters, Stats};
 use crate::status::StatusChange;
 use crate::stripe::{Buffer, Incoming, Stripes, lock};
@@ -111,7 +110,7 @@ impl<R: Retain> Adapter<R> {
         let hashed = Update::from_account(&u.account());
         let hint =
             if !u.is_startup && u.pubkey == SLOT_HASHES_SYSVAR { slot_hashes_newest(u.slot, u.data) } else { None };
-        // A streamed startup account keeps no record: what the snapshot needs goes to the spill.
+        // A streamed startup account keeps no record: what the snapshot needs goes to the sink.
         let spilling = u.is_startup && self.startup.spilling();
         let record = (!spilling).then(|| self.retain.retain(u, &hashed));
         // Startup entries go to the builder as they arrive unless records must be resolved
@@ -164,35 +163,34 @@ impl<R: Retain> Adapter<R> {
         }
     }
 
-    /// Streams startup accounts to `spill` (created in the snapshot directory) instead of keeping
+    /// Streams startup accounts to `sink` (the node pipeline's startup spill) instead of keeping
     /// them: each startup account's hashes go to the bulk builder as it arrives, the rest of it to
-    /// the spill, and no record is retained for it, so the startup commit's
-    /// [`Committed::records`] is empty and the full snapshot is written from
-    /// [`take_startup_spill`](Self::take_startup_spill). Call it before the first startup
-    /// account; refused after one arrived or once a spill is set.
-    pub fn spill_startup(&self, spill: StartupSpill) -> Result<(), AdapterError> {
+    /// the sink, and no record is retained for it, so the startup commit's
+    /// [`Committed::records`] is empty and the full snapshot is written from what the sink
+    /// holds once [`take_startup_sink`](Self::take_startup_sink) says startup is over. Call it
+    /// before the first startup account; refused after one arrived or once a sink is set.
+    pub fn spill_startup(&self, sink: Arc<dyn StartupSink>) -> Result<(), AdapterError> {
         if self.counters.startup_updates.load(Ordering::Relaxed) > 0
             || !self.shared.startup_open.load(Ordering::Acquire)
         {
             return Err(AdapterError::Config("the startup spill must be set before the first startup account".into()));
         }
-        if !self.startup.set_spill(spill) {
+        if !self.startup.set_sink(sink) {
             return Err(AdapterError::Config("a startup spill is already set".into()));
         }
         Ok(())
     }
 
-    /// The startup spill, finished, once startup is over (after
-    /// [`end_of_startup`](Self::end_of_startup), or the implicit end a slot status makes):
-    /// the startup state's accounts for its full snapshot
-    /// ([`aldb_snapshot::AccountBatch::from_spill`]). `None` while startup is open or when no
-    /// spill was set (or it was taken); an error if an append failed (the root stands, the full
-    /// snapshot cannot be made from it).
-    pub fn take_startup_spill(&self) -> Option<Result<SpilledAccounts, SnapshotError>> {
+    /// The startup sink, given back once startup is over (after
+    /// [`end_of_startup`](Self::end_of_startup), or the implicit end a slot status makes): no
+    /// account is handed to it from then on, so its owner may finish it and write the startup
+    /// state's full snapshot from it. `None` while startup is open or when no sink was set (or it
+    /// was taken).
+    pub fn take_startup_sink(&self) -> Option<Arc<dyn StartupSink>> {
         if self.shared.startup_open.load(Ordering::Acquire) {
             return None;
         }
-        self.startup.take_spill()
+        self.startup.take_sink()
     }
 
     /// One slot status. Decides what became ready to commit and queues it for

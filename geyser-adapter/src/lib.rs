@@ -65,7 +65,8 @@
 //! - **Bounded memory**: buffers exist only for slots above the committed base; at most
 //!   [`AdapterConfig::max_pending_slots`] are tracked, the lowest dropped past that. Startup
 //!   accounts stream into the bulk builder as they arrive (88 bytes each), and with
-//!   [`Adapter::spill_startup`] their data to disk (`docs/ADAPTER.md` §3, "Streaming startup").
+//!   [`Adapter::spill_startup`] their data to the node pipeline's spill on disk
+//!   (`docs/ADAPTER.md` §3, "Streaming startup").
 
 mod adapter;
 mod control;
@@ -84,6 +85,7 @@ pub use aldb_verify::record::BlockInfo;
 pub use engine::{CommitKind, Committed};
 pub use error::{AdapterError, DropReason, IgnoreReason, Ignored, Irregularity};
 pub use retain::{AccountRecord, KeepAccounts, KeepUpdates, NoRecords, Retain};
+pub use startup::StartupSink;
 pub use stats::Stats;
 pub use status::{StatusChange, StatusKind};
 pub use sysvar::{

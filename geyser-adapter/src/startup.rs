@@ -1,23 +1,21 @@
-//! Streaming startup: startup accounts flow into the bulk builder, and (with a spill) their full
-//! contents to disk, as they arrive.
+//! Streaming startup: startup accounts flow into the bulk builder, and (with a [`StartupSink`])
+//! their full contents to the node pipeline's startup spill, as they arrive.
 //!
 //! Each stripe gathers its startup entries (`(path, value hash, rank)`, 88 bytes) in a small
 //! batch and hands it to one shared [`BulkBuilder`] once the batch is full, under the stripe's
 //! lock: so a stripe's entries reach the builder in arrival order (the last pushed of equal rank
 //! wins), and once `end_of_startup` has visited every stripe no batch is still on its way. With a
-//! [`StartupSpill`], what the snapshot needs besides the hashes (pubkey, lamports, owner,
-//! executable, data) is appended to it under the same lock, and no record is retained, so memory
+//! [`StartupSink`], what the snapshot needs besides the hashes (pubkey, lamports, owner,
+//! executable, data) is handed to it under the same lock, and no record is retained, so memory
 //! at startup is the builder's entries plus bounded buffers, not the account set.
 //!
-//! Without a spill and with a [`Retain`](crate::Retain) policy that keeps records, the stripes
+//! Without a sink and with a [`Retain`](crate::Retain) policy that keeps records, the stripes
 //! hold entries and records until the end of startup as before: the records' winners are
 //! resolved against the entries.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
-use aldb_core::{BulkBuilder, BulkEntry};
-use aldb_snapshot::{SnapshotError, SpilledAccounts, StartupSpill};
+use aldb_core::{AccountRef, BulkBuilder, BulkEntry};
 
 use crate::stripe::lock;
 
@@ -35,48 +33,55 @@ enum Build {
     Taken,
 }
 
+/// Where a streaming startup's accounts go besides the engine: the node pipeline's startup spill,
+/// from which the startup state's full snapshot is written.
+///
+/// Called from the validator's threads, under a stripe lock: it must not block for long and
+/// must never panic; a failure is the sink's to count (the root is unaffected).
+pub trait StartupSink: Send + Sync {
+    /// One startup account, with its key path and rank (`(slot, write_version)`: the highest
+    /// wins, the later of equal ones).
+    fn append(&self, path: &[u8; 32], rank: (u64, u64), account: &AccountRef<'_>);
+}
+
 /// The shared state of a streaming startup.
 pub(crate) struct StartupStream {
     config: aldb_core::Config,
     build: Mutex<Build>,
-    spill: RwLock<Option<StartupSpill>>,
-    /// Appends to the spill that failed (the root is unaffected; the full snapshot is not made).
-    pub(crate) spill_errors: AtomicU64,
+    sink: RwLock<Option<Arc<dyn StartupSink>>>,
 }
 
 impl std::fmt::Debug for StartupStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StartupStream").field("spill_errors", &self.spill_errors).finish_non_exhaustive()
+        f.debug_struct("StartupStream").field("spilling", &self.spilling()).finish_non_exhaustive()
     }
 }
 
 impl StartupStream {
     pub(crate) fn new(config: aldb_core::Config) -> Self {
-        Self { config, build: Mutex::new(Build::NotStarted), spill: RwLock::new(None), spill_errors: AtomicU64::new(0) }
+        Self { config, build: Mutex::new(Build::NotStarted), sink: RwLock::new(None) }
     }
 
-    /// Sets the spill; refused once one is set.
-    pub(crate) fn set_spill(&self, spill: StartupSpill) -> bool {
-        let mut s = self.spill.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// Sets the sink; refused once one is set.
+    pub(crate) fn set_sink(&self, sink: Arc<dyn StartupSink>) -> bool {
+        let mut s = self.sink.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if s.is_some() {
             return false;
         }
-        *s = Some(spill);
+        *s = Some(sink);
         true
     }
 
-    /// Whether startup accounts go to a spill (and so keep no record).
+    /// Whether startup accounts go to a sink (and so keep no record).
     pub(crate) fn spilling(&self) -> bool {
-        self.spill.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+        self.sink.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
     }
 
-    /// Appends an account to the spill, if there is one; counts a failure.
-    pub(crate) fn append(&self, entry: &BulkEntry, account: &aldb_core::AccountRef<'_>) {
-        let s = self.spill.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(spill) = s.as_ref()
-            && spill.append(&entry.path, entry.rank, account).is_err()
-        {
-            self.spill_errors.fetch_add(1, Ordering::Relaxed);
+    /// Hands an account to the sink, if there is one.
+    pub(crate) fn append(&self, entry: &BulkEntry, account: &AccountRef<'_>) {
+        let s = self.sink.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(sink) = s.as_ref() {
+            sink.append(&entry.path, entry.rank, account);
         }
     }
 
@@ -111,15 +116,8 @@ impl StartupStream {
         }
     }
 
-    /// Finishes the spill, if there is one.
-    pub(crate) fn take_spill(&self) -> Option<Result<SpilledAccounts, SnapshotError>> {
-        let spill = self.spill.write().unwrap_or_else(std::sync::PoisonError::into_inner).take()?;
-        let errors = self.spill_errors.load(Ordering::Relaxed);
-        Some(match spill.finish() {
-            Ok(_) if errors > 0 => {
-                Err(SnapshotError::Input(format!("{errors} startup accounts could not be appended to the spill")))
-            }
-            other => other,
-        })
+    /// Gives the sink up, if there is one.
+    pub(crate) fn take_sink(&self) -> Option<Arc<dyn StartupSink>> {
+        self.sink.write().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 }

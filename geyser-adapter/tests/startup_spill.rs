@@ -1,5 +1,5 @@
-//! Streaming startup: startup accounts spilled to disk as they arrive, the base state bulk-built
-//! from their hashes, and the full snapshot written from the spill.
+//! Streaming startup: startup accounts handed to the node pipeline's spill as they arrive, the
+//! base state bulk-built from their hashes, and the full snapshot written from the spill.
 //!
 //! Duplicates across slots and write versions come in random order (fixed seeds), from several
 //! threads; the root must be the naive model's, and the full snapshot must serve every winning
@@ -9,11 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use aldb_format::SnapshotReader;
 use aldb_naive::NaiveState;
+use aldb_node::StartupAccounts;
 use aldb_snapshot::{AccountBatch, CAPTURE_OPTIONS, SPILL_DIR, SlotInput, SnapshotWriter, StartupSpill, WriterConfig};
-use geyser_adapter::{Adapter, AdapterConfig, CommitKind, Commitment, KeepAccounts, NoRecords, Retain};
+use geyser_adapter::{Adapter, AdapterConfig, CommitKind, Commitment, KeepAccounts, NoRecords, Retain, StartupSink};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -87,6 +89,21 @@ fn feed<R: Retain>(adapter: &Adapter<R>, accts: &[Acct], threads: usize) {
     });
 }
 
+/// The adapter's handle on the pipeline's spill, as the plugin makes it.
+struct Feed(Arc<StartupAccounts>);
+
+impl StartupSink for Feed {
+    fn append(&self, path: &[u8; 32], rank: (u64, u64), account: &aldb_core::AccountRef<'_>) {
+        self.0.append(path, rank, account);
+    }
+}
+
+/// The pipeline's spill in `dir` (partitions as `bits`), and the adapter's handle on it.
+fn spill(dir: &Path, bits: u8) -> (Arc<StartupAccounts>, Arc<dyn StartupSink>) {
+    let accounts = Arc::new(StartupAccounts::new(StartupSpill::create(dir, bits).unwrap()));
+    (accounts.clone(), Arc::new(Feed(accounts)))
+}
+
 fn config(leaves: u64) -> AdapterConfig {
     let mut c = AdapterConfig::new(Commitment::Confirmed, aldb_core::Config::for_leaves(leaves, 2));
     c.capture_changes = Some(CAPTURE_OPTIONS);
@@ -100,8 +117,9 @@ fn config(leaves: u64) -> AdapterConfig {
 /// snapshot is written.
 fn spilled_startup(dir: &Path, accts: &[Acct], threads: usize) -> (u64, [u8; 32]) {
     let adapter = Adapter::with_retain(config(accts.len() as u64), KeepAccounts).unwrap();
-    adapter.spill_startup(StartupSpill::create(dir, 3).unwrap()).unwrap();
-    assert!(adapter.take_startup_spill().is_none(), "startup still open");
+    let (accounts, sink) = spill(dir, 3);
+    adapter.spill_startup(sink).unwrap();
+    assert!(adapter.take_startup_sink().is_none(), "startup still open");
     feed(&adapter, accts, threads);
     assert!(dir.join(SPILL_DIR).exists());
     adapter.end_of_startup().unwrap();
@@ -110,7 +128,8 @@ fn spilled_startup(dir: &Path, accts: &[Acct], threads: usize) -> (u64, [u8; 32]
     let c = committed.remove(0);
     assert_eq!(c.kind, CommitKind::Startup);
     assert!(c.records.is_empty(), "a spilled startup keeps no records");
-    let spill = adapter.take_startup_spill().expect("a spill").expect("no append failed");
+    adapter.take_startup_sink().expect("startup is over");
+    let spill = accounts.finish().expect("a spill").expect("no append failed");
     assert_eq!(spill.accounts(), accts.len() as u64);
     let writer = SnapshotWriter::start(WriterConfig::new(dir), None).unwrap();
     let input = SlotInput {
@@ -208,7 +227,7 @@ fn a_spill_left_by_a_crash_is_ignored_and_removed() {
     let second = startup_accounts(23, 500);
     let w = winners(&second);
     let adapter = Adapter::with_retain(config(16), KeepAccounts).unwrap();
-    adapter.spill_startup(StartupSpill::create(dir.path(), 3).unwrap()).unwrap();
+    adapter.spill_startup(spill(dir.path(), 3).1).unwrap();
     assert!(std::fs::read_dir(&partial).unwrap().next().is_none(), "the crashed start's partitions are gone");
     drop(adapter);
     let (slot2, root2) = spilled_startup(dir.path(), &second, 2);
@@ -223,7 +242,7 @@ fn a_spill_set_late_is_refused() {
     let adapter = Adapter::with_retain(config(16), KeepAccounts).unwrap();
     let a = &startup_accounts(5, 1)[0];
     adapter.update_account(&a.update()).unwrap();
-    assert!(adapter.spill_startup(StartupSpill::create(dir.path(), 1).unwrap()).is_err());
+    assert!(adapter.spill_startup(spill(dir.path(), 1).1).is_err());
 }
 
 /// A spilled full state merged with the next slot before either is written (`every = 2`, as a
@@ -236,11 +255,13 @@ fn a_spilled_full_state_merges_with_the_next_slot() {
     let accts = startup_accounts(31, 2000);
     let mut w = winners(&accts);
     let adapter = Adapter::with_retain(config(accts.len() as u64), KeepAccounts).unwrap();
-    adapter.spill_startup(StartupSpill::create(dir.path(), 3).unwrap()).unwrap();
+    let (accounts, sink) = spill(dir.path(), 3);
+    adapter.spill_startup(sink).unwrap();
     feed(&adapter, &accts, 2);
     adapter.end_of_startup().unwrap();
     let base = adapter.commit_ready().remove(0);
-    let spill = adapter.take_startup_spill().unwrap().unwrap();
+    adapter.take_startup_sink().unwrap();
+    let spill = accounts.finish().unwrap().unwrap();
 
     // The next slot rewrites some accounts, deletes some, creates some.
     let next = base.slot + 1;

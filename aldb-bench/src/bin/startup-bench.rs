@@ -177,7 +177,7 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(c.kind == CommitKind::Startup, "expected the startup commit");
     let t2 = Instant::now();
     let accounts = match spilled {
-        Some(()) => spill::take(&adapter)?,
+        Some(accounts) => spill::take(&adapter, &accounts)?,
         None => batch(c.records),
     };
     let changes = c.changes.ok_or_else(|| anyhow::anyhow!("no change set"))?;
@@ -241,19 +241,33 @@ fn hex(h: &[u8; 32]) -> String {
 
 mod spill {
     use std::path::Path;
+    use std::sync::Arc;
 
+    use aldb_core::AccountRef;
+    use aldb_node::StartupAccounts;
     use aldb_snapshot::{AccountBatch, DEFAULT_SPILL_BITS, StartupSpill};
-    use geyser_adapter::{Adapter, KeepAccounts};
+    use geyser_adapter::{Adapter, KeepAccounts, StartupSink};
 
-    /// Streams the adapter's startup accounts to a spill in the snapshot directory.
-    pub(crate) fn enable(adapter: &Adapter<KeepAccounts>, dir: &Path) -> anyhow::Result<()> {
-        adapter.spill_startup(StartupSpill::create(dir, DEFAULT_SPILL_BITS)?)?;
-        Ok(())
+    /// The adapter's handle on the pipeline's spill, as the plugin makes it.
+    struct Feed(Arc<StartupAccounts>);
+
+    impl StartupSink for Feed {
+        fn append(&self, path: &[u8; 32], rank: (u64, u64), account: &AccountRef<'_>) {
+            self.0.append(path, rank, account);
+        }
+    }
+
+    /// Streams the adapter's startup accounts to the pipeline's spill in the snapshot directory.
+    pub(crate) fn enable(adapter: &Adapter<KeepAccounts>, dir: &Path) -> anyhow::Result<Arc<StartupAccounts>> {
+        let accounts = Arc::new(StartupAccounts::new(StartupSpill::create(dir, DEFAULT_SPILL_BITS)?));
+        adapter.spill_startup(Arc::new(Feed(accounts.clone())))?;
+        Ok(accounts)
     }
 
     /// The finished spill as the full snapshot's accounts.
-    pub(crate) fn take(adapter: &Adapter<KeepAccounts>) -> anyhow::Result<AccountBatch> {
-        let spill = adapter.take_startup_spill().ok_or_else(|| anyhow::anyhow!("no spill"))??;
+    pub(crate) fn take(adapter: &Adapter<KeepAccounts>, accounts: &StartupAccounts) -> anyhow::Result<AccountBatch> {
+        adapter.take_startup_sink().ok_or_else(|| anyhow::anyhow!("startup is not over"))?;
+        let spill = accounts.finish().ok_or_else(|| anyhow::anyhow!("no spill"))??;
         println!("spill: {} accounts, {:.1} MiB", spill.accounts(), super::mib(spill.bytes()));
         Ok(AccountBatch::from_spill(spill))
     }

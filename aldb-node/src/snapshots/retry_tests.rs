@@ -11,19 +11,20 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use aldb_format::SnapshotReader;
 use aldb_format::format::{file_name, parse_file_name};
-use aldb_snapshot::{SnapshotWriter, WriterConfig};
+use aldb_snapshot::WriterConfig;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::sink::queue::Queue;
-use crate::sink::stats::SinkStats;
-use crate::sink::test_support::{acct, bank, engine_and_base};
-use crate::sink::worker::Worker;
+use crate::queued::queue::Queue;
+use crate::snapshots::Snapshots;
+use crate::spares::Spares;
+use crate::stats::NodeStats;
+use crate::test_support::{acct, bank, engine_and_base};
+use crate::{NodeConfig, WritePolicy};
 
 /// The newest published file's sequence number.
 fn last_seq(dir: &std::path::Path) -> u32 {
@@ -48,22 +49,18 @@ fn a_held_bank_is_the_submitted_input_not_a_copy() {
         writes.insert(slot, w);
     }
 
-    let stats = Arc::new(SinkStats::default());
-    let config = WriterConfig { forks: true, return_refused: true, direct_io: false, ..WriterConfig::new(&dir) };
-    let writer = SnapshotWriter::start(config, None).unwrap();
-    let writer_stats = writer.stats().clone();
-    let (spares, worker_spares) = mpsc::sync_channel(16);
-    let mut worker = Worker {
-        queue: Arc::new(Queue::new(64, usize::MAX, stats.clone())),
-        writer,
+    let stats = Arc::new(NodeStats::default());
+    let config = NodeConfig {
+        name: "aldb-bank",
+        writer: WriterConfig { forks: true, direct_io: false, ..WriterConfig::new(&dir) },
+        writes: WritePolicy::HoldAndRetry,
         records: None,
-        stats: stats.clone(),
-        spares,
-        metas: BTreeMap::new(),
-        base_records: None,
-        writer_failing: false,
-        dir: dir.clone(),
+        bank_hash_slots: 1 << 14,
     };
+    let spares = Arc::new(Spares::default());
+    let mut worker = Snapshots::start(&config, stats.clone(), spares.clone()).unwrap();
+    let writer_stats = worker.writer_stats().clone();
+    worker.set_holder(Arc::new(Queue::new(64, usize::MAX, stats.clone())));
     worker.write(base);
     worker.write(bank(&mut engine, 1, 0, &writes[&1]));
 
@@ -83,9 +80,9 @@ fn a_held_bank_is_the_submitted_input_not_a_copy() {
     });
     worker.write(input);
     unblock.join().unwrap();
-    assert_eq!(SinkStats::get(&stats.write_recoveries), 1);
-    assert!(SinkStats::get(&stats.write_retries) >= 1);
-    assert_eq!(SinkStats::get(&stats.banks_refused), 0);
+    assert_eq!(NodeStats::get(&stats.write_recoveries), 1);
+    assert!(NodeStats::get(&stats.write_retries) >= 1);
+    assert_eq!(NodeStats::get(&stats.banks_refused), 0);
 
     // Every input the writer was given came back from it once written, slot 2's in the buffers
     // first submitted; the writer thread itself kept no input to give back.
@@ -95,9 +92,9 @@ fn a_held_bank_is_the_submitted_input_not_a_copy() {
     }
     assert_eq!(back.len(), 3, "one set of buffers per bank written, none for a copy");
     assert_eq!(back[2], submitted, "slot 2 was written from the buffers submitted");
-    assert!(worker_spares.try_recv().is_err(), "the writer thread recycled nothing of its own");
+    assert!(spares.take().is_none(), "the writer thread recycled nothing of its own");
 
-    let Worker { writer, .. } = worker;
+    let Snapshots { writer, .. } = worker;
     writer.shutdown().unwrap();
     assert_eq!(SnapshotReader::open(&dir).unwrap().slot(Some(2)).unwrap().root, root);
 }

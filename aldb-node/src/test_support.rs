@@ -12,12 +12,12 @@ use aldb_testkit::{Acct, Write, refs};
 const OWNER: [u8; 32] = [4; 32];
 
 /// An account of [`OWNER`], not executable, with `lamports` (zero deletes it) and `data`.
-pub(super) fn acct(lamports: u64, data: Vec<u8>) -> Acct {
+pub(crate) fn acct(lamports: u64, data: Vec<u8>) -> Acct {
     Acct { lamports, owner: OWNER, executable: false, data }
 }
 
 /// A fork engine whose base (slot 0) holds `genesis`, and the full input that writes that base.
-pub(super) fn engine_and_base(genesis: &[Write]) -> (ForkEngine, SlotInput) {
+pub(crate) fn engine_and_base(genesis: &[Write]) -> (ForkEngine, SlotInput) {
     let r = refs(genesis);
     let mut builder = BulkBuilder::new(Config::for_leaves(1 << 12, 1)).unwrap();
     builder.push_accounts(&r, (0, 0));
@@ -30,7 +30,7 @@ pub(super) fn engine_and_base(genesis: &[Write]) -> (ForkEngine, SlotInput) {
 }
 
 /// Freezes bank `slot` on `parent` with writes `w`, and returns its input for the writer.
-pub(super) fn bank(engine: &mut ForkEngine, slot: u64, parent: u64, w: &[Write]) -> SlotInput {
+pub(crate) fn bank(engine: &mut ForkEngine, slot: u64, parent: u64, w: &[Write]) -> SlotInput {
     let r = refs(w);
     let updates = engine.tree().hash_accounts(&r);
     let accounts = AccountBatch::from_updates(&updates, &r);

@@ -1,8 +1,8 @@
-//! The vote-evidence writer (`vote_evidence: true`, a build against the patched interface): frozen
-//! banks and vote transactions from the callbacks to `votes/` in the snapshot directory
-//! (`aldb_format::votes`, `docs/PLUGIN.md` §9), on a thread of its own.
+//! The vote-evidence writer (the geyser plugin's `vote_evidence: true`, a build against the
+//! patched interface): frozen banks and vote transactions from the front end to `votes/` in the
+//! snapshot directory (`aldb_format::votes`, `docs/PLUGIN.md` §9), on a thread of its own.
 //!
-//! A callback never waits for it: it hands its item to a bounded queue and, when the queue is
+//! A validator callback never waits for it: it hands its item to a bounded queue and, when the queue is
 //! full (the disk stalls, the thread is gone), drops the item and counts it. The thread checks
 //! every vote's signatures over the bytes the plugin rebuilt from the validator's transaction, so
 //! the log only ever holds the exact bytes that were signed, and appends what it gathered about
@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 use aldb_format::votes::{BankEntry, VoteLog, VoteLogEntry, VotesEntry};
 use aldb_verify::votes::VoteTransaction;
 
+use crate::error::NodeError;
+
 /// Items the queue holds: at mainnet rates (some 1,500 votes a slot) about 40 slots.
-pub(crate) const QUEUE_BOUND: usize = 65_536;
+pub const QUEUE_BOUND: usize = 65_536;
 /// How long the thread gathers before it appends.
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Transactions per log entry (well under the entry bound at 1232 bytes each).
@@ -28,70 +30,85 @@ const VOTES_PER_ENTRY: usize = 512;
 /// Appends between two pruning passes.
 const PRUNE_EVERY: u64 = 64;
 
-/// What the callbacks hand the thread.
+/// What the front end hands the thread.
 #[derive(Debug)]
-pub(crate) enum Item {
+pub enum Item {
     /// A frozen bank, from block metadata V0_0_5.
     Bank(BankEntry),
     /// A vote transaction of the block of `slot`, as rebuilt from the validator's.
-    Vote { slot: u64, tx: Vec<u8> },
+    Vote {
+        /// The slot of the block holding the vote.
+        slot: u64,
+        /// The transaction's wire bytes.
+        tx: Vec<u8>,
+    },
 }
 
 /// The evidence counters, which the metrics render.
 #[derive(Debug, Default)]
-pub(crate) struct EvidenceCounters {
+pub struct EvidenceCounters {
     /// Bank entries appended.
-    pub(crate) banks: AtomicU64,
+    pub banks: AtomicU64,
     /// Vote transactions appended.
-    pub(crate) votes: AtomicU64,
+    pub votes: AtomicU64,
     /// Items dropped because the queue was full.
-    pub(crate) dropped: AtomicU64,
+    pub dropped: AtomicU64,
     /// Vote transactions not logged: versioned, oversized, not a TowerSync, or bytes whose
     /// signatures do not verify.
-    pub(crate) rejected: AtomicU64,
+    pub rejected: AtomicU64,
     /// Appends or prunes of the log that failed.
-    pub(crate) errors: AtomicU64,
+    pub errors: AtomicU64,
     /// Slots whose V0_0_5 aldb root differs from the root the plugin committed.
-    pub(crate) root_mismatches: AtomicU64,
+    pub root_mismatches: AtomicU64,
     /// Slots whose V0_0_5 root the plugin checked against its own.
-    pub(crate) roots_checked: AtomicU64,
+    pub roots_checked: AtomicU64,
     /// Banks whose hash does not follow from the `h` and root the validator sent.
-    pub(crate) unexplained_bank_hashes: AtomicU64,
+    pub unexplained_bank_hashes: AtomicU64,
 }
 
 /// The running evidence writer.
-pub(crate) struct Evidence {
+pub struct Evidence {
     tx: Option<SyncSender<Item>>,
     thread: Option<JoinHandle<()>>,
     counters: Arc<EvidenceCounters>,
+    name: &'static str,
+}
+
+impl std::fmt::Debug for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evidence").field("counters", &self.counters).finish_non_exhaustive()
+    }
 }
 
 impl Evidence {
     /// Opens the log under `snapshot_dir` and starts the thread; `keep_slots` bounds what is kept,
     /// and with `hold_for_shipper` no segment the archive may lack is deleted
     /// (`VoteLog::prune_held`: the shipper's `shipped-votes.slot`, nothing while it is absent).
-    pub(crate) fn start(
+    /// `name` (the front end's) starts its log lines.
+    pub fn start(
         snapshot_dir: &Path,
         keep_slots: u64,
         hold_for_shipper: bool,
         counters: Arc<EvidenceCounters>,
-    ) -> Result<Self, String> {
-        let log = VoteLog::open(snapshot_dir)
-            .map_err(|e| format!("cannot open the vote-evidence log in {}: {e}", snapshot_dir.display()))?;
+        name: &'static str,
+    ) -> Result<Self, NodeError> {
+        let log = VoteLog::open(snapshot_dir).map_err(|e| {
+            NodeError::Start(format!("cannot open the vote-evidence log in {}: {e}", snapshot_dir.display()))
+        })?;
         let (tx, rx) = sync_channel(QUEUE_BOUND);
         let thread = {
             let counters = counters.clone();
             let dir = snapshot_dir.to_path_buf();
             std::thread::Builder::new()
                 .name("aldb-evidence".into())
-                .spawn(move || run(&rx, Some(log), &dir, Retention { keep_slots, hold_for_shipper }, &counters))
-                .map_err(|e| format!("cannot start the evidence thread: {e}"))?
+                .spawn(move || run(&rx, Some(log), &dir, Retention { keep_slots, hold_for_shipper }, &counters, name))
+                .map_err(|e| NodeError::Start(format!("cannot start the evidence thread: {e}")))?
         };
-        Ok(Self { tx: Some(tx), thread: Some(thread), counters })
+        Ok(Self { tx: Some(tx), thread: Some(thread), counters, name })
     }
 
     /// Hands `item` to the thread without waiting; a full queue drops it (counted).
-    pub(crate) fn send(&self, item: Item) {
+    pub fn send(&self, item: Item) {
         let Some(tx) = &self.tx else { return };
         match tx.try_send(item) {
             Ok(()) => {}
@@ -102,7 +119,7 @@ impl Evidence {
     }
 
     /// The counters.
-    pub(crate) fn counters(&self) -> &EvidenceCounters {
+    pub fn counters(&self) -> &EvidenceCounters {
         &self.counters
     }
 }
@@ -114,7 +131,7 @@ impl Drop for Evidence {
         if let Some(t) = self.thread.take()
             && t.join().is_err()
         {
-            log::error!("aldb-plugin: the evidence thread panicked");
+            log::error!("{}: the evidence thread panicked", self.name);
         }
     }
 }
@@ -171,7 +188,14 @@ impl Retention {
     }
 }
 
-fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, retention: Retention, counters: &EvidenceCounters) {
+fn run(
+    rx: &Receiver<Item>,
+    mut log: Option<VoteLog>,
+    dir: &Path,
+    retention: Retention,
+    counters: &EvidenceCounters,
+    name: &str,
+) {
     let mut pending = Pending::default();
     let mut appends = 0u64;
     let mut last_flush = Instant::now();
@@ -189,7 +213,7 @@ fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, retention: Ret
         }
         last_flush = Instant::now();
         if !pending.is_empty() {
-            append(&mut log, dir, &mut pending, counters);
+            append(&mut log, dir, &mut pending, counters, name);
             appends += 1;
             if appends.is_multiple_of(PRUNE_EVERY)
                 && let Some(l) = log.as_mut()
@@ -197,7 +221,7 @@ fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, retention: Ret
                 && let Err(e) = retention.prune(l, newest)
             {
                 counters.errors.fetch_add(1, Relaxed);
-                log::warn!("aldb-plugin: pruning the vote-evidence log: {e}");
+                log::warn!("{name}: pruning the vote-evidence log: {e}");
             }
         }
         if closed {
@@ -208,14 +232,14 @@ fn run(rx: &Receiver<Item>, mut log: Option<VoteLog>, dir: &Path, retention: Ret
 
 /// Appends what is pending. A failed append may leave a torn entry: the log is dropped and
 /// reopened on the next append, which cuts it; the items of the failed append are lost (counted).
-fn append(log: &mut Option<VoteLog>, dir: &Path, pending: &mut Pending, counters: &EvidenceCounters) {
+fn append(log: &mut Option<VoteLog>, dir: &Path, pending: &mut Pending, counters: &EvidenceCounters, name: &str) {
     let entries = pending.entries();
     if log.is_none() {
         match VoteLog::open(dir) {
             Ok(l) => *log = Some(l),
             Err(e) => {
                 counters.errors.fetch_add(1, Relaxed);
-                log::error!("aldb-plugin: cannot reopen the vote-evidence log: {e}");
+                log::error!("{name}: cannot reopen the vote-evidence log: {e}");
                 return;
             }
         }
@@ -232,7 +256,7 @@ fn append(log: &mut Option<VoteLog>, dir: &Path, pending: &mut Pending, counters
         }
         Err(e) => {
             counters.errors.fetch_add(1, Relaxed);
-            log::error!("aldb-plugin: appending to the vote-evidence log: {e}");
+            log::error!("{name}: appending to the vote-evidence log: {e}");
             *log = None;
         }
     }
@@ -272,7 +296,7 @@ mod tests {
     fn banks_and_signed_votes_reach_the_log_and_tampered_ones_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let counters = Arc::new(EvidenceCounters::default());
-        let ev = Evidence::start(dir.path(), 1000, false, counters.clone()).unwrap();
+        let ev = Evidence::start(dir.path(), 1000, false, counters.clone(), "test").unwrap();
         let (vote, voted) = signed_vote();
         let (h, root) = ([1; 32], [2; 32]);
         let bank = BankEntry {
@@ -336,7 +360,7 @@ mod tests {
         let counters = Arc::new(EvidenceCounters::default());
         // A sender whose thread never reads: the queue fills and every item after is dropped.
         let (tx, rx) = sync_channel(2);
-        let ev = Evidence { tx: Some(tx), thread: None, counters: counters.clone() };
+        let ev = Evidence { tx: Some(tx), thread: None, counters: counters.clone(), name: "test" };
         for slot in 0..5 {
             ev.send(Item::Vote { slot, tx: vec![0] });
         }

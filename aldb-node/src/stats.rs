@@ -1,11 +1,16 @@
-//! The sink's counters.
+//! The pipeline's counters: one set for both front ends, each of which exposes the ones it has
+//! always exposed under its own names ([`crate::families`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// What the sink did and what it could not do. None of it ever changes a root.
-#[derive(Debug, Default)]
-pub struct SinkStats {
+use crate::evidence::EvidenceCounters;
+use crate::histogram::{Histogram, LATENCY_BOUNDS};
+
+/// What the pipeline did and what it could not do. None of it ever changes a root.
+#[derive(Debug)]
+pub struct NodeStats {
     /// Frozen banks handed to the writer thread (full bases included).
     pub banks_queued: AtomicU64,
     /// Banks that found the queue full and were merged into their parent's queued bank: one
@@ -37,20 +42,69 @@ pub struct SinkStats {
     /// 1 while the writer thread holds a failed bank to write it again (gauge).
     pub write_failing: AtomicU64,
     /// When the current failure streak began, in milliseconds since the Unix epoch; 0 while
-    /// writes succeed. See [`SinkStats::failure_streak`].
+    /// writes succeed. See [`NodeStats::failure_streak`].
     pub failing_since_ms: AtomicU64,
     /// Submissions or marks the snapshot writer refused (it stopped for good).
     pub writer_errors: AtomicU64,
+    /// Committed slots handed to the snapshot writer.
+    pub snapshot_submitted: AtomicU64,
+    /// Committed slots not written because the writer had stopped or the input was unusable.
+    pub snapshot_skipped: AtomicU64,
+    /// Time handing each committed slot to the writer (includes waiting on a full queue).
+    pub submit_latency: Histogram,
+    /// Whether root records are being produced (configured, and the record log open).
+    pub records_enabled: AtomicBool,
     /// Root records logged.
     pub records_produced: AtomicU64,
+    /// Of those, records carrying an attestation.
+    pub records_signed: AtomicU64,
+    /// Records asked for at or below the newest logged slot of their level (replayed after a
+    /// restart): no second record is made for them.
+    pub records_skipped: AtomicU64,
     /// Root records that could not be made or logged.
     pub record_errors: AtomicU64,
-    /// 1 while the writer thread runs.
+    /// Panics caught on the pipeline's thread (which then stops).
+    pub panics: AtomicU64,
+    /// 1 while the pipeline's thread runs.
     pub running: AtomicU64,
+    /// The vote-evidence log and the root cross-check.
+    pub evidence: Arc<EvidenceCounters>,
 }
 
-impl SinkStats {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+impl Default for NodeStats {
+    fn default() -> Self {
+        Self {
+            banks_queued: AtomicU64::new(0),
+            banks_merged: AtomicU64::new(0),
+            banks_lost: AtomicU64::new(0),
+            messages_dropped: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            queued_bytes: AtomicU64::new(0),
+            banks_refused: AtomicU64::new(0),
+            write_retries: AtomicU64::new(0),
+            write_recoveries: AtomicU64::new(0),
+            retries_abandoned: AtomicU64::new(0),
+            write_failing: AtomicU64::new(0),
+            failing_since_ms: AtomicU64::new(0),
+            writer_errors: AtomicU64::new(0),
+            snapshot_submitted: AtomicU64::new(0),
+            snapshot_skipped: AtomicU64::new(0),
+            submit_latency: Histogram::new(&LATENCY_BOUNDS),
+            records_enabled: AtomicBool::new(false),
+            records_produced: AtomicU64::new(0),
+            records_signed: AtomicU64::new(0),
+            records_skipped: AtomicU64::new(0),
+            record_errors: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            evidence: Arc::default(),
+        }
+    }
+}
+
+impl NodeStats {
+    /// Adds `n` to a counter.
+    pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
@@ -80,6 +134,6 @@ impl SinkStats {
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn unix_ms() -> u64 {
+fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -1,5 +1,5 @@
-//! The queue between the module (the replay thread, under the module's lock) and the writer
-//! thread. Pushing never waits: a bank that finds the queue full is merged into its parent's
+//! The queue between the front end (the in-process module's replay thread, under the module's
+//! lock) and the pipeline's thread. Pushing never waits: a bank that finds the queue full is merged into its parent's
 //! queued bank when that is the newest one queued, else it is not written (see [`Pushed`]).
 //! Status messages are a few dozen bytes, ordered with the banks, and always taken while the
 //! writer thread runs.
@@ -13,17 +13,10 @@ use aldb_core::ChangeSet;
 use aldb_snapshot::SlotInput;
 use aldb_verify::spec::Hash;
 
-use super::stats::SinkStats;
-use crate::meta::BankMeta;
-
-/// A bank's identity in a status message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct BankId {
-    pub(crate) slot: u64,
-    /// `None` for the module's base (built, not frozen here).
-    pub(crate) parent: Option<u64>,
-    pub(crate) root: Hash,
-}
+use crate::bank_hashes::Frozen;
+use crate::records::BankRecord;
+use crate::snapshots::{HeldWake, Hold};
+use crate::stats::NodeStats;
 
 /// What goes to the writer thread, in order.
 pub(crate) enum Item {
@@ -31,13 +24,13 @@ pub(crate) enum Item {
     Base(SlotInput),
     /// A frozen bank, relative to its parent.
     Bank(SlotInput),
-    /// A frozen bank's hash and block.
-    Meta(u64, BankMeta),
+    /// What the validator said of a frozen bank: its hash and block.
+    Meta(u64, Frozen),
     /// Banks newly confirmed, oldest first.
-    Confirmed(Vec<BankId>),
+    Confirmed(Vec<BankRecord>),
     /// A new root, the banks it finalized (its unrooted ancestors and itself, oldest first) and
     /// the banks it abandoned (not descending from it).
-    Finalized(u64, Vec<BankId>, Vec<u64>),
+    Finalized(u64, Vec<BankRecord>, Vec<u64>),
     /// A bank dropped, and the banks dropped with it (itself and its descendants).
     Dead(u64, Vec<u64>),
     /// Answered once everything before it is written.
@@ -65,24 +58,10 @@ struct Inner {
     messages: usize,
     bytes: usize,
     closed: bool,
-    /// The bank the writer thread holds for a retry ([`Queue::hold`]).
+    /// The bank the writer thread holds for a retry ([`Hold::hold`]).
     held: Option<u64>,
     /// Whether something pushed since the hold makes writing the held bank pointless.
     held_doomed: bool,
-}
-
-/// Why [`Queue::wait_held`] returned.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum HeldWake {
-    /// The wait is over: time for the next try.
-    Retry,
-    /// The held bank's fork was dropped (dead, abandoned by a root, frozen again, or a new base
-    /// came): its file would never be served.
-    Doomed,
-    /// The queue was closed (the sink is stopping).
-    Closed,
-    /// Status messages waiting reached half their bound: holding on would start dropping them.
-    Crowded,
 }
 
 /// Whether `item`, queued after bank `held` failed, makes its file pointless.
@@ -101,7 +80,7 @@ pub(crate) struct Queue {
     ready: Condvar,
     max_banks: usize,
     max_bytes: usize,
-    stats: Arc<SinkStats>,
+    stats: Arc<NodeStats>,
 }
 
 /// Bytes of change set and account data an input holds.
@@ -110,7 +89,7 @@ pub(crate) fn size(input: &SlotInput) -> usize {
 }
 
 impl Queue {
-    pub(crate) fn new(max_banks: usize, max_bytes: usize, stats: Arc<SinkStats>) -> Self {
+    pub(crate) fn new(max_banks: usize, max_bytes: usize, stats: Arc<NodeStats>) -> Self {
         Self { inner: Mutex::default(), ready: Condvar::new(), max_banks: max_banks.max(1), max_bytes, stats }
     }
 
@@ -191,7 +170,7 @@ impl Queue {
         }
         if q.closed || q.messages >= MAX_MESSAGES {
             drop(q);
-            SinkStats::add(&self.stats.messages_dropped, 1);
+            NodeStats::add(&self.stats.messages_dropped, 1);
             return false;
         }
         q.messages += 1;
@@ -224,16 +203,35 @@ impl Queue {
         }
     }
 
-    /// The writer thread holds bank `slot` to write it again: from now on [`Queue::wait_held`]
+    /// No more items are taken; those queued are still popped.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    /// Drops everything queued (the writer thread is gone).
+    pub(crate) fn discard(&self) {
+        let mut q = self.lock();
+        q.closed = true;
+        let dropped = q.items.len() as u64;
+        *q = Inner { closed: true, ..Inner::default() };
+        self.gauges(&q);
+        drop(q);
+        NodeStats::add(&self.stats.messages_dropped, dropped);
+    }
+}
+
+impl Hold for Queue {
+    /// The pipeline's thread holds bank `slot` to write it again: from now on [`Hold::wait_held`]
     /// tells when something queued (already, or pushed later) makes that pointless.
-    pub(crate) fn hold(&self, slot: u64) {
+    fn hold(&self, slot: u64) {
         let mut q = self.lock();
         q.held = Some(slot);
         q.held_doomed = q.items.iter().any(|i| dooms(i, slot));
     }
 
     /// The held bank was written or given up.
-    pub(crate) fn release(&self) {
+    fn release(&self) {
         let mut q = self.lock();
         q.held = None;
         q.held_doomed = false;
@@ -241,7 +239,7 @@ impl Queue {
 
     /// Waits up to `timeout` while a bank is held, waking early when the held bank is doomed, the
     /// queue closes or status messages crowd it. Pushes go on meanwhile; nothing is popped.
-    pub(crate) fn wait_held(&self, timeout: Duration) -> HeldWake {
+    fn wait_held(&self, timeout: Duration) -> HeldWake {
         let deadline = Instant::now() + timeout;
         let mut q = self.lock();
         loop {
@@ -260,23 +258,6 @@ impl Queue {
             }
             q = self.ready.wait_timeout(q, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
         }
-    }
-
-    /// No more items are taken; those queued are still popped.
-    pub(crate) fn close(&self) {
-        self.lock().closed = true;
-        self.ready.notify_all();
-    }
-
-    /// Drops everything queued (the writer thread is gone).
-    pub(crate) fn discard(&self) {
-        let mut q = self.lock();
-        q.closed = true;
-        let dropped = q.items.len() as u64;
-        *q = Inner { closed: true, ..Inner::default() };
-        self.gauges(&q);
-        drop(q);
-        SinkStats::add(&self.stats.messages_dropped, dropped);
     }
 }
 

@@ -14,8 +14,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{Item, Pushed, Queue};
-use crate::sink::stats::SinkStats;
-use crate::sink::test_support::{acct, bank, engine_and_base};
+use crate::snapshots::Hold;
+use crate::stats::NodeStats;
+use crate::test_support::{acct, bank, engine_and_base};
 
 fn draw(rng: &mut ChaCha8Rng, keys: &[[u8; 32]], n: usize) -> Vec<Write> {
     (0..n)
@@ -52,7 +53,7 @@ fn a_bank_merged_into_its_parent_proves_its_own_state() {
     let c = bank(&mut engine, 3, 0, &w3);
     assert_eq!(b.root, naive_root(&s2));
 
-    let queue = Queue::new(1, usize::MAX, Arc::new(SinkStats::default()));
+    let queue = Queue::new(1, usize::MAX, Arc::new(NodeStats::default()));
     assert_eq!(queue.push_bank(p), Pushed::Queued);
     assert_eq!(queue.push_bank(b), Pushed::Merged, "the newest queued bank is its parent");
     assert_eq!(queue.push_bank(c), Pushed::Lost, "the newest queued bank is not its parent");
@@ -109,8 +110,8 @@ fn empty(slot: u64, parent: u64) -> SlotInput {
 fn a_held_bank_is_doomed_only_by_what_drops_or_replaces_it() {
     use std::time::Duration;
 
-    use super::HeldWake;
-    let queue = Queue::new(8, 1 << 20, Arc::new(SinkStats::default()));
+    use crate::snapshots::HeldWake;
+    let queue = Queue::new(8, 1 << 20, Arc::new(NodeStats::default()));
     let short = Duration::from_millis(1);
 
     // Already queued when the hold begins: a dead fork holding it.
@@ -143,7 +144,7 @@ fn a_held_bank_is_doomed_only_by_what_drops_or_replaces_it() {
     queue.release();
 
     // Closing wakes the holder for a last try (on a queue without that base in it).
-    let queue = Queue::new(8, 1 << 20, Arc::new(SinkStats::default()));
+    let queue = Queue::new(8, 1 << 20, Arc::new(NodeStats::default()));
     queue.hold(13);
     queue.close();
     assert_eq!(queue.wait_held(Duration::from_secs(60)), HeldWake::Closed);

@@ -1,6 +1,8 @@
-//! Writing a bank, and holding it through a failure that can pass.
+//! [`WritePolicy::HoldAndRetry`](crate::WritePolicy::HoldAndRetry): writing a bank, and holding
+//! it through a failure that can pass.
 //!
-//! The writer thread hands each bank to the fork-mode snapshot writer and waits for the answer.
+//! The pipeline's thread hands each bank to the fork-mode snapshot writer and waits for the
+//! answer.
 //! A write that fails for a reason that can pass (a full disk, an I/O error, too many open files)
 //! does not lose the bank: the writer hands the input back with the error
 //! ([`aldb_snapshot::WriterConfig::return_refused`]), and the thread holds it and tries again with a growing wait
@@ -36,15 +38,41 @@ use std::time::{Duration, Instant};
 
 use aldb_snapshot::{SlotInput, SnapshotError};
 
-use super::queue::HeldWake;
-use super::stats::SinkStats;
-use super::worker::Worker;
+use super::Snapshots;
+use crate::stats::NodeStats;
 
 /// First wait before a held bank is tried again; doubles per failed try up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 /// Longest wait between tries: a try that fails early (the file cannot be created) costs
 /// microseconds, and a short wait ends the streak soon after the disk is back.
 const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// What a held bank waits on: the queue in front of the pipeline's thread, which knows when
+/// something queued behind the bank makes its file pointless.
+pub(crate) trait Hold: Send + Sync {
+    /// The thread holds bank `slot` to write it again: from now on [`Hold::wait_held`] tells when
+    /// something queued (already, or pushed later) makes that pointless.
+    fn hold(&self, slot: u64);
+    /// Waits up to `timeout` while a bank is held, waking early when the held bank is doomed,
+    /// the queue closes or status messages crowd it.
+    fn wait_held(&self, timeout: Duration) -> HeldWake;
+    /// The held bank was written or given up.
+    fn release(&self);
+}
+
+/// Why [`Hold::wait_held`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum HeldWake {
+    /// The wait is over: time for the next try.
+    Retry,
+    /// The held bank's fork was dropped (dead, abandoned by a root, frozen again, or a new base
+    /// came): its file would never be served.
+    Doomed,
+    /// The queue was closed (the pipeline is stopping).
+    Closed,
+    /// Status messages waiting reached half their bound: holding on would start dropping them.
+    Crowded,
+}
 
 /// Why a failed write is not tried again, when it is not.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,10 +117,10 @@ enum Outcome {
     Refused(String),
 }
 
-impl Worker {
+impl Snapshots {
     /// Writes a bank (or a base) and waits for the writer's answer; a failure that can pass is
     /// held and tried again (see the [module documentation](self)).
-    pub(crate) fn write(&mut self, input: SlotInput) {
+    pub(super) fn write_or_hold(&mut self, input: SlotInput) {
         let slot = input.slot;
         let Some(Failed { error: e, input }) = self.attempt(input) else { return };
         // The writer is configured to hand inputs back; without one there is nothing to hold.
@@ -105,12 +133,13 @@ impl Worker {
             Err(why) => {
                 if let Permanent::Directory(what) = why {
                     log::error!(
-                        "aldb-bank: the snapshot directory {} {what}; slot {slot} and its descendants are not written",
+                        "{}: the snapshot directory {} {what}; slot {slot} and its descendants are not written",
+                        self.name,
                         self.dir.display()
                     );
                 }
                 self.refused(slot, &e);
-                self.recycle(input);
+                self.spares.recycle(input);
             }
         }
     }
@@ -125,9 +154,7 @@ impl Worker {
             return None;
         }
         self.writer_failing = false;
-        if let Err(e) = self.writer.flush() {
-            log::debug!("aldb-bank: flush: {e}");
-        }
+        self.flush();
         let mut mine = None;
         for r in self.writer.take_refused() {
             if r.slot == slot && mine.is_none() {
@@ -135,7 +162,7 @@ impl Worker {
             } else {
                 self.refused(r.slot, &r.error);
                 if let Some(other) = r.input {
-                    self.recycle(other);
+                    self.spares.recycle(other);
                 }
             }
         }
@@ -146,17 +173,24 @@ impl Worker {
     /// written or given up.
     fn hold(&mut self, input: SlotInput, first: &SnapshotError) {
         let slot = input.slot;
-        log::error!("aldb-bank: writing slot {slot} failed, holding it and trying again: {first}");
+        let name = self.name;
+        let Some(queue) = self.holder.clone() else {
+            // Nothing to wait on: the bank cannot be held.
+            self.refused(slot, first);
+            self.spares.recycle(input);
+            return;
+        };
+        log::error!("{name}: writing slot {slot} failed, holding it and trying again: {first}");
         let started = Instant::now();
         self.stats.start_streak();
-        self.queue.hold(slot);
+        queue.hold(slot);
         let mut wait = RETRY_FIRST;
         let mut tries = 0u64;
         // The bank between tries; given to the writer for each (which empties it for reuse once
         // written) and back from it with each failure.
         let mut held = Some(input);
         let outcome = loop {
-            let last = match self.queue.wait_held(wait) {
+            let last = match queue.wait_held(wait) {
                 HeldWake::Doomed => break Outcome::Abandoned,
                 HeldWake::Crowded => {
                     break Outcome::Refused(format!(
@@ -167,7 +201,7 @@ impl Worker {
                 HeldWake::Closed => true,
             };
             tries += 1;
-            SinkStats::add(&self.stats.write_retries, 1);
+            NodeStats::add(&self.stats.write_retries, 1);
             let Some(input) = held.take() else { break Outcome::Refused(format!("not held; first failure: {first}")) };
             let Some(Failed { error: e, input: back }) = self.attempt(input) else { break Outcome::Written };
             let Some(back) = back else { break Outcome::Refused(e.to_string()) };
@@ -179,30 +213,30 @@ impl Worker {
                 Err(Permanent::Refused) => break Outcome::Refused(e.to_string()),
                 Ok(()) if last => break Outcome::Refused(format!("the sink is stopping: {e}")),
                 Ok(()) => {
-                    log::debug!("aldb-bank: slot {slot}: try {tries} failed, next in {:?}: {e}", wait * 2);
+                    log::debug!("{name}: slot {slot}: try {tries} failed, next in {:?}: {e}", wait * 2);
                     wait = (wait * 2).min(RETRY_MAX);
                 }
             }
         };
-        self.queue.release();
+        queue.release();
         self.stats.end_streak();
         let took = started.elapsed();
         match outcome {
             Outcome::Written => {
-                SinkStats::add(&self.stats.write_recoveries, 1);
-                log::warn!("aldb-bank: slot {slot} written after {tries} more tries over {took:.1?}");
+                NodeStats::add(&self.stats.write_recoveries, 1);
+                log::warn!("{name}: slot {slot} written after {tries} more tries over {took:.1?}");
             }
             Outcome::Abandoned => {
-                SinkStats::add(&self.stats.retries_abandoned, 1);
-                log::warn!("aldb-bank: slot {slot} given up after {tries} more tries: its fork is gone");
+                NodeStats::add(&self.stats.retries_abandoned, 1);
+                log::warn!("{name}: slot {slot} given up after {tries} more tries: its fork is gone");
             }
             Outcome::Refused(why) => {
-                log::error!("aldb-bank: slot {slot} given up after {tries} more tries over {took:.1?}");
+                log::error!("{name}: slot {slot} given up after {tries} more tries over {took:.1?}");
                 self.refused(slot, &why);
             }
         }
         if let Some(input) = held {
-            self.recycle(input);
+            self.spares.recycle(input);
         }
     }
 }
