@@ -2,8 +2,10 @@
 # Builds solana-test-validator and agave-validator 4.2.0 with the series in validator-patches/
 # applied, cached outside the repository (default ~/.cache/aldb-agave/4.2.0-aldb).
 #
-# The exact crate sources are taken from crates.io (checksums from the agave-validator 4.2.0
-# Cargo.lock, which the published crate ships), unpacked under src/ in the agave monorepo's layout
+# The exact published crate sources are downloaded by cargo itself, from whatever registry it is
+# configured for (a throwaway package depending on them, `cargo fetch`, then the .crate files in
+# cargo's own cache), checked against the checksums of the agave-validator 4.2.0 Cargo.lock, which
+# the published crate ships, and unpacked under src/ in the agave monorepo's layout
 # (runtime/, ledger/, feature-set/, ...) so the patches apply with `patch -p1` here and on an agave
 # tree alike, and built as one cargo workspace with [patch.crates-io] entries pointing at the
 # unpacked crates, the shipped lock file and one target directory. Versions never drift: the lock
@@ -11,11 +13,14 @@
 #
 # Idempotent: a stamp holds the hash of the series and of this script; when it differs the sources
 # are unpacked again and the series reapplied, otherwise cargo rebuilds only what changed.
+# Installs the system packages the build needs when one is missing (scripts/lib/packages.sh).
 # Prints the bin directory on its last line. ALDB_PATCHED_SKIP_BUILD=1 stops after the sources.
 set -euo pipefail
 
 version=4.2.0
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/packages.sh
+source "$repo/scripts/lib/packages.sh"
 root="${ALDB_AGAVE_PATCHED_ROOT:-$HOME/.cache/aldb-agave/$version-aldb}"
 crates="$root/crates"
 src="$root/src"
@@ -44,22 +49,63 @@ die() {
   exit 1
 }
 
-# fetch NAME VERSION SHA256: the .crate file, from cargo's own cache when it holds it, checked.
-fetch() {
-  local name=$1 ver=$2 sum=$3 file="$crates/$1-$2.crate"
-  if [[ ! -f "$file" ]]; then
-    local cached
-    cached=$(ls "$HOME"/.cargo/registry/cache/*/"$name-$ver.crate" 2>/dev/null | head -n1 || true)
-    if [[ -n "$cached" ]]; then
-      cp "$cached" "$file.part"
-    else
-      curl -fsSL --retry 3 -o "$file.part" "https://static.crates.io/crates/$name/$name-$ver.crate"
+ensure_packages "${agave_build_packages[@]}" || die "the build needs these system packages"
+
+# from_cargo_cache NAME SHA256: copies NAME-$version.crate into crates/ from cargo's download cache
+# (one directory per registry it has used), the copy whose checksum is SHA256; 1 if it has none.
+from_cargo_cache() {
+  local f
+  for f in "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$1-$version.crate"; do
+    if [[ -f "$f" ]] && echo "$2  $f" | sha256sum -c --quiet - >/dev/null 2>&1; then
+      cp "$f" "$crates/$1-$version.crate.part"
+      mv "$crates/$1-$version.crate.part" "$crates/$1-$version.crate"
+      return 0
     fi
-    mv "$file.part" "$file"
+  done
+  return 1
+}
+
+# cargo_fetch LOCK NAME...: cargo downloads NAME@=$version (each) into its cache, through the
+# registry it is configured for: a throwaway package depends on them and `cargo fetch` gets its
+# dependency tree for this host, resolved from a copy of LOCK (cargo keeps the versions LOCK
+# names and resolves only what it lacks).
+cargo_fetch() {
+  local lock=$1 dir="$root/fetch" name
+  shift
+  rm -rf "$dir"
+  mkdir -p "$dir/src"
+  : >"$dir/src/lib.rs"
+  cat >"$dir/Cargo.toml" <<EOF
+[package]
+name = "aldb-agave-fetch"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[lib]
+path = "src/lib.rs"
+
+[workspace]
+
+[dependencies]
+EOF
+  for name in "$@"; do echo "$name = \"=$version\"" >>"$dir/Cargo.toml"; done
+  cp "$lock" "$dir/Cargo.lock"
+  log "cargo fetch: $*"
+  (cd "$dir" && cargo fetch --quiet --target "$(rustc -vV | sed -n 's/^host: //p')") >&2
+  rm -rf "$dir"
+}
+
+# have NAME SHA256: crates/NAME-$version.crate, checked against SHA256 (taken from cargo's cache
+# when crates/ lacks it); 1 when neither has it.
+have() {
+  local file="$crates/$1-$version.crate"
+  if [[ ! -f "$file" ]]; then
+    from_cargo_cache "$1" "$2" || return 1
   fi
-  echo "$sum  $file" | sha256sum -c --quiet - >/dev/null 2>&1 || {
+  echo "$2  $file" | sha256sum -c --quiet - >/dev/null 2>&1 || {
     rm -f "$file"
-    die "$name-$ver.crate does not match its checksum $sum"
+    die "$1-$version.crate does not match its checksum $2"
   }
 }
 
@@ -73,7 +119,15 @@ lock_checksum() {
 }
 
 mkdir -p "$crates" "$bin"
-fetch agave-validator "$version" "$validator_sha256"
+# agave-validator carries the lock everything else is pinned to, so cargo must resolve it without
+# that lock: from this repository's lock, whose packages shared with agave already have agave's
+# versions (docs/PLUGIN.md). Of the ~930 packages it downloads, ~200 are at versions the build does
+# not use (~400 from a fresh resolution); the patched crates are among the rest, at =4.2.0.
+if ! have agave-validator "$validator_sha256"; then
+  cargo_fetch "$repo/Cargo.lock" agave-validator
+  have agave-validator "$validator_sha256" ||
+    die "cargo fetched no agave-validator-$version.crate with checksum $validator_sha256"
+fi
 tar -xzOf "$crates/agave-validator-$version.crate" "agave-validator-$version/Cargo.lock" \
   >"$crates/agave-validator.Cargo.lock"
 
@@ -97,10 +151,20 @@ if [[ "$(cat "$src/.aldb-series" 2>/dev/null || true)" != "$stamp" ]]; then
   rm -f "$src/.aldb-series"
   unpack() { mkdir -p "$stage/$3" && tar -xzf "$crates/$1-$2.crate" -C "$stage/$3" --strip-components=1; }
   unpack agave-validator "$version" validator
+  declare -A sums=()
+  missing=()
   for name in "${!dirs[@]}"; do
-    sum=$(lock_checksum "$name")
-    [[ $(wc -w <<<"$sum") == 1 ]] || die "$name: expected one checksum in the lock, found '$sum'"
-    fetch "$name" "$version" "$sum"
+    sums[$name]=$(lock_checksum "$name")
+    [[ $(wc -w <<<"${sums[$name]}") == 1 ]] || die "$name: expected one checksum in the lock, found '${sums[$name]}'"
+    have "$name" "${sums[$name]}" || missing+=("$name")
+  done
+  if ((${#missing[@]})); then
+    # Resolved from the shipped lock: the crates and their dependencies at the versions the build
+    # uses, so everything this downloads is needed below.
+    cargo_fetch "$crates/agave-validator.Cargo.lock" "${missing[@]}"
+  fi
+  for name in "${!dirs[@]}"; do
+    have "$name" "${sums[$name]}" || die "cargo fetched no $name-$version.crate with checksum ${sums[$name]}"
     unpack "$name" "$version" "${dirs[$name]}"
   done
   for p in "${patches[@]}"; do
@@ -163,7 +227,7 @@ EOF
 cmp -s "$src/probe/Cargo.toml.new" "$src/probe/Cargo.toml" || cp "$src/probe/Cargo.toml.new" "$src/probe/Cargo.toml"
 rm -f "$src/probe/Cargo.toml.new"
 
-# The ledger replay tool (validator-patches/replay): agave-ledger-tool 4.2.0 is not on crates.io,
+# The ledger replay tool (validator-patches/replay): agave-ledger-tool 4.2.0 is not published,
 # so this replays a ledger from genesis in a second process on the same patched crates. Only
 # features the validator already enables, so sharing the build changes none of its crates.
 mkdir -p "$src/replay/src"

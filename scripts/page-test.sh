@@ -5,12 +5,10 @@
 # line per case and a final JSON line, and exits non-zero if a verdict is not the expected one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/packages.sh
+source scripts/lib/packages.sh
 
-if ! command -v chromium >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq chromium
-fi
+ensure_packages chromium:chromium nodejs:node npm:npm
 cargo build -p aldb-cli -p hyades --locked
 cd ts/aldb-verify
 [ -d node_modules ] || npm ci

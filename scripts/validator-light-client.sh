@@ -30,10 +30,12 @@ cd "$(dirname "$0")/.."
 secs="${1:-20}"
 # shellcheck source=scripts/lib/validator.sh
 source scripts/lib/validator.sh
+# shellcheck source=scripts/lib/packages.sh
+source scripts/lib/packages.sh
 validator_ports 8799 9800 10300 10200-10300 9798 8798 9799
-root="${ALDB_AGAVE_PATCHED_ROOT:-$HOME/.cache/aldb-agave/4.2.0-aldb}"
-bin="$root/bin"
-[[ -x "$bin/solana-test-validator" ]] || { echo "no patched validator in $bin: run scripts/build-patched-validator.sh"; exit 1; }
+ensure_packages nodejs:node npm:npm
+# ALDB_PATCHED_BIN names an already built bin directory instead of running the build script.
+bin="$(patched_validator_bin)"
 # ALDB_PLUGIN_SO names an already built patched-interface plugin instead of building one.
 plugin="${ALDB_PLUGIN_SO:-$(scripts/build-patched-plugin.sh | tail -n1)}"
 cargo build --release --locked -p hyades -p aldb-cli -p aldb-scenario >&2

@@ -33,6 +33,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/validator.sh
 source scripts/lib/validator.sh
+# shellcheck source=scripts/lib/packages.sh
+source scripts/lib/packages.sh
 validator_ports 18899 19900 18001 18100-18200 19898 18999 19899
 SECONDS_TO_RUN="${SECONDS_TO_RUN:-30}"
 CHECK_SLOTS="${CHECK_SLOTS:-8}"
@@ -40,7 +42,7 @@ CHECK_SLOTS="${CHECK_SLOTS:-8}"
 validator="$(scripts/build-validator.sh)"
 cargo build --release --locked -p aldb-plugin --bins --lib --example records-tool -p hyades -p aldb-cli -p aldb-relayer >&2
 tool=target/release/examples/records-tool
-command -v node >/dev/null || { echo "needs node (ts/aldb-verify/README.md: Build and test)" >&2; exit 1; }
+ensure_packages nodejs:node npm:npm
 (
   cd ts/aldb-verify
   [[ -d node_modules ]] || npm ci --no-audit --no-fund

@@ -1,7 +1,7 @@
 //! aldb-ledger-replay: replays a ledger from genesis in its own process, on the patched
 //! `solana-ledger`/`solana-runtime`, and prints every replayed slot's bank hash and replay time.
 //!
-//! `agave-ledger-tool` 4.2.0 is not published to crates.io, so this is the part of its `verify`
+//! `agave-ledger-tool` 4.2.0 is not published, so this is the part of its `verify`
 //! that the series needs: the genesis bank from `genesis.bin`, then
 //! `blockstore_processor::process_blockstore_from_root` over the blockstore, exactly as the
 //! validator replays its ledger at startup when it has no snapshot. With
