@@ -28,6 +28,6 @@ pub mod status;
 pub mod store;
 pub mod votes;
 
-pub use error::{QueryError, ReadError};
+pub use error::{QueryError, ReadError, SnapshotError};
 pub use format::FORMAT_VERSION;
 pub use reader::{Account, AccountProof, SlotInfo, SnapshotReader};

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use aldb_core::{CaptureOptions, ChangeSet, prefetch};
 use aldb_verify::spec::{EMPTY_ROOT, Hash};
 
+use aldb_format::SnapshotError;
 use aldb_format::format::{
     ACCOUNT_HEAD_LEN, FLAG_AFTER_GAP, FLAG_FULL, FileKind, Header, MAX_ARITY, Ref, node_arity, node_len, node_stored,
     parse_published_name, prefix_of,
@@ -27,7 +28,6 @@ use aldb_format::format::{
 use aldb_format::store::{Files, MappedFile};
 
 use crate::batch::AccountBatch;
-use crate::error::SnapshotError;
 use crate::file_builder::{FileBuilder, IoLane, Kind};
 use crate::leaf_table::{LeafTable, LeafView, tag};
 use crate::path_index::{PathEntry, PathIndex};
@@ -947,7 +947,7 @@ impl Serializer {
         let a = self.files.account(r)?;
         // Copied straight out of the mapping: checked after the copy (`AccountView::intact`).
         let copied = fb.record(Kind::Account, &[a.raw])?;
-        Ok(a.intact(copied)?)
+        a.intact(copied)
     }
 }
 

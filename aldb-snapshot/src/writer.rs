@@ -35,13 +35,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use aldb_core::{CaptureOptions, ChangeSet};
+use aldb_format::SnapshotError;
 use aldb_format::format::{
     FOOTER_LEN, FileKind, HEADER_LEN, Header, MAX_FILE_BYTES, SET_ASIDE_SUFFIX, parse_published_name, published_name,
 };
 use aldb_verify::spec::Hash;
 
 use crate::batch::AccountBatch;
-use crate::error::SnapshotError;
 use crate::file_builder::{supports_direct, sync_dir};
 use crate::forks::Banks;
 use crate::serializer::{CAPTURE_OPTIONS, Published, Serializer, SlotInput};
@@ -305,7 +305,7 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
                 name.to_string(),
                 format!("its header says sequence {} slot {} ({:?})", h.seq, h.slot, FileKind::of(&h)),
             )),
-            Err(reason) => invalid.push((seq, slot, kind, name.to_string(), reason)),
+            Err(e) => invalid.push((seq, slot, kind, name.to_string(), e.to_string())),
         }
     }
     // A damaged or foreign name numbered above every valid file would share its number with the
@@ -332,16 +332,16 @@ fn scan(dir: &Path) -> Result<Existing, SnapshotError> {
 
 /// A file's header, if the file is as long as its header says. Cheap (one small read): the
 /// checksum is Hyades' to check.
-fn read_header(path: &Path) -> Result<Header, String> {
+fn read_header(path: &Path) -> Result<Header, SnapshotError> {
     use std::io::Read;
     let mut buf = [0u8; HEADER_LEN];
-    let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let len = f.metadata().map_err(|e| e.to_string())?.len();
-    f.read_exact(&mut buf).map_err(|e| e.to_string())?;
-    let h = Header::decode(&buf)?;
+    let mut f = std::fs::File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
+    let len = f.metadata().map_err(|e| SnapshotError::io("stat", path, e))?.len();
+    f.read_exact(&mut buf).map_err(|e| SnapshotError::io("read", path, e))?;
+    let h = Header::decode(&buf).map_err(|source| SnapshotError::Header { path: path.to_path_buf(), source })?;
     let expect = (HEADER_LEN as u64 + FOOTER_LEN as u64).checked_add(h.body_len);
     if expect != Some(len) {
-        return Err(format!("size {len} does not match its header"));
+        return Err(SnapshotError::corrupt(path, format!("size {len} does not match its header")));
     }
     Ok(h)
 }
