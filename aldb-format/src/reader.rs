@@ -15,6 +15,7 @@ use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
 use crate::error::{QueryError, SnapshotError};
 use crate::format::{FLAG_AFTER_GAP, FileKind, MAX_ARITY, Ref, SET_ASIDE_SUFFIX, node_arity, parse_published_name};
+use crate::slots::SlotIndex;
 use crate::sorted::walk_sorted;
 use crate::store::{Files, MappedFile};
 
@@ -63,7 +64,7 @@ pub struct AccountProof {
 #[derive(Default)]
 struct Index {
     files: Files,
-    slots: BTreeMap<u64, SlotInfo>,
+    slots: SlotIndex,
     /// Files already found damaged, by name, so they are reported once and skipped (until the
     /// name points at another file).
     bad: BTreeMap<String, BadFile>,
@@ -73,12 +74,6 @@ struct Index {
     by_name: BTreeMap<String, (u64, Arc<MappedFile>)>,
     /// Committed slots that cannot be served because a file they need is damaged, and why.
     corrupt: BTreeMap<u64, String>,
-    /// Slots the writer never wrote because it was failing: `(after, until)` exclusive bounds,
-    /// from files marked as following a gap.
-    gaps: Vec<(Option<u64>, u64)>,
-    /// The newest slot any published file names, served or not: a slot at or below it was
-    /// committed, even if its file is damaged or incomplete.
-    newest_named: Option<u64>,
 }
 
 /// A file found damaged.
@@ -219,7 +214,7 @@ impl SnapshotReader {
                 continue;
             }
             let info = SlotInfo { slot: h.slot, parent: h.parent, root: h.root, seq: h.seq };
-            if !old.slots.contains_key(&h.slot) {
+            if old.slots.get(h.slot).is_none() {
                 fresh.push(info);
             }
             // A restarted writer may publish the same slot again; the newer file wins.
@@ -266,7 +261,7 @@ impl SnapshotReader {
         // its checksum recomputed would otherwise serve another root for the slot (checked once
         // per file; proofs are verified against the root on every query besides).
         slots.retain(|slot, s| {
-            if old.slots.get(slot) == Some(s) {
+            if old.slots.get(*slot) == Some(s) {
                 return true;
             }
             let Some(f) = files.get(s.seq) else { return false };
@@ -294,7 +289,8 @@ impl SnapshotReader {
             .collect();
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);
-        let next = Arc::new(Index { files, slots, bad, by_name, corrupt, gaps, newest_named });
+        let slots = SlotIndex::new(slots, gaps, newest_named);
+        let next = Arc::new(Index { files, slots, bad, by_name, corrupt });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
@@ -309,20 +305,17 @@ impl SnapshotReader {
 
     /// The newest published slot.
     pub fn latest(&self) -> Option<SlotInfo> {
-        self.current().slots.values().next_back().copied()
+        self.current().slots.latest()
     }
 
     /// The oldest slot still served.
     pub fn oldest(&self) -> Option<SlotInfo> {
-        self.current().slots.values().next().copied()
+        self.current().slots.oldest()
     }
 
     /// Published slots in `[start, end]`, oldest first.
     pub fn slots(&self, start: u64, end: u64) -> Vec<SlotInfo> {
-        if start > end {
-            return Vec::new();
-        }
-        self.current().slots.range(start..=end).map(|(_, s)| *s).collect()
+        self.current().slots.range(start, end)
     }
 
     /// The slot's info, or why it cannot be served.
@@ -331,30 +324,8 @@ impl SnapshotReader {
     }
 
     fn lookup(ix: &Index, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
-        if let Some(slot) = slot {
-            if let Some(info) = ix.slots.get(&slot) {
-                return Ok(*info);
-            }
-            // Why a committed slot is not served comes before where it lies: "corrupt" or "not
-            // written" tells an operator to act, "pruned" or "skipped" does not.
-            if let Some(reason) = ix.corrupt.get(&slot) {
-                return Err(QueryError::Corrupt { slot, reason: reason.clone() });
-            }
-            if let Some(&(after, until)) = ix.gaps.iter().find(|(a, u)| a.is_none_or(|a| a < slot) && slot < *u) {
-                return Err(QueryError::NotWritten { slot, after, until });
-            }
-        }
-        let (Some(oldest), Some(newest)) = (ix.slots.values().next(), ix.slots.values().next_back()) else {
-            return Err(QueryError::NothingPublished);
-        };
-        let Some(slot) = slot else { return Ok(*newest) };
-        if slot > newest.slot && slot > ix.newest_named.unwrap_or(0) {
-            return Err(QueryError::NotYetCommitted { slot, newest: newest.slot });
-        }
-        if slot < oldest.slot {
-            return Err(QueryError::Pruned { slot, oldest: oldest.slot });
-        }
-        ix.slots.get(&slot).copied().ok_or(QueryError::NoSnapshot { slot })
+        // A slot is corrupt only while no good file serves it (see `refresh`).
+        ix.slots.lookup(slot, |s| ix.corrupt.get(&s).cloned())
     }
 
     /// The account `pubkey` at `slot` (the newest when `None`), with its proof.
