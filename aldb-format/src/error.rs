@@ -1,11 +1,15 @@
-//! Errors of reading aldb files.
+//! Errors of reading and writing aldb files, and of queries.
 
 use std::path::PathBuf;
 
-/// What can go wrong reading snapshot files or the record log.
+use crate::format::HeaderError;
+
+/// What can go wrong with snapshot files: reading them (the readers here, the record log's
+/// reader) and writing them (`aldb-snapshot`'s writer, which reads the files it references
+/// through the same store, so a failed read there is the same error).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ReadError {
+pub enum SnapshotError {
     /// An I/O operation failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -24,28 +28,96 @@ pub enum ReadError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A file's header is refused ([`Header::decode`](crate::format::Header::decode)).
+    #[error("corrupt snapshot {path}: {source}")]
+    Header {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the header.
+        source: HeaderError,
+    },
     /// A reference points into a snapshot file that is not present (pruned or never written).
     #[error("snapshot file #{seq} is missing")]
     MissingFile {
         /// The file's sequence number.
         seq: u32,
     },
+    /// A record would start past the last offset a reference holds
+    /// ([`MAX_RECORD_OFFSET`](crate::format::MAX_RECORD_OFFSET)); the write fails rather than
+    /// write a reference that wraps. The writer cuts files into parts well before (at
+    /// [`MAX_FILE_BYTES`](crate::format::MAX_FILE_BYTES)), so this is a last line, not a size
+    /// limit.
+    #[error("snapshot file #{seq} would exceed {max} bytes, the most references can address")]
+    FileTooLarge {
+        /// The file's sequence number.
+        seq: u32,
+        /// The limit in bytes.
+        max: u64,
+    },
+    /// Every sequence number a file name can carry has been used: the writer refuses to wrap
+    /// around onto numbers of live files.
+    #[error("snapshot sequence numbers in {dir} are exhausted; move the directory aside and start afresh")]
+    SequenceExhausted {
+        /// The snapshot directory.
+        dir: PathBuf,
+    },
+    /// The writer was given inconsistent input.
+    #[error("invalid writer input: {0}")]
+    Input(String),
+    /// The writer thread has stopped (after an earlier error, or shutdown).
+    #[error("snapshot writer stopped: {0}")]
+    Stopped(String),
+    /// Fork mode: a bank's parent has no written bank the writer holds (never submitted, refused,
+    /// failed, dropped, or below the finalized base), so the bank's changes cannot be placed.
+    #[error("slot {slot} not written: its parent {} has no written bank", parent.map_or("(unknown)".to_string(), |p| p.to_string()))]
+    ParentNotWritten {
+        /// The refused slot.
+        slot: u64,
+        /// Its parent, as submitted.
+        parent: Option<u64>,
+    },
+    /// Fork mode: the finalized base bank cannot be written again or dropped.
+    #[error("slot {slot} is the finalized base bank")]
+    FinalBank {
+        /// The slot.
+        slot: u64,
+    },
+    /// Fork mode: writing the bank would pass the bound on unrooted banks held (the writer's
+    /// `max_fork_banks` and `max_fork_bytes`).
+    #[error("slot {slot} not written: {banks} unrooted banks holding {bytes} bytes of table lists reach the bound")]
+    TooManyBanks {
+        /// The refused slot.
+        slot: u64,
+        /// Banks held.
+        banks: usize,
+        /// Bytes their lists hold.
+        bytes: usize,
+    },
 }
 
-impl ReadError {
-    /// An [`ReadError::Io`] error: `op` on `path` failed with `source`.
+/// The name readers knew [`SnapshotError`] by while reading and writing had an error type each.
+pub type ReadError = SnapshotError;
+
+impl SnapshotError {
+    /// An [`SnapshotError::Io`] error: `op` on `path` failed with `source`.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io { op, path: path.into(), source }
     }
 
-    /// A [`ReadError::Corrupt`] error: `path` is damaged as `reason` says.
+    /// A [`SnapshotError::Corrupt`] error: `path` is damaged as `reason` says.
     pub fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Self::Corrupt { path: path.into(), reason: reason.into() }
+    }
+
+    /// Whether the error says a file is damaged or missing (an operator should act), rather than
+    /// that reading or writing failed.
+    pub fn is_damage(&self) -> bool {
+        matches!(self, Self::Corrupt { .. } | Self::Header { .. } | Self::MissingFile { .. })
     }
 }
 
 /// Why a query could not be answered.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum QueryError {
     /// Nothing has been published yet.
@@ -96,4 +168,55 @@ pub enum QueryError {
     /// The files are unreadable or inconsistent.
     #[error("snapshot storage error: {0}")]
     Storage(String),
+    /// The slot's files were read, and a file its records reach is damaged or missing
+    /// ([`SnapshotError::is_damage`]): an operator should act, as for [`QueryError::Corrupt`].
+    #[error("slot {slot} cannot be served: {source}")]
+    Damaged {
+        /// The slot asked for.
+        slot: u64,
+        /// What the read found.
+        source: SnapshotError,
+    },
+    /// Reading the slot's files failed (an I/O error, not damage).
+    #[error("snapshot storage error: {source}")]
+    Unreadable {
+        /// The slot asked for.
+        slot: u64,
+        /// The failed read.
+        source: SnapshotError,
+    },
 }
+
+impl QueryError {
+    /// A failed read of `slot`'s files: [`QueryError::Damaged`] when a file is damaged or
+    /// missing, else [`QueryError::Unreadable`].
+    pub fn read(slot: u64, source: SnapshotError) -> Self {
+        if source.is_damage() { Self::Damaged { slot, source } } else { Self::Unreadable { slot, source } }
+    }
+}
+
+/// Answers compare field by field; a read error, which has no equality of its own (an I/O error
+/// has none), compares by what it says.
+impl PartialEq for QueryError {
+    fn eq(&self, other: &Self) -> bool {
+        use QueryError::*;
+        match (self, other) {
+            (NothingPublished, NothingPublished) => true,
+            (NotYetCommitted { slot: a, newest: x }, NotYetCommitted { slot: b, newest: y }) => (a, x) == (b, y),
+            (Pruned { slot: a, oldest: x }, Pruned { slot: b, oldest: y }) => (a, x) == (b, y),
+            (NoSnapshot { slot: a }, NoSnapshot { slot: b }) => a == b,
+            (Corrupt { slot: a, reason: x }, Corrupt { slot: b, reason: y }) => (a, x) == (b, y),
+            (NotWritten { slot: a, after: x, until: u }, NotWritten { slot: b, after: y, until: v }) => {
+                (a, x, u) == (b, y, v)
+            }
+            (Storage(a), Storage(b)) => a == b,
+            (Damaged { slot: a, source: x }, Damaged { slot: b, source: y })
+            | (Unreadable { slot: a, source: x }, Unreadable { slot: b, source: y }) => {
+                a == b && x.to_string() == y.to_string()
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for QueryError {}

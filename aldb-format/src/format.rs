@@ -211,12 +211,12 @@ impl Header {
     }
 
     /// Decodes and checks a header of version [`FORMAT_VERSION`] or [`FORMAT_VERSION_V3`].
-    pub fn decode(b: &[u8]) -> Result<Header, String> {
+    pub fn decode(b: &[u8]) -> Result<Header, HeaderError> {
         if b.len() < HEADER_LEN {
-            return Err(format!("file of {} bytes is shorter than a header", b.len()));
+            return Err(HeaderError::TooShort { len: b.len() });
         }
         if b[0..8] != MAGIC {
-            return Err("bad magic".into());
+            return Err(HeaderError::Magic);
         }
         let version = u32_at(b, 8);
         // The fields that differ between the versions; the rest lie where they always did.
@@ -246,49 +246,45 @@ impl Header {
                 gap_after: 108,
                 zero: &[84..88, 116..128],
             },
-            _ => {
-                return Err(format!(
-                    "format version {version}, this build reads {FORMAT_VERSION_V3} and {FORMAT_VERSION}"
-                ));
-            }
+            _ => return Err(HeaderError::Version { version }),
         };
         // Everything a reader relies on is checked here, so a header that passed can be used
         // without further checks: a wrong field is refused, never misread.
         let flags = u32_at(b, 12);
         if flags & !layout.known_flags != 0 {
-            return Err(format!("unknown header flags {:#x}", flags & !layout.known_flags));
+            return Err(HeaderError::UnknownFlags { flags: flags & !layout.known_flags });
         }
         let gap_zero = (flags & FLAG_AFTER_GAP == 0).then_some(layout.gap_after..layout.gap_after + 8);
         let zero = std::iter::once(21..24).chain(layout.zero.iter().cloned()).chain(gap_zero);
         if zero.flat_map(|r| b[r].iter()).any(|&x| x != 0) {
-            return Err("reserved header bytes are not zero".into());
+            return Err(HeaderError::Reserved);
         }
         let (seq, oldest_seq, bucket_bits) = (u32_at(b, 16), u32_at(b, 80), b[20]);
         let first_seq = layout.first_seq.map_or(seq, |at| u32_at(b, at));
         if seq == 0 {
-            return Err("sequence number 0".into());
+            return Err(HeaderError::SeqZero);
         }
         if first_seq == 0 || first_seq > seq {
-            return Err(format!("first_seq {first_seq} is not in 1..={seq}"));
+            return Err(HeaderError::FirstSeq { first_seq, seq });
         }
         if oldest_seq == 0 || oldest_seq > first_seq {
-            return Err(format!("oldest_seq {oldest_seq} is not in 1..={first_seq}"));
+            return Err(HeaderError::OldestSeq { oldest_seq, first_seq });
         }
         if flags & FLAG_FULL != 0 && oldest_seq != first_seq {
-            return Err(format!("a full file's oldest_seq {oldest_seq} is not its slot's first file {first_seq}"));
+            return Err(HeaderError::FullNotFirst { oldest_seq, first_seq });
         }
         if bucket_bits > MAX_BUCKET_BITS {
-            return Err(format!("bucket_bits {bucket_bits} exceeds {MAX_BUCKET_BITS}"));
+            return Err(HeaderError::BucketBits { bucket_bits });
         }
         let root = hash_at(b, 40);
         let root_ref = Ref(u64_at(b, 72));
         if flags & FLAG_PART != 0 {
             // A part is never a slot: it names no root, and the gap is the slot file's to tell.
             if flags & FLAG_AFTER_GAP != 0 {
-                return Err("a part file marked as following a gap".into());
+                return Err(HeaderError::PartAfterGap);
             }
             if root != [0; 32] || !root_ref.is_null() {
-                return Err("a part file with a root".into());
+                return Err(HeaderError::PartWithRoot);
             }
         }
         let count = |at: usize| if layout.count_len == 8 { u64_at(b, at) } else { u64::from(u32_at(b, at)) };
@@ -313,6 +309,76 @@ impl Header {
             gap_after,
         })
     }
+}
+
+/// Why [`Header::decode`] refused a header: what it does not understand is refused, never
+/// misread (`docs/FORMAT.md`, Header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// Fewer bytes than a header.
+    #[error("file of {len} bytes is shorter than a header")]
+    TooShort {
+        /// The bytes there were.
+        len: usize,
+    },
+    /// The first bytes are not [`MAGIC`].
+    #[error("bad magic")]
+    Magic,
+    /// A format version this build does not read.
+    #[error("format version {version}, this build reads {FORMAT_VERSION_V3} and {FORMAT_VERSION}")]
+    Version {
+        /// The version the header names.
+        version: u32,
+    },
+    /// Flag bits the version does not define.
+    #[error("unknown header flags {flags:#x}")]
+    UnknownFlags {
+        /// The undefined bits that are set.
+        flags: u32,
+    },
+    /// A reserved byte (or `gap_after` without its flag) is not zero.
+    #[error("reserved header bytes are not zero")]
+    Reserved,
+    /// Sequence number 0, which no file gets.
+    #[error("sequence number 0")]
+    SeqZero,
+    /// `first_seq` outside `1..=seq`.
+    #[error("first_seq {first_seq} is not in 1..={seq}")]
+    FirstSeq {
+        /// The header's `first_seq`.
+        first_seq: u32,
+        /// The header's `seq`.
+        seq: u32,
+    },
+    /// `oldest_seq` outside `1..=first_seq`.
+    #[error("oldest_seq {oldest_seq} is not in 1..={first_seq}")]
+    OldestSeq {
+        /// The header's `oldest_seq`.
+        oldest_seq: u32,
+        /// The header's `first_seq`.
+        first_seq: u32,
+    },
+    /// A full file reaching files before its slot's first one.
+    #[error("a full file's oldest_seq {oldest_seq} is not its slot's first file {first_seq}")]
+    FullNotFirst {
+        /// The header's `oldest_seq`.
+        oldest_seq: u32,
+        /// The header's `first_seq`.
+        first_seq: u32,
+    },
+    /// `bucket_bits` above [`MAX_BUCKET_BITS`].
+    #[error("bucket_bits {bucket_bits} exceeds {MAX_BUCKET_BITS}")]
+    BucketBits {
+        /// The header's `bucket_bits`.
+        bucket_bits: u8,
+    },
+    /// A part file with the after-a-gap flag: the gap is its slot file's to tell.
+    #[error("a part file marked as following a gap")]
+    PartAfterGap,
+    /// A part file naming a root or a top record: a part is never a slot.
+    #[error("a part file with a root")]
+    PartWithRoot,
 }
 
 /// The file name of a published snapshot.

@@ -6,6 +6,8 @@
 //!   prose version): header, records, references, names, checksum.
 //! - [`SnapshotReader`] reads a snapshot directory, in another process and with no access to the
 //!   engine, and answers "what was account X at slot S" with a proof against S's root.
+//! - [`SlotIndex`]: which file serves a slot, or why none does, for every reader of published
+//!   slots.
 //! - [`store`]: the memory-mapped files and bounds-checked record access both the reader and
 //!   the writer (which copies records forward) go through; a file truncated while mapped is an
 //!   error, not a crash.
@@ -23,11 +25,13 @@ mod mapping_guard;
 mod reader;
 pub mod records;
 pub mod shipped;
+mod slots;
 pub mod sorted;
 pub mod status;
 pub mod store;
 pub mod votes;
 
-pub use error::{QueryError, ReadError};
+pub use error::{QueryError, ReadError, SnapshotError};
 pub use format::FORMAT_VERSION;
 pub use reader::{Account, AccountProof, SlotInfo, SnapshotReader};
+pub use slots::SlotIndex;

@@ -16,7 +16,7 @@
 //!   still kill.
 //! - Zeros never reach an answer: every read path calls [`crate::store::MappedFile::intact`]
 //!   after it has read (copied or hashed) what it needs, which fails with
-//!   [`crate::ReadError::Corrupt`] naming the file when the flag is set. The same call also
+//!   [`crate::SnapshotError::Corrupt`] naming the file when the flag is set. The same call also
 //!   reads the file's last bytes (its end magic), which catches the one truncation a fault does
 //!   not: the page that holds the new end stays mapped and reads zeros past it without faulting,
 //!   but the end magic then lies past the end too, so reading it either faults (setting the flag)

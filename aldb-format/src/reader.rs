@@ -13,8 +13,9 @@ use std::sync::{Arc, RwLock};
 use aldb_verify::spec::{EMPTY_ROOT, Hash, account_value, bit, branch_hash, key_path};
 use aldb_verify::{Claim, Proof, Sibling, Terminal};
 
-use crate::error::{QueryError, ReadError};
+use crate::error::{QueryError, SnapshotError};
 use crate::format::{FLAG_AFTER_GAP, FileKind, MAX_ARITY, Ref, SET_ASIDE_SUFFIX, node_arity, parse_published_name};
+use crate::slots::SlotIndex;
 use crate::sorted::walk_sorted;
 use crate::store::{Files, MappedFile};
 
@@ -63,7 +64,7 @@ pub struct AccountProof {
 #[derive(Default)]
 struct Index {
     files: Files,
-    slots: BTreeMap<u64, SlotInfo>,
+    slots: SlotIndex,
     /// Files already found damaged, by name, so they are reported once and skipped (until the
     /// name points at another file).
     bad: BTreeMap<String, BadFile>,
@@ -73,12 +74,6 @@ struct Index {
     by_name: BTreeMap<String, (u64, Arc<MappedFile>)>,
     /// Committed slots that cannot be served because a file they need is damaged, and why.
     corrupt: BTreeMap<u64, String>,
-    /// Slots the writer never wrote because it was failing: `(after, until)` exclusive bounds,
-    /// from files marked as following a gap.
-    gaps: Vec<(Option<u64>, u64)>,
-    /// The newest slot any published file names, served or not: a slot at or below it was
-    /// committed, even if its file is damaged or incomplete.
-    newest_named: Option<u64>,
 }
 
 /// A file found damaged.
@@ -120,7 +115,7 @@ impl std::fmt::Debug for SnapshotReader {
 
 impl SnapshotReader {
     /// Opens a snapshot directory and indexes what is published there.
-    pub fn open(dir: &Path) -> Result<Self, ReadError> {
+    pub fn open(dir: &Path) -> Result<Self, SnapshotError> {
         let h = Self { dir: dir.to_path_buf(), index: RwLock::new(Arc::new(Index::default())) };
         h.refresh()?;
         Ok(h)
@@ -141,7 +136,7 @@ impl SnapshotReader {
     /// must be the ones in the file's name (a copied or renamed file would otherwise serve
     /// another slot's root), the checksum must match, and a mapping found changed since it was
     /// opened (truncated under us) is dropped.
-    pub fn refresh(&self) -> Result<Vec<SlotInfo>, ReadError> {
+    pub fn refresh(&self) -> Result<Vec<SlotInfo>, SnapshotError> {
         let old = self.current();
         let mut files = Files::default();
         let mut slots = BTreeMap::new();
@@ -149,9 +144,9 @@ impl SnapshotReader {
         let mut by_name = BTreeMap::new();
         let mut fresh = Vec::new();
         let mut newest_named: Option<u64> = None;
-        let rd = std::fs::read_dir(&self.dir).map_err(|e| ReadError::io("list", &self.dir, e))?;
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| SnapshotError::io("list", &self.dir, e))?;
         for entry in rd {
-            let entry = entry.map_err(|e| ReadError::io("list", &self.dir, e))?;
+            let entry = entry.map_err(|e| SnapshotError::io("list", &self.dir, e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if let Some((_, named_slot, kind)) = name.strip_suffix(SET_ASIDE_SUFFIX).and_then(parse_published_name) {
@@ -167,7 +162,7 @@ impl SnapshotReader {
                 Ok(m) => m,
                 // Deleted between listing and reading: pruned, not an error.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(ReadError::io("stat", entry.path(), e)),
+                Err(e) => return Err(SnapshotError::io("stat", entry.path(), e)),
             };
             let ino = inode(&meta);
             if kind == FileKind::Slot {
@@ -185,7 +180,7 @@ impl SnapshotReader {
                 Some((_, f)) => f.clone(),
                 None => match MappedFile::open(&entry.path(), true) {
                     Ok(f) => Arc::new(f),
-                    Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(SnapshotError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
                         reject(e.to_string());
                         continue;
@@ -219,7 +214,7 @@ impl SnapshotReader {
                 continue;
             }
             let info = SlotInfo { slot: h.slot, parent: h.parent, root: h.root, seq: h.seq };
-            if !old.slots.contains_key(&h.slot) {
+            if old.slots.get(h.slot).is_none() {
                 fresh.push(info);
             }
             // A restarted writer may publish the same slot again; the newer file wins.
@@ -266,7 +261,7 @@ impl SnapshotReader {
         // its checksum recomputed would otherwise serve another root for the slot (checked once
         // per file; proofs are verified against the root on every query besides).
         slots.retain(|slot, s| {
-            if old.slots.get(slot) == Some(s) {
+            if old.slots.get(*slot) == Some(s) {
                 return true;
             }
             let Some(f) = files.get(s.seq) else { return false };
@@ -294,7 +289,8 @@ impl SnapshotReader {
             .collect();
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);
-        let next = Arc::new(Index { files, slots, bad, by_name, corrupt, gaps, newest_named });
+        let slots = SlotIndex::new(slots, gaps, newest_named);
+        let next = Arc::new(Index { files, slots, bad, by_name, corrupt });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
@@ -309,20 +305,17 @@ impl SnapshotReader {
 
     /// The newest published slot.
     pub fn latest(&self) -> Option<SlotInfo> {
-        self.current().slots.values().next_back().copied()
+        self.current().slots.latest()
     }
 
     /// The oldest slot still served.
     pub fn oldest(&self) -> Option<SlotInfo> {
-        self.current().slots.values().next().copied()
+        self.current().slots.oldest()
     }
 
     /// Published slots in `[start, end]`, oldest first.
     pub fn slots(&self, start: u64, end: u64) -> Vec<SlotInfo> {
-        if start > end {
-            return Vec::new();
-        }
-        self.current().slots.range(start..=end).map(|(_, s)| *s).collect()
+        self.current().slots.range(start, end)
     }
 
     /// The slot's info, or why it cannot be served.
@@ -331,30 +324,8 @@ impl SnapshotReader {
     }
 
     fn lookup(ix: &Index, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
-        if let Some(slot) = slot {
-            if let Some(info) = ix.slots.get(&slot) {
-                return Ok(*info);
-            }
-            // Why a committed slot is not served comes before where it lies: "corrupt" or "not
-            // written" tells an operator to act, "pruned" or "skipped" does not.
-            if let Some(reason) = ix.corrupt.get(&slot) {
-                return Err(QueryError::Corrupt { slot, reason: reason.clone() });
-            }
-            if let Some(&(after, until)) = ix.gaps.iter().find(|(a, u)| a.is_none_or(|a| a < slot) && slot < *u) {
-                return Err(QueryError::NotWritten { slot, after, until });
-            }
-        }
-        let (Some(oldest), Some(newest)) = (ix.slots.values().next(), ix.slots.values().next_back()) else {
-            return Err(QueryError::NothingPublished);
-        };
-        let Some(slot) = slot else { return Ok(*newest) };
-        if slot > newest.slot && slot > ix.newest_named.unwrap_or(0) {
-            return Err(QueryError::NotYetCommitted { slot, newest: newest.slot });
-        }
-        if slot < oldest.slot {
-            return Err(QueryError::Pruned { slot, oldest: oldest.slot });
-        }
-        ix.slots.get(&slot).copied().ok_or(QueryError::NoSnapshot { slot })
+        // A slot is corrupt only while no good file serves it (see `refresh`).
+        ix.slots.lookup(slot, |s| ix.corrupt.get(&s).cloned())
     }
 
     /// The account `pubkey` at `slot` (the newest when `None`), with its proof.
@@ -363,15 +334,14 @@ impl SnapshotReader {
     /// root and say what the account says. Files can be damaged in ways no checksum sees (edited
     /// with the checksum recomputed, changed while mapped), and a proof that does not verify, or
     /// an account its proof does not vouch for, is never served: the slot answers
-    /// [`QueryError::Corrupt`] instead. The check costs about one hash per level of the proof.
+    /// [`QueryError::Corrupt`] instead (or [`QueryError::Damaged`], with what the read found, when
+    /// reading the files finds one damaged or missing). The check costs about one hash per level
+    /// of the proof.
     pub fn prove(&self, pubkey: &[u8; 32], slot: Option<u64>) -> Result<AccountProof, QueryError> {
         let ix = self.current();
         let info = Self::lookup(&ix, slot)?;
         let corrupt = |reason: String| QueryError::Corrupt { slot: info.slot, reason };
-        let answer = prove_in(&ix.files, &info, pubkey).map_err(|e| match e {
-            ReadError::Corrupt { .. } | ReadError::MissingFile { .. } => corrupt(e.to_string()),
-            e => QueryError::Storage(e.to_string()),
-        })?;
+        let answer = prove_in(&ix.files, &info, pubkey).map_err(|e| QueryError::read(info.slot, e))?;
         let claim = answer
             .proof
             .verify(&info.root, pubkey)
@@ -398,9 +368,9 @@ fn combine(d: usize, left: &Hash, right: &Hash) -> Hash {
     }
 }
 
-fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<AccountProof, ReadError> {
+fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<AccountProof, SnapshotError> {
     let path = key_path(pubkey);
-    let top = files.get(info.seq).ok_or(ReadError::MissingFile { seq: info.seq })?;
+    let top = files.get(info.seq).ok_or(SnapshotError::MissingFile { seq: info.seq })?;
     let bucket_bits = usize::from(top.header.bucket_bits);
     let mut siblings = Vec::new();
     let mut r = top.header.root_ref;
@@ -415,7 +385,7 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     }
     // One step down at depth `d` between children hashed `lh` and `rh`: records the sibling
     // when both are non-empty and says which side the path takes.
-    let mut step = |d: usize, lh: Hash, rh: Hash| -> Result<usize, ReadError> {
+    let mut step = |d: usize, lh: Hash, rh: Hash| -> Result<usize, SnapshotError> {
         let want = usize::from(bit(&path, d));
         match (lh == EMPTY_ROOT, rh == EMPTY_ROOT) {
             (false, false) => {
@@ -425,7 +395,7 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
             (true, false) => Ok(1),
             (false, true) => Ok(0),
             (true, true) => {
-                Err(ReadError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
+                Err(SnapshotError::corrupt(&top.path, format!("non-empty node with two empty children at depth {d}")))
             }
         }
     };
@@ -466,10 +436,10 @@ fn prove_in(files: &Files, info: &SlotInfo, pubkey: &[u8; 32]) -> Result<Account
     }
     let pairs: Vec<(Hash, Hash)> = full.iter().map(|(p, v, _)| (*p, *v)).collect();
     if pairs.windows(2).any(|w| w[0].0 >= w[1].0) {
-        return Err(ReadError::corrupt(&top.path, "bucket leaves are not sorted by path"));
+        return Err(SnapshotError::corrupt(&top.path, "bucket leaves are not sorted by path"));
     }
     let Some((lp, lv)) = walk_sorted(&pairs, &path, &mut siblings) else {
-        return Err(ReadError::corrupt(&top.path, "empty bucket record"));
+        return Err(SnapshotError::corrupt(&top.path, "empty bucket record"));
     };
     let account = match full.iter().find(|(p, _, _)| lp == path && *p == lp) {
         // The data is copied out of the mapping here, so its file is checked after the copy.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use aldb_verify::spec::Hash;
 use memmap2::{Advice, Mmap};
 
-use crate::error::ReadError;
+use crate::error::SnapshotError;
 use crate::format::{
     ACCOUNT_HEAD_LEN, BUCKET_HEAD_LEN, BUCKET_LEAF_LEN, END_MAGIC, FOOTER_LEN, HEADER_LEN, Header, MAX_ARITY, Ref,
     body_digest, checksum, hash_at, node_len, prefix_of, u32_at, u64_at,
@@ -39,16 +39,16 @@ pub struct MappedFile {
 
 impl MappedFile {
     /// Maps a file and checks its header, size and (when `verify`) its checksum.
-    pub fn open(path: &Path, verify: bool) -> Result<Self, ReadError> {
-        let file = File::open(path).map_err(|e| ReadError::io("open", path, e))?;
+    pub fn open(path: &Path, verify: bool) -> Result<Self, SnapshotError> {
+        let file = File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
         // SAFETY: published snapshot files are immutable (written under a temporary name, then
         // renamed), so the mapping never changes under us; pruning only unlinks, which keeps the
         // mapped pages valid. An operator's tool that truncates one anyway breaks that contract:
         // the registration below turns the fault into zeros plus a flag, and every read is
         // checked against the flag afterwards (`intact`), so no such zeros are ever served.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| ReadError::io("map", path, e))?;
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| SnapshotError::io("map", path, e))?;
         // Registered before the first read of the mapping.
-        let guard = mapping_guard::register(map.as_ptr(), map.len()).map_err(|e| ReadError::io("map", path, e))?;
+        let guard = mapping_guard::register(map.as_ptr(), map.len()).map_err(|e| SnapshotError::io("map", path, e))?;
         match Self::check(&map, path, verify) {
             Ok(header) => {
                 let f = Self { header, path: path.to_path_buf(), guard, map };
@@ -69,7 +69,7 @@ impl MappedFile {
     }
 
     /// Checks a mapped file's header, size and (when `verify`) its checksum; returns the header.
-    fn check(map: &Mmap, path: &Path, verify: bool) -> Result<Header, ReadError> {
+    fn check(map: &Mmap, path: &Path, verify: bool) -> Result<Header, SnapshotError> {
         // A fault on a file mapping reads the device's whole read-ahead window around the page
         // (8 MiB on some virtual disks), yet records are read a few at a time, scattered: the
         // writer's reads of each new file's header and footer alone pulled 300 MB/s from the
@@ -78,23 +78,24 @@ impl MappedFile {
         if !verify {
             let _ = map.advise(Advice::Random);
         }
-        let header = Header::decode(map).map_err(|r| ReadError::corrupt(path, r))?;
+        let header =
+            Header::decode(map).map_err(|source| SnapshotError::Header { path: path.to_path_buf(), source })?;
         let expect = (HEADER_LEN as u64).checked_add(header.body_len).and_then(|n| n.checked_add(FOOTER_LEN as u64));
         if expect != Some(map.len() as u64) {
-            return Err(ReadError::corrupt(path, format!("size {} does not match header", map.len())));
+            return Err(SnapshotError::corrupt(path, format!("size {} does not match header", map.len())));
         }
         let end = map.len() - FOOTER_LEN;
         if map[end + 24..] != END_MAGIC {
-            return Err(ReadError::corrupt(path, "bad end magic"));
+            return Err(SnapshotError::corrupt(path, "bad end magic"));
         }
         if map[end + 16..end + 24].iter().any(|&b| b != 0) {
-            return Err(ReadError::corrupt(path, "reserved footer bytes are not zero"));
+            return Err(SnapshotError::corrupt(path, "reserved footer bytes are not zero"));
         }
         let mut stored = [0u8; 16];
         stored.copy_from_slice(&map[end..end + 16]);
         if verify {
             if checksum(&map[..HEADER_LEN], body_digest(&map[HEADER_LEN..end])) != u128::from_le_bytes(stored) {
-                return Err(ReadError::corrupt(path, "checksum mismatch"));
+                return Err(SnapshotError::corrupt(path, "checksum mismatch"));
             }
             let _ = map.advise(Advice::Random);
         }
@@ -102,7 +103,7 @@ impl MappedFile {
     }
 
     /// `value`, if this file was intact while `value` was read from it; otherwise a
-    /// [`ReadError::Corrupt`] naming the file. Call it after the reads, never before: a page
+    /// [`SnapshotError::Corrupt`] naming the file. Call it after the reads, never before: a page
     /// past a shrunken end reads as zeros (through the fault handler's zero page, or as the
     /// zero tail of the page that holds the new end), and only a check made afterwards sees it.
     ///
@@ -112,7 +113,7 @@ impl MappedFile {
     /// profile, two busy cores): about 45 ns per read unchecked, 10 ns more for the flag alone,
     /// 25-35 ns more with the end magic too (its page is one more TLB entry per file). A proof's
     /// few dozen reads pay about a microsecond; the end magic is what catches a cut inside a page.
-    pub fn intact<T>(&self, value: T) -> Result<T, ReadError> {
+    pub fn intact<T>(&self, value: T) -> Result<T, SnapshotError> {
         // Makes the compiler finish computing `value` (every read of the mapping it depends on,
         // and every store of them into memory others can see) before what follows.
         let value = std::hint::black_box(value);
@@ -143,18 +144,18 @@ impl MappedFile {
     /// The `len` bytes at `offset` of the body, or an error naming the file when they do not lie
     /// wholly between the header and the footer. Read through the mapping: check what is made of
     /// them with [`MappedFile::intact`].
-    pub fn record(&self, offset: u64, len: usize) -> Result<&[u8], ReadError> {
+    pub fn record(&self, offset: u64, len: usize) -> Result<&[u8], SnapshotError> {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let body_end = self.map.len() - FOOTER_LEN;
         match start.checked_add(len) {
             Some(end) if start >= HEADER_LEN && end <= body_end => Ok(&self.map[start..end]),
-            _ => Err(ReadError::corrupt(&self.path, format!("record at {offset}+{len} is out of bounds"))),
+            _ => Err(SnapshotError::corrupt(&self.path, format!("record at {offset}+{len} is out of bounds"))),
         }
     }
 }
 
-fn truncated(path: &Path) -> ReadError {
-    ReadError::corrupt(path, "file was truncated or changed while mapped")
+fn truncated(path: &Path) -> SnapshotError {
+    SnapshotError::corrupt(path, "file was truncated or changed while mapped")
 }
 
 /// A prefix node record's child references (the first `arity` of `refs`).
@@ -187,7 +188,7 @@ pub struct AccountView<'a> {
 impl AccountView<'_> {
     /// [`MappedFile::intact`] of the record's file: `value` (made from `data` or `raw`), if the
     /// file was intact while it was read.
-    pub fn intact<T>(&self, value: T) -> Result<T, ReadError> {
+    pub fn intact<T>(&self, value: T) -> Result<T, SnapshotError> {
         self.file.intact(value)
     }
 }
@@ -224,8 +225,8 @@ impl Files {
         self.by_seq.get(&seq)
     }
 
-    fn file(&self, r: Ref) -> Result<&MappedFile, ReadError> {
-        self.by_seq.get(&r.seq()).map(|f| &**f).ok_or(ReadError::MissingFile { seq: r.seq() })
+    fn file(&self, r: Ref) -> Result<&MappedFile, SnapshotError> {
+        self.by_seq.get(&r.seq()).map(|f| &**f).ok_or(SnapshotError::MissingFile { seq: r.seq() })
     }
 
     /// Asks the kernel to read the records at `refs` in the background: files are written past
@@ -266,7 +267,7 @@ impl Files {
     }
 
     /// The subtree hash a reference points to: the first 32 bytes of a node or bucket record.
-    pub fn hash(&self, r: Ref) -> Result<Hash, ReadError> {
+    pub fn hash(&self, r: Ref) -> Result<Hash, SnapshotError> {
         if r.is_null() {
             return Ok(aldb_verify::EMPTY_ROOT);
         }
@@ -275,7 +276,7 @@ impl Files {
     }
 
     /// The child references of the prefix node record at `r`, which has `arity` of them.
-    pub fn node(&self, r: Ref, arity: usize) -> Result<NodeView, ReadError> {
+    pub fn node(&self, r: Ref, arity: usize) -> Result<NodeView, SnapshotError> {
         let f = self.file(r)?;
         let b = f.record(r.offset(), node_len(arity))?;
         let mut refs = [Ref::NULL; MAX_ARITY];
@@ -287,20 +288,20 @@ impl Files {
 
     /// The full `(path, value)` of the leaf whose account record is at `r`, recomputed from the
     /// record and checked to lie in `bucket` (the top `bucket_bits` bits of its path).
-    pub fn leaf(&self, r: Ref, bucket: u64, bucket_bits: u8) -> Result<(Hash, Hash, AccountView<'_>), ReadError> {
+    pub fn leaf(&self, r: Ref, bucket: u64, bucket_bits: u8) -> Result<(Hash, Hash, AccountView<'_>), SnapshotError> {
         let a = self.account(r)?;
         let path = aldb_verify::spec::key_path(&a.pubkey);
         let top = if bucket_bits == 0 { 0 } else { prefix_of(&path) >> (64 - u32::from(bucket_bits)) };
         if top != bucket {
             let f = self.file(r)?;
-            return Err(ReadError::corrupt(&f.path, "account record does not belong to its bucket"));
+            return Err(SnapshotError::corrupt(&f.path, "account record does not belong to its bucket"));
         }
         let value = aldb_verify::spec::account_value(a.lamports, &a.owner, a.executable, a.data);
         a.intact((path, value, a))
     }
 
     /// A bucket record's hash and leaves.
-    pub fn bucket(&self, r: Ref, out: &mut Vec<Ref>) -> Result<Hash, ReadError> {
+    pub fn bucket(&self, r: Ref, out: &mut Vec<Ref>) -> Result<Hash, SnapshotError> {
         out.clear();
         let f = self.file(r)?;
         let head = f.record(r.offset(), BUCKET_HEAD_LEN)?;
@@ -311,7 +312,7 @@ impl Files {
     }
 
     /// The account record at `r`, its fixed fields checked.
-    pub fn account(&self, r: Ref) -> Result<AccountView<'_>, ReadError> {
+    pub fn account(&self, r: Ref) -> Result<AccountView<'_>, SnapshotError> {
         let f = self.file(r)?;
         let head = f.record(r.offset(), ACCOUNT_HEAD_LEN)?;
         let data_len = u32_at(head, 76) as usize;

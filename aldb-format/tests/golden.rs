@@ -93,7 +93,7 @@ fn the_golden_files_are_of_their_formats_version() {
             assert_eq!(bytes[8..12], version.to_le_bytes(), "{name}");
             for other in [2u32, 5] {
                 bytes[8..12].copy_from_slice(&other.to_le_bytes());
-                let err = Header::decode(&bytes).unwrap_err();
+                let err = Header::decode(&bytes).unwrap_err().to_string();
                 assert!(err.contains(&format!("format version {other}")), "{err}");
             }
         }

@@ -21,6 +21,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// Why [`MetricsServer::start`] could not serve.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The address could not be bound (in use, not local, no permission).
     #[error("cannot bind: {0}")]

@@ -157,20 +157,21 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
 
 /// The WebSocket URL for an endpoint as configured: `ws://` as is, `http://` as `ws://` (Hyades
 /// serves both on one port). TLS is not built in: put a TLS-terminating proxy in front, or use a
-/// loopback or private address.
-pub fn websocket_url(endpoint: &str) -> Result<String, String> {
+/// loopback or private address. An endpoint it refuses is an invalid `endpoints` entry.
+pub fn websocket_url(endpoint: &str) -> Result<String, ConfigError> {
     let e = endpoint.trim();
+    let bad = |reason: String| invalid("endpoints", reason);
     let (scheme, rest) =
-        e.split_once("://").ok_or_else(|| format!("{:?} is not a URL (expected ws://host:port/ws)", clip(e)))?;
+        e.split_once("://").ok_or_else(|| bad(format!("{:?} is not a URL (expected ws://host:port/ws)", clip(e))))?;
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{:?} has no host", clip(e)));
+        return Err(bad(format!("{:?} has no host", clip(e))));
     }
     match scheme.to_ascii_lowercase().as_str() {
         "ws" | "http" => Ok(format!("ws://{rest}")),
         "wss" | "https" => {
-            Err(format!("{:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)", clip(e)))
+            Err(bad(format!("{:?}: TLS is not supported; use ws:// (behind a TLS proxy if needed)", clip(e))))
         }
-        other => Err(format!("{:?}: unknown scheme {:?} (expected ws:// or http://)", clip(e), clip(other))),
+        other => Err(bad(format!("{:?}: unknown scheme {:?} (expected ws:// or http://)", clip(e), clip(other)))),
     }
 }
 
@@ -214,7 +215,7 @@ impl Config {
         }
         let mut endpoints = Vec::with_capacity(raw.endpoints.len());
         for e in &raw.endpoints {
-            let url = websocket_url(e).map_err(|r| invalid("endpoints", r))?;
+            let url = websocket_url(e)?;
             if endpoints.contains(&url) {
                 return Err(invalid("endpoints", format!("{} is listed twice", clip(&url))));
             }

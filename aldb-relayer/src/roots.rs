@@ -82,6 +82,7 @@ pub fn accepted_json(a: &Accepted) -> Value {
 
 /// Why a page cannot be served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PageError {
     /// `from` is below the oldest root held, and roots below it are no longer held.
     Gone {

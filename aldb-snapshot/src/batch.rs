@@ -3,8 +3,8 @@
 use aldb_core::AccountRef;
 use aldb_verify::spec::Hash;
 
-use crate::error::SnapshotError;
 use crate::startup::SpilledAccounts;
+use aldb_format::SnapshotError;
 
 /// One account of a batch; its data lives in the batch's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use aldb_format::format::{
     part_file_name,
 };
 
-use crate::error::SnapshotError;
+use aldb_format::SnapshotError;
 
 /// Alignment of direct writes: offsets, lengths and buffer addresses. 4 KiB covers every
 /// logical block size Linux filesystems use on common devices.

@@ -12,8 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::error::SnapshotError;
 use crate::serializer::{Serializer, TableLog};
+use aldb_format::SnapshotError;
 
 /// One written bank.
 #[derive(Debug)]

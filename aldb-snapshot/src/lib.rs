@@ -12,7 +12,6 @@
 //! as a feed.
 
 mod batch;
-mod error;
 mod file_builder;
 mod forks;
 mod leaf_table;
@@ -22,8 +21,10 @@ mod serializer;
 mod startup;
 mod writer;
 
+/// What can go wrong with snapshot files, written or read: one type with the readers'
+/// (`aldb_format`), as the writer reads the files it references.
+pub use aldb_format::SnapshotError;
 pub use batch::{AccountBatch, AccountEntry};
-pub use error::SnapshotError;
 pub use serializer::{CAPTURE_OPTIONS, Published, SlotInput};
 pub use startup::{
     DEFAULT_SPILL_BITS, SPILL_DIR, SpilledAccount, SpilledAccounts, StartupSpill, Winners, remove_leftover_spill,

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use aldb_core::AccountRef;
 use aldb_verify::spec::Hash;
 
-use crate::error::SnapshotError;
+use aldb_format::SnapshotError;
 
 /// The spill's subdirectory of the snapshot directory.
 pub const SPILL_DIR: &str = "startup-spill";

@@ -103,9 +103,12 @@ fn a_file_truncated_while_mapped_fails_its_queries_by_name_and_the_rest_still_an
     truncate(&victim, page_size());
     for k in &probe {
         match h.prove(k, Some(5)) {
-            Err(e @ QueryError::Corrupt { slot: 5, .. }) => {
+            Err(e @ (QueryError::Corrupt { slot: 5, .. } | QueryError::Damaged { slot: 5, .. })) => {
                 let msg = e.to_string();
                 assert!(msg.contains(&name) && msg.contains("truncated or changed while mapped"), "{msg}");
+                // The read's own error is the answer's cause, not only its text.
+                let cause = std::error::Error::source(&e).and_then(|c| c.downcast_ref::<aldb_format::SnapshotError>());
+                assert!(cause.is_some_and(|c| c.is_damage() && c.to_string().contains(&name)), "{e:?}");
             }
             other => panic!("a query of the truncated file answered {other:?}"),
         }
@@ -144,7 +147,7 @@ fn a_file_cut_inside_a_page_is_caught_without_a_fault() {
     let name = victim.file_name().unwrap().to_str().unwrap().to_string();
     for k in &probe {
         match h.prove(k, Some(2)) {
-            Err(e @ QueryError::Corrupt { slot: 2, .. }) => {
+            Err(e @ (QueryError::Corrupt { slot: 2, .. } | QueryError::Damaged { slot: 2, .. })) => {
                 let msg = e.to_string();
                 assert!(msg.contains(&name) && msg.contains("truncated or changed while mapped"), "{msg}");
             }
@@ -186,7 +189,7 @@ fn sigbus_child() {
     let keys = write_dir(dir.path(), 1);
     let h = SnapshotReader::open(dir.path()).unwrap();
     truncate(&files(dir.path())[0], page_size());
-    assert!(matches!(h.prove(&keys[0], None), Err(QueryError::Corrupt { .. })));
+    assert!(matches!(h.prove(&keys[0], None), Err(QueryError::Corrupt { .. } | QueryError::Damaged { .. })));
     println!("snapshot fault survived");
 
     let page = page_size() as usize;

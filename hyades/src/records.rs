@@ -192,6 +192,7 @@ impl Store {
 
 /// Why a record query has no answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordQueryError {
     /// No record has been published yet (no log, or an empty one).
     NothingPublished,

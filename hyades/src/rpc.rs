@@ -838,6 +838,12 @@ impl Rpc {
                 "newestSlot": newest.map(|s| s.slot),
             })
         };
+        // A failed read is answered as the damage or storage error it is.
+        let e = match e {
+            QueryError::Damaged { slot, source } => QueryError::Corrupt { slot, reason: source.to_string() },
+            QueryError::Unreadable { source, .. } => QueryError::Storage(source.to_string()),
+            e => e,
+        };
         match e {
             QueryError::NothingPublished => {
                 RpcError::new(codes::NOTHING_PUBLISHED, "no snapshot has been published yet")

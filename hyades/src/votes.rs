@@ -49,6 +49,7 @@ impl Default for VoteFeed {
 
 /// Why a slot's votes cannot be served.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum VoteQueryError {
     /// The log holds no bank at all (no log: the plugin does not record vote evidence).
     NothingRecorded,

@@ -18,7 +18,7 @@ use aldb_verify::Hash;
 use aldb_verify::record::{Attestation, MAX_RECORD_LEN, RECORD_LEN, RECORD_LEN_WITH_BANK_HASH, RootRecord};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::error::ReadError;
+use crate::error::SnapshotError;
 
 /// Subdirectory of a snapshot directory holding the record log.
 pub const RECORDS_DIR: &str = "records";
@@ -63,15 +63,15 @@ pub fn segment_first_slot(name: &str) -> Option<u64> {
 
 /// Segment files of `dir` (a snapshot directory's [`RECORDS_DIR`]) by first slot, oldest first;
 /// none when `dir` does not exist.
-pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, ReadError> {
+pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, SnapshotError> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(ReadError::io("list", dir, e)),
+        Err(e) => return Err(SnapshotError::io("list", dir, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| ReadError::io("list", dir, e))?;
+        let entry = entry.map_err(|e| SnapshotError::io("list", dir, e))?;
         if let Some(first) = entry.file_name().to_str().and_then(segment_first_slot) {
             out.push((first, entry.path()));
         }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::log::{Damage, HEADER_LEN, LoggedRecord, MAX_ENTRY, RECORDS_DIR, header_ok, list_segments, scan};
-use crate::error::ReadError;
+use crate::error::SnapshotError;
 
 /// Damage reports a [`RecordLogReader`] holds until [`take_damage`](RecordLogReader::take_damage)
 /// collects them; older ones are dropped (and still counted) when nobody does.
@@ -39,11 +39,11 @@ struct Position {
 /// XXH3 of a segment's bytes from `end` up to `len`, at most one longest entry of them: enough to
 /// see that an entry was written at `end`, since what was there before was decided not to be one
 /// by the bytes in that window.
-fn pending_sum(file: &mut File, path: &Path, end: usize, len: usize) -> Result<u64, ReadError> {
+fn pending_sum(file: &mut File, path: &Path, end: usize, len: usize) -> Result<u64, SnapshotError> {
     let want = len.saturating_sub(end).min(MAX_ENTRY);
-    file.seek(SeekFrom::Start(end as u64)).map_err(|e| ReadError::io("seek", path, e))?;
+    file.seek(SeekFrom::Start(end as u64)).map_err(|e| SnapshotError::io("seek", path, e))?;
     let mut buf = Vec::with_capacity(want);
-    Read::by_ref(file).take(want as u64).read_to_end(&mut buf).map_err(|e| ReadError::io("read", path, e))?;
+    Read::by_ref(file).take(want as u64).read_to_end(&mut buf).map_err(|e| SnapshotError::io("read", path, e))?;
     Ok(xxh3_64(&buf))
 }
 
@@ -74,7 +74,7 @@ impl RecordLogReader {
     /// Reads what was appended since the last call; returns the newly seen records, in log
     /// order. Segments deleted by the writer are forgotten (their records stay until
     /// [`forget_before`](Self::forget_before)).
-    pub fn refresh(&mut self) -> Result<Vec<LoggedRecord>, ReadError> {
+    pub fn refresh(&mut self) -> Result<Vec<LoggedRecord>, SnapshotError> {
         let segments = list_segments(&self.dir)?;
         let mut fresh = Vec::new();
         let mut prev_slot = None;
@@ -98,14 +98,14 @@ impl RecordLogReader {
         newest: bool,
         prev_slot: Option<u64>,
         fresh: &mut Vec<LoggedRecord>,
-    ) -> Result<(), ReadError> {
+    ) -> Result<(), SnapshotError> {
         let mut file = match File::open(path) {
             Ok(f) => f,
             // Pruned between listing and opening.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(ReadError::io("open", path, e)),
+            Err(e) => return Err(SnapshotError::io("open", path, e)),
         };
-        let len = file.metadata().map_err(|e| ReadError::io("stat", path, e))?.len();
+        let len = file.metadata().map_err(|e| SnapshotError::io("stat", path, e))?.len();
         let len = usize::try_from(len).unwrap_or(usize::MAX);
         // Unchanged, unless bytes holding no valid entry yet may have been replaced (the newest
         // segment) or are to be reported as damage (an older one).
@@ -119,7 +119,7 @@ impl RecordLogReader {
                 Ok(()) => {}
                 // Being created: nothing written yet.
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(e) => return Err(ReadError::io("read", path, e)),
+                Err(e) => return Err(SnapshotError::io("read", path, e)),
             }
             if !header_ok(&head) {
                 log::warn!(
@@ -140,9 +140,9 @@ impl RecordLogReader {
             pos.resume = pos.end;
         }
         pos.resume = pos.resume.clamp(pos.end, len.max(pos.end));
-        file.seek(SeekFrom::Start(pos.resume as u64)).map_err(|e| ReadError::io("seek", path, e))?;
+        file.seek(SeekFrom::Start(pos.resume as u64)).map_err(|e| SnapshotError::io("seek", path, e))?;
         let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(|e| ReadError::io("read", path, e))?;
+        file.read_to_end(&mut buf).map_err(|e| SnapshotError::io("read", path, e))?;
         let s = scan(&buf, pos.resume, pos.end, newest);
         let len = pos.resume + buf.len();
         let mut last = pos.last_slot.or(prev_slot);

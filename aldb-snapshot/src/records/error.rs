@@ -34,6 +34,9 @@ pub enum RecordsError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Reading the log's files failed other than by I/O.
+    #[error(transparent)]
+    Read(aldb_format::SnapshotError),
     /// The log was written for another cluster.
     #[error("record log holds records of genesis {found}, but this producer is for genesis {expected}")]
     OtherCluster {
@@ -45,11 +48,11 @@ pub enum RecordsError {
 }
 
 /// The writer lists and reads segments with the format crate's functions.
-impl From<aldb_format::ReadError> for RecordsError {
-    fn from(e: aldb_format::ReadError) -> Self {
+impl From<aldb_format::SnapshotError> for RecordsError {
+    fn from(e: aldb_format::SnapshotError) -> Self {
         match e {
-            aldb_format::ReadError::Io { op, path, source } => Self::Io { op, path, source },
-            other => Self::Corrupt { path: PathBuf::new(), reason: other.to_string() },
+            aldb_format::SnapshotError::Io { op, path, source } => Self::Io { op, path, source },
+            other => Self::Read(other),
         }
     }
 }
