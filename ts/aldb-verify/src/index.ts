@@ -83,6 +83,8 @@ export {
   verifyRootByVotes,
   voteEvidenceFromJson,
   verifyAccountByVotes,
+  checkVoteAge,
+  voteAccountsParam,
 } from "./votes.js";
 export type {
   Lockout,
