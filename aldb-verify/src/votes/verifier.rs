@@ -114,7 +114,7 @@ impl AcceptedRoot {
 /// The newest time `t` such that the votes stamped `t` or later hold more than 1/3 of `total`:
 /// `stamped` is each counted vote's timestamp and stake.
 fn vouched_time(mut stamped: Vec<(i64, u64)>, total: u128) -> Option<i64> {
-    stamped.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    stamped.sort_unstable_by_key(|s| core::cmp::Reverse(s.0));
     let mut stake: u128 = 0;
     for (t, s) in stamped {
         stake += u128::from(s);
