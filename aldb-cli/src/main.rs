@@ -124,6 +124,12 @@ enum Command {
         /// file instead of the service.
         #[arg(long, requires = "trust", conflicts_with = "url")]
         evidence: Option<PathBuf>,
+        /// With --trust votes: refuse votes cast more than SECONDS before this machine's clock
+        /// says it is now, by the time vote accounts holding more than 1/3 of the set's stake
+        /// stamped on them. A server may answer the newest slot with an old slot's evidence; this
+        /// bounds how old an answer can be (with or without --slot).
+        #[arg(long, value_name = "SECONDS", requires = "trust")]
+        max_age: Option<u64>,
     },
 }
 
@@ -197,6 +203,7 @@ fn main() -> Result<()> {
             trust,
             validators,
             evidence,
+            max_age,
         } => {
             let key = decode_key("pubkey", &pubkey)?;
             if trust.is_some() {
@@ -209,6 +216,9 @@ fn main() -> Result<()> {
                         votes::SLOT_VOTES_METHOD
                     ),
                 };
+                if let Some(max_age) = max_age {
+                    votes::check_age(&verified, max_age)?;
+                }
                 println!("{}", votes::report(&verified));
                 return Ok(());
             }

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::votes::{
-    Validator, ValidatorSet, VerifiedAccount, VoteChainError, VoteEvidence, VoteVerifier, bank_hash,
-    validator_set_from_json_value, verify_account_by_votes,
+    MAX_EVIDENCE_VOTES, Validator, ValidatorSet, VerifiedAccount, VoteChainError, VoteEvidence, VoteVerifier,
+    bank_hash, validator_set_from_json_value, verify_account_by_votes,
 };
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -54,6 +54,8 @@ pub(crate) fn read_validator_set(path: &Path) -> Result<ValidatorSet> {
 }
 
 fn parse_validator_set(text: &str) -> Result<ValidatorSet> {
+    // Editors on some systems begin a UTF-8 file with a byte-order mark; it is no field.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with('[') {
         let v: Value = serde_json::from_str(text)
             .map_err(|e| anyhow::anyhow!("not a JSON array of validators: {}", cut(&e.to_string(), 200)))?;
@@ -104,9 +106,23 @@ pub(crate) fn verify_file(
     verify(&ev, set)
 }
 
-/// Fetches the evidence for `pubkey` from the Hyades service at `url` — the votes of `slot` (the
-/// newest slot with votes when `None`) and the account's proof at that slot — and verifies it
-/// against `set`.
+/// The `voteAccounts` of a `getSlotVotes` request for `set`: each vote account with its
+/// authorized voter, so the service answers with their votes whatever else landed in the blocks
+/// (`docs/SPEC.md` §10.5). A set larger than a request may name sends its largest stakes.
+pub(crate) fn vote_accounts_param(set: &ValidatorSet) -> Value {
+    let mut members: Vec<&Validator> = set.members().iter().collect();
+    if members.len() > MAX_EVIDENCE_VOTES {
+        members.sort_by(|a, b| b.stake.cmp(&a.stake).then(a.vote_account.cmp(&b.vote_account)));
+        members.truncate(MAX_EVIDENCE_VOTES);
+    }
+    Value::Array(
+        members.iter().map(|m| json!([hash_to_base58(&m.vote_account), hash_to_base58(&m.authorized_voter)])).collect(),
+    )
+}
+
+/// Fetches the evidence for `pubkey` from the Hyades service at `url` — the votes of `set`'s vote
+/// accounts on `slot` (the newest slot with votes when `None`) and the account's proof at that
+/// slot — and verifies it against `set`.
 pub(crate) fn fetch_and_verify(
     url: &str,
     pubkey: &[u8; 32],
@@ -114,9 +130,10 @@ pub(crate) fn fetch_and_verify(
     set: &ValidatorSet,
 ) -> Result<VerifiedAccount> {
     let agent = remote::agent();
+    let config = json!({"voteAccounts": vote_accounts_param(set)});
     let params = match slot {
-        Some(s) => json!([s]),
-        None => json!([]),
+        Some(s) => json!([s, config]),
+        None => json!([config]),
     };
     let result = remote::call(&agent, url, SLOT_VOTES_METHOD, params)?;
     let votes = result.get("value").with_context(|| format!("{SLOT_VOTES_METHOD}: no `value`"))?;
@@ -159,6 +176,17 @@ pub(crate) fn fetch_and_verify(
         )
     })?;
     verify(&ev, set)
+}
+
+/// Refuses an accepted root whose votes were cast more than `max_age` seconds ago by this
+/// machine's clock (`docs/SPEC.md` §10.4, "Freshness").
+pub(crate) fn check_age(v: &VerifiedAccount, max_age: u64) -> Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("this machine's clock is before 1970")?
+        .as_secs();
+    let now = i64::try_from(now).context("this machine's clock is past the year 292 billion")?;
+    v.accepted.check_age(now, max_age).map_err(|e| anyhow::anyhow!("slot {}: {e} (--max-age)", v.accepted.slot))
 }
 
 /// Verifies evidence against `set`; a refusal for too little stake says what became of each vote.
@@ -219,6 +247,11 @@ pub(crate) fn report(v: &VerifiedAccount) -> String {
         r.total_stake,
         hash_to_base58(&r.bank_hash)
     ));
+    if let Some(t) = r.vouched_time {
+        out.push_str(&format!(
+            "voted at unix time {t} or later (the timestamps of vote accounts holding more than 1/3 of the stake)\n"
+        ));
+    }
     out.push_str(&format!("verified against root {} at slot {}", hash_to_base58(&r.root), r.slot));
     out
 }
@@ -241,7 +274,12 @@ mod tests {
         assert!(parse_validator_set("").unwrap_err().to_string().contains("no validators"));
         assert!(parse_validator_set(&format!("{a} {b}")).unwrap_err().to_string().contains("got 2 fields"));
         assert!(parse_validator_set(&format!("{a} {b} -1")).unwrap_err().to_string().contains("not a u64"));
-        assert!(parse_validator_set(&format!("{a} {b} 1\n{a} {c} 2")).unwrap_err().to_string().contains("twice"));
+        let e = parse_validator_set(&format!("{a} {b} 1\n{a} {c} 2")).unwrap_err().to_string();
+        assert!(e.contains(&format!("vote account {a} is listed twice")), "{e}");
+        // A byte-order mark before either form is not part of the first field.
+        let set = parse_validator_set(&format!("\u{feff}{a} {b} 5\r\n{c} {b} 7\r\n")).unwrap();
+        assert_eq!(set.total_stake(), 12);
+        assert_eq!(parse_validator_set(&format!("\u{feff}{json}")).unwrap().total_stake(), 5);
         assert!(parse_validator_set(&format!("{a} {b} 0")).unwrap_err().to_string().contains("no stake"));
     }
 }

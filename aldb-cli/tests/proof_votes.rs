@@ -290,3 +290,141 @@ fn proof_by_votes_from_a_running_service() {
         text(&out.stderr)
     );
 }
+
+/// Now by this machine's clock, in Unix seconds.
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// A real Hyades whose log holds, in the block after slot 1, more than 4,096 votes of vote
+/// accounts nobody trusts (signed by real keys) and a vote naming a validator's account signed
+/// by an outsider, then the four validators' votes, stamped 30 days ago: `aldb proof --trust
+/// votes` asks for its set's vote accounts and accepts slot 1 anyway. Asked for the newest, the
+/// service answers that old slot, and `--max-age` refuses it; once fresh votes on slot 2 land,
+/// the newest is accepted within the bound.
+#[test]
+fn outsiders_cannot_crowd_out_the_set_and_max_age_refuses_an_old_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let account = |i: u8, lamports: u64| Account {
+        pubkey: [i; 32],
+        lamports,
+        owner: [200; 32],
+        executable: false,
+        data: vec![i; usize::from(i % 5)],
+    };
+    let mut history = History::start(WriterConfig::new(dir.path()), 64).unwrap();
+    history.commit(0, None, &(1..20).map(|i| account(i, 500 + u64::from(i))).collect::<Vec<_>>()).unwrap();
+    for slot in 1..=3u8 {
+        history.commit(u64::from(slot), Some(u64::from(slot - 1)), &[account(3, 70 + u64::from(slot))]).unwrap();
+    }
+    let roots = history.finish().unwrap();
+    let voters: Vec<Voter> =
+        (0..4u8).map(|i| Voter::new([40 + i; 32], (i % 2 == 1).then_some([60 + i; 32]), [80 + i; 32])).collect();
+    let mut set = String::from("\u{feff}# a file some editors save with a byte-order mark\n");
+    for (v, stake) in voters.iter().zip([100, 100, 50, 50]) {
+        set.push_str(&format!(
+            "{} {} {stake}\r\n",
+            hash_to_base58(&v.vote_account()),
+            hash_to_base58(&v.authorized_voter())
+        ));
+    }
+    let f = Files::new();
+    let set = f.write("set.txt", &set);
+    let bank = |slot: u64| {
+        let h = [slot as u8; 32];
+        BankEntry {
+            slot,
+            parent: slot - 1,
+            bank_hash: bank_hash(&h, &roots[&slot], None),
+            aldb: Some(AldbCommitment { h, root: roots[&slot] }),
+            hard_forks: None,
+        }
+    };
+    let old = now() - 30 * 24 * 3600;
+    let (b1, b2) = (bank(1), bank(2));
+    let outsiders: Vec<Vec<u8>> = (0..aldb_verify::votes::MAX_EVIDENCE_VOTES as u32 + 100)
+        .map(|i| {
+            let mut seed = [7u8; 32];
+            seed[..4].copy_from_slice(&i.to_le_bytes());
+            let mut vote_account = [9u8; 32];
+            vote_account[..4].copy_from_slice(&i.to_le_bytes());
+            Voter::new(seed, None, vote_account).vote_at(1, &b1.bank_hash, Some(old))
+        })
+        .collect();
+    let forged = Voter::new([0xEE; 32], None, voters[0].vote_account()).vote_at(1, &b1.bank_hash, Some(old));
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    let mut entries = vec![VoteLogEntry::Bank(b1), VoteLogEntry::Bank(b2)];
+    for chunk in outsiders.chunks(1024) {
+        entries.push(VoteLogEntry::Votes(VotesEntry { slot: 2, transactions: chunk.to_vec() }));
+    }
+    entries.push(VoteLogEntry::Votes(VotesEntry { slot: 2, transactions: vec![forged] }));
+    let honest = voters.iter().map(|v| v.vote_at(1, &b1.bank_hash, Some(old))).collect();
+    entries.push(VoteLogEntry::Bank(bank(3)));
+    entries.push(VoteLogEntry::Votes(VotesEntry { slot: 3, transactions: honest }));
+    log.append(&entries).unwrap();
+
+    let hyades = Hyades::start(dir.path());
+    let key = hash_to_base58(&[3; 32]);
+    let prove = |extra: &[&str]| {
+        let mut args = vec!["proof", &key, "--url", &hyades.url, "--trust", "votes", "--validators"];
+        args.push(set.to_str().unwrap());
+        args.extend_from_slice(extra);
+        aldb(&args)
+    };
+
+    // Slot 1, asked for and as the newest: accepted on the four votes the outsiders did not
+    // crowd out, stamped 30 days ago.
+    for extra in [&["--slot", "1"][..], &[][..]] {
+        let out = prove(extra);
+        assert!(out.status.success(), "{extra:?}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("votes of 4 vote accounts with stake 300 of 300"), "{stdout}");
+        assert!(stdout.contains(&format!("voted at unix time {old} or later")), "{stdout}");
+        assert!(stdout.ends_with(" at slot 1\n"), "{stdout}");
+    }
+    // With a bound on age, the old newest is refused, saying how old it is.
+    for extra in [&["--max-age", "3600"][..], &["--slot", "1", "--max-age", "3600"][..]] {
+        let out = prove(extra);
+        assert!(!out.status.success(), "{extra:?} accepted");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("slot 1: the votes were cast 259"), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "(timestamp {old}, vouched by more than 1/3 of the stake), more than the 3600 s allowed"
+            )),
+            "{stderr}"
+        );
+    }
+
+    // Fresh votes on slot 2 land: the newest is slot 2, within the bound; slot 1 still is not.
+    let fresh = now();
+    let votes = voters.iter().map(|v| v.vote_at(2, &b2.bank_hash, Some(fresh))).collect();
+    VoteLog::open(dir.path())
+        .unwrap()
+        .append(&[VoteLogEntry::Votes(VotesEntry { slot: 4, transactions: votes })])
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let out = loop {
+        let out = prove(&["--max-age", "3600"]);
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).ends_with(" at slot 2\n"), "{}", text(&out.stdout));
+    assert!(!prove(&["--slot", "1", "--max-age", "3600"]).status.success());
+    // Votes that carry no timestamp cannot satisfy a bound.
+    let (ev, pubkey) = f.evidence(&vectors(), "unstamped");
+    let vset = f.write("vset.json", &vectors()["sets"]["main"].to_string());
+    let out = super_prove(&ev, &pubkey, &vset, &["--max-age", "1000000000000"]);
+    assert!(text(&out.stderr).contains("the votes do not say when they were cast"), "{}", text(&out.stderr));
+    let out = super_prove(&ev, &pubkey, &vset, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// The evidence-file form of [`prove`], for use where a closure shadows it.
+fn super_prove(evidence: &Path, pubkey: &str, set: &Path, extra: &[&str]) -> Output {
+    prove(evidence, pubkey, set, extra)
+}

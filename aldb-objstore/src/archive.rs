@@ -2,7 +2,7 @@
 //! manifest names, fetched on demand from the bucket, verified, and held in a small cache.
 //!
 //! The copy ([`crate::LogMirror`]) keeps only the segments reaching the newest slots; a slot older
-//! than that is answered from the segments covering it and the window of blocks after it (where
+//! than that is answered from the segments covering it and the window of slots after it (where
 //! the votes on it land). Those segments are fetched whole (their first `size` bytes), each
 //! refused unless it has exactly the manifest's size and XXH3-128 checksum, written under a
 //! temporary name and renamed, and read by the ordinary [`VoteLogReader`], which checks every
@@ -16,7 +16,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use aldb_format::votes::{SlotVotes, VoteLogReader, segment_name};
+use aldb_format::votes::{SlotVotes, VoteLogReader, VoteSelection, segment_name};
 use xxhash_rust::xxh3::xxh3_128;
 
 use crate::cache::ObjectStoreSource;
@@ -123,9 +123,19 @@ impl VoteArchive {
         self.src.manifest()?.vote_segments.first().map(|g| g.first_slot)
     }
 
-    /// The evidence of `slot` with the votes of the `window` blocks after it, from the segments
-    /// of the manifest last read that cover them: fetched and verified unless held.
+    /// The evidence of `slot` with the votes of the blocks of the `window` slots after it, from
+    /// the segments of the manifest last read that cover them: fetched and verified unless held.
     pub async fn slot_votes(&self, slot: u64, window: u64) -> Result<ArchivedVotes, SourceError> {
+        self.slot_votes_for(slot, window, &VoteSelection::All).await
+    }
+
+    /// As [`slot_votes`](Self::slot_votes), with the votes `selection` chooses.
+    pub async fn slot_votes_for(
+        &self,
+        slot: u64,
+        window: u64,
+        selection: &VoteSelection,
+    ) -> Result<ArchivedVotes, SourceError> {
         let Some(m) = self.src.manifest() else { return Ok(ArchivedVotes::NoLog) };
         let Some(oldest) = m.vote_segments.first().map(|g| g.first_slot) else { return Ok(ArchivedVotes::NoLog) };
         if slot < oldest {
@@ -138,7 +148,7 @@ impl VoteArchive {
         let segments: Vec<SegmentObject> =
             m.vote_segments[start..].iter().take_while(|g| g.first_slot <= last).cloned().collect();
         let group = self.group(slot, &segments).await?;
-        let mut found = group.reader.slot_votes(slot, window).map_err(|e| SourceError::Io {
+        let mut found = group.reader.slot_votes_for(slot, window, selection).map_err(|e| SourceError::Io {
             op: "read",
             path: group.dir.clone(),
             source: std::io::Error::other(e.to_string()),

@@ -225,6 +225,10 @@ impl Config {
         for id in &raw.identities {
             let key = aldb_verify::hash_from_base58(id.trim())
                 .map_err(|e| invalid("identities", format!("{:?} is not a base58 public key: {e}", clip(id))))?;
+            // The quorum rule refuses a repeat too, but cannot say which: name it here.
+            if identities.contains(&key) {
+                return Err(invalid("identities", format!("{} is listed twice", aldb_verify::hash_to_base58(&key))));
+            }
             identities.push(key);
         }
         let quorum = Quorum::new(&identities, raw.threshold).map_err(|e| invalid("threshold", e.to_string()))?;
@@ -351,6 +355,13 @@ mod tests {
         ));
         let two = text("").replace("threshold: 1", "threshold: 2");
         assert!(matches!(Config::parse(&two, Path::new("")), Err(ConfigError::Invalid { field: "threshold", .. })));
+        // A repeated identity is named, and blamed on `identities`, not on the threshold.
+        let (a, b) = (aldb_verify::hash_to_base58(&[1; 32]), aldb_verify::hash_to_base58(&[2; 32]));
+        let twice =
+            text("").replace(&format!("identities: [\"{a}\"]"), &format!("identities: [\"{a}\", \"{b}\", \" {a}\"]"));
+        let e = Config::parse(&twice, Path::new("")).expect_err("a repeated identity");
+        assert!(matches!(&e, ConfigError::Invalid { field: "identities", .. }), "{e}");
+        assert!(e.to_string().contains(&format!("{a} is listed twice")), "{e}");
         let tls = text("").replace("http://127.0.0.1:1/", "wss://x/");
         assert!(matches!(Config::parse(&tls, Path::new("")), Err(ConfigError::Invalid { field: "endpoints", .. })));
     }

@@ -158,6 +158,22 @@ fn evidence_cases() {
                 assert_eq!(got.accepted.bank_hash, bank_hash, "{name}");
                 let present = c["account"]["present"].as_bool().expect("present");
                 assert_eq!(got.account.is_some(), present, "{name}");
+                assert_eq!(got.accepted.vouched_time, c["vouched_time"].as_i64(), "{name}");
+                // The freshness bound against the vouched time: at the bound, one second past it,
+                // and refused outright without one.
+                match got.accepted.vouched_time {
+                    Some(t) => {
+                        assert_eq!(got.accepted.check_age(t + 60, 60), Ok(()), "{name}");
+                        let e = got.accepted.check_age(t + 61, 60).expect_err(name);
+                        assert_eq!(e.name(), "too_old", "{name}");
+                        assert!(e.to_string().contains("cast 61 s ago"), "{name}: {e}");
+                        assert_eq!(got.accepted.check_age(t - 3600, 0), Ok(()), "{name}: a clock behind");
+                    }
+                    None => {
+                        let e = got.accepted.check_age(0, u64::MAX).expect_err(name);
+                        assert_eq!(e.name(), "unstamped", "{name}");
+                    }
+                }
             }
             Some(error) => {
                 let e = got.expect_err(name);
@@ -189,4 +205,19 @@ fn evidence_limits() {
     bad["hardForks"] = Value::from(0);
     bad["votes"] = Value::Array(vec![]);
     assert!(VoteEvidence::from_json_value(&bad).is_err(), "a hard-fork count of 0 is written null");
+}
+
+#[test]
+fn a_repeated_vote_account_is_named() {
+    use aldb_verify::json::hash_to_base58;
+    use aldb_verify::votes::{SetError, Validator};
+    // Leading zero bytes, a high first byte, all ones: the base58 forms that differ most.
+    let mut lead = [0u8; 32];
+    lead[3] = 9;
+    for key in [[0u8; 32], lead, [255; 32], [1; 32]] {
+        let m = |voter: u8| Validator { vote_account: key, authorized_voter: [voter; 32], stake: 1 };
+        let e = ValidatorSet::new(&[m(7), Validator { vote_account: [5; 32], ..m(8) }, m(9)]).expect_err("a repeat");
+        assert_eq!(e, SetError::DuplicateVoteAccount { vote_account: key });
+        assert_eq!(e.to_string(), format!("vote account {} is listed twice", hash_to_base58(&key)));
+    }
 }

@@ -127,7 +127,7 @@ pub enum Method {
     RecordSubscribe,
     /// `recordUnsubscribe([id])` (WebSocket only).
     RecordUnsubscribe,
-    /// `getSlotVotes([slot?, {"commitment"?}])`.
+    /// `getSlotVotes([slot?, {"commitment"?, "voteAccounts"?}])`.
     GetSlotVotes,
 }
 

@@ -246,11 +246,16 @@ impl Replica {
         answer
     }
 
-    /// The vote evidence of `slot`, older than the copy of the log, with the votes of the
-    /// `window` blocks after it: from the bucket's sealed segments, fetched and verified unless
-    /// held (blocking this thread on the runtime).
-    pub fn archived_votes(&self, slot: u64, window: u64) -> Result<ArchivedVotes, SourceError> {
-        let fetch = self.votes.slot_votes(slot, window);
+    /// The vote evidence of `slot`, older than the copy of the log, with the votes `selection`
+    /// chooses from the blocks of the `window` slots after it: from the bucket's sealed segments,
+    /// fetched and verified unless held (blocking this thread on the runtime).
+    pub fn archived_votes(
+        &self,
+        slot: u64,
+        window: u64,
+        selection: &aldb_format::votes::VoteSelection,
+    ) -> Result<ArchivedVotes, SourceError> {
+        let fetch = self.votes.slot_votes_for(slot, window, selection);
         match Handle::try_current() {
             Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => {
                 Err(SourceError::Manifest("a replica cannot fetch on a current-thread runtime".into()))

@@ -24,11 +24,16 @@ use crate::metrics::Metrics;
 pub use crate::protocol::{Method, RpcError, codes};
 use crate::records::{RecordFeed, RecordQueryError};
 use crate::source::Source;
-use crate::votes::{ServedVotes, VoteFeed};
+use crate::votes::{ServedVotes, VoteFeed, VoteSelection};
 
 /// Slots with a logged bank that `getSlotVotes` without a slot tries, newest first, for one it
 /// can serve: the newest banks have no votes yet, and at `confirmed` no snapshot yet.
 const NEWEST_VOTED_TRIES: usize = 64;
+
+/// The most vote accounts one `getSlotVotes` may name: as many votes as evidence may hold
+/// (`aldb_verify::votes::MAX_EVIDENCE_VOTES`), and some 400 KB of request, within the default
+/// body bound.
+pub const MAX_VOTE_ACCOUNTS: usize = aldb_verify::votes::MAX_EVIDENCE_VOTES;
 
 /// Bounds on what one request may ask for, so no request can take unbounded memory or time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -610,10 +615,10 @@ impl Rpc {
                     Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
                     first => (opt_slot(first, "slot")?, params.get(1)),
                 };
-                let want = config_level(config)?;
+                let (want, selection) = slot_votes_config(config)?;
                 let (info, level, votes) = match slot {
-                    Some(s) => self.slot_votes(s, want)?,
-                    None => self.newest_slot_votes(want)?,
+                    Some(s) => self.slot_votes(s, want, &selection)?,
+                    None => self.newest_slot_votes(want, &selection)?,
                 };
                 if votes.encoded_len() > budget {
                     return Err(self.too_large_error(&format!("{} votes", votes.votes.len())));
@@ -744,9 +749,14 @@ impl Rpc {
 
     /// The vote evidence of `slot`, which must also be served at `want` like a proof: the two are
     /// joined by the client. The snapshot's root must be the root the bank hash commits to.
-    fn slot_votes(&self, slot: u64, want: Option<Level>) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
+    fn slot_votes(
+        &self,
+        slot: u64,
+        want: Option<Level>,
+        selection: &VoteSelection,
+    ) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
         let (info, level) = self.resolve(Some(slot), want)?;
-        let votes = self.votes.slot_votes(slot).map_err(|e| e.to_rpc())?;
+        let votes = self.votes.slot_votes(slot, selection).map_err(|e| e.to_rpc())?;
         if votes.root != info.root {
             return Err(self.query_error(QueryError::Corrupt {
                 slot,
@@ -761,11 +771,15 @@ impl Rpc {
     }
 
     /// The newest slot whose evidence can be served at `want`, with votes on it.
-    fn newest_slot_votes(&self, want: Option<Level>) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
+    fn newest_slot_votes(
+        &self,
+        want: Option<Level>,
+        selection: &VoteSelection,
+    ) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
         let Some((_, newest)) = self.votes.range() else { return Err(self.votes.nothing_recorded().to_rpc()) };
         let mut first_error = None;
         for slot in self.votes.banks_down_from(newest, NEWEST_VOTED_TRIES) {
-            match self.slot_votes(slot, want) {
+            match self.slot_votes(slot, want, selection) {
                 Ok(found) => return Ok(found),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -1074,6 +1088,54 @@ pub(crate) fn config_level(v: Option<&Value>) -> Result<Option<Level>, RpcError>
         }
         Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"commitment\": \"confirmed\"}")),
     }
+}
+
+/// The level and the vote accounts of `getSlotVotes`'s optional configuration object
+/// `{"commitment"?, "voteAccounts"?: [[voteAccount, authorizedVoter], ...]}`: with
+/// `voteAccounts`, only those accounts' votes signed by their voters are served, one each, so no
+/// number of other votes can crowd them out.
+fn slot_votes_config(v: Option<&Value>) -> Result<(Option<Level>, VoteSelection), RpcError> {
+    let Some(Value::Object(o)) = v else { return Ok((config_level(v)?, VoteSelection::All)) };
+    if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "commitment" | "voteAccounts")) {
+        return Err(RpcError::invalid_params(format!(
+            "unknown config field `{}` (only `commitment` and `voteAccounts` are accepted)",
+            truncate(k, 64)
+        )));
+    }
+    let level = level_field(o.get("commitment"))?;
+    let list = match o.get("voteAccounts") {
+        None | Some(Value::Null) => return Ok((level, VoteSelection::All)),
+        Some(Value::Array(list)) => list,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "voteAccounts must be an array of [voteAccount, authorizedVoter] pairs of base58 keys",
+            ));
+        }
+    };
+    if list.is_empty() || list.len() > MAX_VOTE_ACCOUNTS {
+        return Err(RpcError::with_data(
+            codes::INVALID_PARAMS,
+            format!("Invalid params: voteAccounts holds {} accounts; between 1 and {MAX_VOTE_ACCOUNTS}", list.len()),
+            json!({"max": MAX_VOTE_ACCOUNTS, "got": list.len()}),
+        ));
+    }
+    let mut voters = std::collections::BTreeMap::new();
+    for (i, pair) in list.iter().enumerate() {
+        let Some([account, voter]) = pair.as_array().map(Vec::as_slice) else {
+            return Err(RpcError::invalid_params(format!(
+                "voteAccounts[{i}] must be a pair [voteAccount, authorizedVoter]"
+            )));
+        };
+        let account = pubkey(Some(account), &format!("voteAccounts[{i}][0]"))?;
+        let voter = pubkey(Some(voter), &format!("voteAccounts[{i}][1]"))?;
+        if voters.insert(account, voter).is_some() {
+            return Err(RpcError::invalid_params(format!(
+                "voteAccounts: vote account {} is listed twice",
+                aldb_verify::json::hash_to_base58(&account)
+            )));
+        }
+    }
+    Ok((level, VoteSelection::Voters(voters)))
 }
 
 /// A snapshot level by name, Solana's three.

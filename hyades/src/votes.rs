@@ -1,5 +1,6 @@
 //! The vote evidence of `docs/SPEC.md` §10.5, as `getSlotVotes` serves it: a slot's `h`, state
-//! root and hard-fork count, and the vote transactions of the blocks after it that vote on it,
+//! root and hard-fork count, and the vote transactions of the blocks of the slots after it that
+//! vote on it (one per vote account, of every account or of the accounts a client names),
 //! from the vote-evidence log a plugin built against the patched geyser interface keeps beside
 //! the snapshots ([`aldb_format::votes`]).
 //!
@@ -15,6 +16,8 @@ use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
+/// Which votes of a slot are served (`getSlotVotes`'s `voteAccounts`).
+pub use aldb_format::votes::VoteSelection;
 use aldb_format::votes::{DEFAULT_WINDOW, SlotVotes, VoteLogError, VoteLogReader};
 use aldb_objstore::{ArchivedVotes, SourceError};
 use base64::Engine as _;
@@ -31,7 +34,7 @@ use crate::replica::Replica;
 pub struct VoteFeed {
     /// `None` when there is no log to follow.
     reader: Option<RwLock<VoteLogReader>>,
-    /// Blocks after a slot searched for votes on it.
+    /// Slots after a slot whose blocks are searched for votes on it.
     window: u64,
     /// The log followed is a replica's copy of the bucket's: an empty one says the bucket holds
     /// none.
@@ -88,19 +91,25 @@ pub enum VoteQueryError {
         /// The slot asked for.
         slot: u64,
     },
-    /// No vote on the slot has landed in the blocks logged after it yet.
+    /// No vote on the slot (of the vote accounts asked for, when `selected`) has landed in the
+    /// blocks logged after it yet.
     NotVotedYet {
         /// The slot asked for.
         slot: u64,
         /// The newest block searched.
         searched_to: u64,
+        /// Only the votes of some vote accounts were asked for.
+        selected: bool,
     },
-    /// No vote on the slot landed in the whole window of blocks after it: none will be served.
+    /// No vote on the slot (of the vote accounts asked for, when `selected`) landed in the blocks
+    /// of the whole window of slots after it: none will be served.
     NeverVoted {
         /// The slot asked for.
         slot: u64,
-        /// The blocks searched after it.
+        /// The slots after it whose blocks were searched.
         window: u64,
+        /// Only the votes of some vote accounts were asked for.
+        selected: bool,
     },
     /// A segment of the bucket's log the slot needs did not verify: refused, never served.
     Damaged {
@@ -149,14 +158,20 @@ impl VoteQueryError {
                  not active)",
                 json!({"slot": slot}),
             ),
-            VoteQueryError::NotVotedYet { slot, searched_to } => RpcError::with_data(
+            VoteQueryError::NotVotedYet { slot, searched_to, selected } => RpcError::with_data(
                 codes::SLOT_NOT_COMMITTED,
-                "slot not voted on yet: no vote for it has landed in the blocks after it so far",
+                format!(
+                    "slot not voted on yet: no vote for it{} has landed in the blocks after it so far",
+                    of_accounts(*selected)
+                ),
                 json!({"slot": slot, "searchedTo": searched_to}),
             ),
-            VoteQueryError::NeverVoted { slot, window } => RpcError::with_data(
+            VoteQueryError::NeverVoted { slot, window, selected } => RpcError::with_data(
                 codes::SLOT_NO_SNAPSHOT,
-                format!("slot has no vote evidence: no vote for it landed in the {window} blocks after it"),
+                format!(
+                    "slot has no vote evidence: no vote for it{} landed in the blocks of the {window} slots after it",
+                    of_accounts(*selected)
+                ),
                 json!({"slot": slot, "window": window}),
             ),
             VoteQueryError::Damaged { slot, reason } => {
@@ -176,6 +191,11 @@ impl VoteQueryError {
             }
         }
     }
+}
+
+/// How the errors name a selection of vote accounts.
+fn of_accounts(selected: bool) -> &'static str {
+    if selected { " by the vote accounts asked for" } else { "" }
 }
 
 /// A slot's evidence with a root, ready to serve.
@@ -216,7 +236,7 @@ impl VoteFeed {
         self
     }
 
-    /// A feed searching `window` blocks after a slot for its votes.
+    /// A feed searching the blocks of the `window` slots after a slot for its votes.
     pub fn with_window(mut self, window: u64) -> Self {
         self.window = window;
         self
@@ -267,15 +287,16 @@ impl VoteFeed {
         if self.replica { VoteQueryError::NotShipped } else { VoteQueryError::NothingRecorded }
     }
 
-    /// The evidence of `slot`, or why there is none to serve.
-    pub fn slot_votes(&self, slot: u64) -> Result<ServedVotes, VoteQueryError> {
+    /// The evidence of `slot` with the votes `selection` chooses, or why there is none to serve.
+    pub fn slot_votes(&self, slot: u64, selection: &VoteSelection) -> Result<ServedVotes, VoteQueryError> {
         let Some(r) = &self.reader else { return Err(self.nothing_recorded()) };
         let r = r.read().unwrap_or_else(PoisonError::into_inner);
         let (Some(oldest), Some(newest)) = (r.oldest_slot(), r.newest_slot()) else {
             return Err(self.nothing_recorded());
         };
         let mirror_oldest = oldest;
-        let mut found = r.slot_votes(slot, self.window).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+        let mut found =
+            r.slot_votes_for(slot, self.window, selection).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
         drop(r);
         // A replica's copy keeps the newest slots; the bucket's sealed segments hold older ones,
         // and its oldest segment is where the log starts.
@@ -283,7 +304,7 @@ impl VoteFeed {
         if let Some(replica) = &self.archive {
             oldest = replica.oldest_archived_votes().map_or(oldest, |o| o.min(oldest));
             if found.is_none() && slot < mirror_oldest {
-                found = match replica.archived_votes(slot, self.window) {
+                found = match replica.archived_votes(slot, self.window, selection) {
                     Ok(ArchivedVotes::Read { found, .. }) => found,
                     Ok(ArchivedVotes::NoLog | ArchivedVotes::Older { .. }) => None,
                     Err(SourceError::Corrupt { object, reason }) => {
@@ -305,10 +326,11 @@ impl VoteFeed {
         };
         let Some(aldb) = bank.aldb else { return Err(VoteQueryError::NoRoot { slot }) };
         if votes.is_empty() {
+            let selected = matches!(selection, VoteSelection::Voters(_));
             return Err(if searched_to >= slot.saturating_add(self.window) {
-                VoteQueryError::NeverVoted { slot, window: self.window }
+                VoteQueryError::NeverVoted { slot, window: self.window, selected }
             } else {
-                VoteQueryError::NotVotedYet { slot, searched_to }
+                VoteQueryError::NotVotedYet { slot, searched_to, selected }
             });
         }
         Ok(ServedVotes { slot, h: aldb.h, root: aldb.root, hard_forks: bank.hard_forks, votes })

@@ -113,15 +113,16 @@ fn votes_of_a_slot_are_served_and_accepted_and_every_gap_says_why() {
     let set = set(&vs);
     let key = *m.states[&8].keys().next().unwrap();
 
-    // A slot voted on by all: its fields, its distinct votes (the four, and one with another hash
-    // from block 10, which the server does not judge), accepted by the verifier.
+    // A slot voted on by all: its fields, one vote per validator (block 9's repeat is served
+    // once, and block 10's vote by the third validator for another hash is not served beside
+    // its vote for the bank's), accepted by the verifier.
     let (v, ev) = evidence(&s, &key, 8);
     assert_eq!(v["version"], 1);
     assert_eq!(v["slot"], 8);
     assert_eq!(v["h"], b58(&h_of(8)));
     assert_eq!(v["root"], b58(&roots[&8]));
     assert_eq!(v["hardForks"], Value::Null);
-    assert_eq!(v["votes"].as_array().unwrap().len(), 5, "{v}");
+    assert_eq!(v["votes"].as_array().unwrap().len(), 4, "{v}");
     let first = base64::engine::general_purpose::STANDARD.decode(v["votes"][0].as_str().unwrap()).unwrap();
     assert_eq!(first, vs[0].vote(8, &banks[&8].bank_hash));
     let ok = verify_account_by_votes(&ev, &set).unwrap();
@@ -284,4 +285,112 @@ fn abandoned_banks_and_levels_answer_as_proofs_do() {
     assert_eq!(verify_account_by_votes(&ev, &set).unwrap().account.unwrap().lamports, 101);
     drop(s);
     writer.shutdown().unwrap();
+}
+
+/// The set's `voteAccounts` parameter: each vote account with its authorized voter.
+fn vote_accounts(voters: &[Voter]) -> Value {
+    voters.iter().map(|v| json!([b58(&v.vote_account()), b58(&v.authorized_voter())])).collect()
+}
+
+/// More than 4,096 vote-shaped transactions of vote accounts nobody trusts, signed by real keys,
+/// land in the block right after slot 1, and the four validators' votes in the next: asked for
+/// every vote account, the service fills its answer with outsiders and the client refuses the
+/// slot; asked for the set's vote accounts, it serves the four and the client accepts. A vote
+/// naming a validator's account but signed by an outsider, landed first, does not take its
+/// place.
+#[test]
+fn outsiders_cannot_crowd_out_the_votes_of_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Model::new(WriterConfig { keep_slots: 1000, ..WriterConfig::new(dir.path()) }, 5);
+    m.commit_random(100);
+    for _ in 1..=3 {
+        m.commit_random(10);
+    }
+    m.flush();
+    let roots = m.history.as_ref().unwrap().roots().clone();
+    let vs = voters();
+    let b1 = bank(1, roots[&1], None);
+    let outsiders: Vec<Vec<u8>> = (0..aldb_verify::votes::MAX_EVIDENCE_VOTES as u32 + 100)
+        .map(|i| {
+            let mut seed = [7u8; 32];
+            seed[..4].copy_from_slice(&i.to_le_bytes());
+            let mut account = [9u8; 32];
+            account[..4].copy_from_slice(&i.to_le_bytes());
+            Voter::new(seed, None, account).vote(1, &b1.bank_hash)
+        })
+        .collect();
+    // An outsider's vote naming the first validator's vote account.
+    let forged = Voter::new([0xEE; 32], None, vs[0].vote_account()).vote(1, &b1.bank_hash);
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    let mut entries = vec![VoteLogEntry::Bank(b1), VoteLogEntry::Bank(bank(2, roots[&2], None))];
+    for chunk in outsiders.chunks(1024) {
+        entries.push(VoteLogEntry::Votes(VotesEntry { slot: 2, transactions: chunk.to_vec() }));
+    }
+    entries.push(VoteLogEntry::Votes(VotesEntry { slot: 2, transactions: vec![forged.clone()] }));
+    entries.push(VoteLogEntry::Bank(bank(3, roots[&3], None)));
+    let all: Vec<&Voter> = vs.iter().collect();
+    entries.push(votes_in(3, 1, &b1, &all));
+    log.append(&entries).unwrap();
+
+    let s = Server::start(dir.path());
+    let set = set(&vs);
+    let key = *m.states[&1].keys().next().unwrap();
+    let b64 = |v: &Value| base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap();
+
+    // Every vote account: 4,096 outsiders, in the order they landed; refused.
+    let (v, ev) = evidence(&s, &key, 1);
+    let served: Vec<Vec<u8>> = v["votes"].as_array().unwrap().iter().map(b64).collect();
+    assert_eq!(served[..], outsiders[..aldb_verify::votes::MAX_EVIDENCE_VOTES]);
+    assert!(matches!(verify_account_by_votes(&ev, &set), Err(VoteChainError::InsufficientStake { stake: 0, .. })));
+
+    // The set's vote accounts: the four validators' votes, and nothing else; accepted.
+    let config = json!({"voteAccounts": vote_accounts(&vs)});
+    let v = s.ok("getSlotVotes", json!([1, config]))["value"].clone();
+    let served: Vec<Vec<u8>> = v["votes"].as_array().unwrap().iter().map(b64).collect();
+    assert_eq!(served, vs.iter().map(|x| x.vote(1, &b1.bank_hash)).collect::<Vec<_>>());
+    let proof = s.ok("getAccountProof", json!([b58(&key), {"slot": 1}]))["value"].clone();
+    let doc = json!({
+        "version": v["version"], "slot": v["slot"], "h": v["h"], "root": v["root"],
+        "hardForks": v["hardForks"], "votes": v["votes"],
+        "pubkey": b58(&key), "account": proof["account"], "proof": proof["proof"],
+    });
+    let ok = verify_account_by_votes(&VoteEvidence::from_json_value(&doc).unwrap(), &set).unwrap();
+    assert_eq!((ok.accepted.stake, ok.accepted.voters), (300, 4));
+    // Without a slot, the newest slot the set voted on.
+    assert_eq!(s.ok("getSlotVotes", json!([config]))["value"]["slot"], 1);
+    // One validator alone; one that did not vote says so.
+    let one = json!({"voteAccounts": vote_accounts(&vs[2..3]), "commitment": "processed"});
+    assert_eq!(s.ok("getSlotVotes", json!([1, one]))["value"]["votes"].as_array().unwrap().len(), 1);
+    let nobody = json!({"voteAccounts": [[b58(&[1; 32]), b58(&[2; 32])]]});
+    let e = s.err("getSlotVotes", json!([1, nobody]), codes::SLOT_NOT_COMMITTED);
+    assert!(e["message"].as_str().unwrap().contains("by the vote accounts asked for"), "{e}");
+
+    // Bad parameters, each named.
+    let a = b58(&vs[0].vote_account());
+    for (config, why) in [
+        (json!({"voteAccounts": []}), "between 1 and 4096"),
+        (json!({"voteAccounts": [[a, a], [a, a]]}), &*format!("vote account {a} is listed twice")),
+        (json!({"voteAccounts": [[a]]}), "voteAccounts[0] must be a pair"),
+        (json!({"voteAccounts": [[a, "x"]]}), "voteAccounts[0][1]"),
+        (json!({"voteAccounts": a}), "must be an array"),
+        (json!({"voteAccount": []}), "unknown config field `voteAccount`"),
+    ] {
+        let e = s.err("getSlotVotes", json!([1, config]), codes::INVALID_PARAMS);
+        assert!(e["message"].as_str().unwrap().contains(why), "{why}: {e}");
+    }
+    let many: Vec<Value> = (0..4097u32)
+        .map(|i| {
+            let mut k = [3u8; 32];
+            k[..4].copy_from_slice(&i.to_le_bytes());
+            json!([b58(&k), b58(&k)])
+        })
+        .collect();
+    let e = s.err("getSlotVotes", json!([1, {"voteAccounts": many}]), codes::INVALID_PARAMS);
+    assert_eq!(e["data"], json!({"max": 4096, "got": 4097}));
+    // The most a request may name fits the default body bound.
+    let most: Vec<Value> = many[..4096].to_vec();
+    let e = s.err("getSlotVotes", json!([1, {"voteAccounts": most}]), codes::SLOT_NOT_COMMITTED);
+    assert!(e["message"].as_str().unwrap().contains("by the vote accounts asked for"), "{e}");
+    drop(s);
+    m.finish();
 }

@@ -58,6 +58,7 @@ MAX_EVIDENCE_VOTES = 4096
 
 VOTE_PROGRAM = b58decode("Vote111111111111111111111111111111111111111")
 SYSTEM_PROGRAM = ZERO
+STAKE_PROGRAM = b58decode("Stake11111111111111111111111111111111111111")
 assert len(VOTE_PROGRAM) == 32
 
 
@@ -299,8 +300,20 @@ def expected_bank_hash(h, root, hard_forks):
     return mixed if hard_forks is None else sha256(mixed + u64(hard_forks))
 
 
-def evaluate(evidence_bytes, members, slot, bank_hash):
-    """§10.4 over a list of transactions: per vote the outcome, and the stake that agreed."""
+def vouched_time(stamped, total):
+    """§10.4's freshness: the newest time t such that the counted votes stamped t or later hold
+    more than 1/3 of the total stake, or None. `stamped` is (timestamp, stake) per counted vote."""
+    acc = 0
+    for t, s in sorted(stamped, key=lambda x: -x[0]):
+        acc += s
+        if 3 * acc > total:
+            return t
+    return None
+
+
+def evaluate(evidence_bytes, members, slot, bank_hash, stamped=None):
+    """§10.4 over a list of transactions: per vote the outcome, and the stake that agreed. The
+    counted votes' (timestamp, stake) are appended to `stamped` when given."""
     counted, outcomes, stake = set(), [], 0
     for b in evidence_bytes:
         try:
@@ -321,6 +334,8 @@ def evaluate(evidence_bytes, members, slot, bank_hash):
             counted.add(v["vote_account"])
             stake += member["stake"]
             outcomes.append("counted")
+            if stamped is not None and v["timestamp"] is not None:
+                stamped.append((v["timestamp"], member["stake"]))
         except Reject as e:
             outcomes.append(e.error)
     return outcomes, stake
@@ -551,6 +566,11 @@ def main():
     add_bad("no_signatures", "zero signatures (and a header that asks for none)", short_vec(0) + bytes([0]) + good[msg_at + 1 :], "malformed")
     add_bad("signature_count_alias", "the signature count as 0x82 0x00, an alias of 2", b"\x82\x00" + good[1:], "malformed")
     add_bad("signature_count_mismatch", "header asks for 3 signatures, 2 given", good[:msg_at] + b"\x03" + good[msg_at + 1 :], "malformed")
+    # One signature more than the header's two: a valid one, the node's again over the message,
+    # so only the count rule refuses it.
+    extra = sign(vals[1]["secrets"][vals[1]["node"]], good[msg_at:])
+    add_bad("signatures_above_required", "three signatures, the header requires two (the third a valid one)",
+            short_vec(3) + good[1:msg_at] + extra + good[msg_at:], "malformed")
     add_bad("payer_read_only", "every signer read-only, the fee payer too", good[:msg_at + 1] + b"\x02" + good[msg_at + 2 :], "malformed")
     add_bad("versioned", "a v0 message (prefix 0x80)", good[:msg_at] + b"\x80" + good[msg_at:], "versioned")
     add_bad("oversized", f"a valid-looking vote with a memo-sized second instruction: more than {PACKET_DATA_SIZE} bytes",
@@ -574,6 +594,16 @@ def main():
         (VOTE_PROGRAM, [(vals[1]["vote_account"], False, True), (vals[1]["voter"], True, False)], instruction_data(tower)),
         (VOTE_PROGRAM, [(vals[1]["vote_account"], False, True), (vals[1]["voter"], True, False)], instruction_data(tower)),
     ], blockhash)[0], [vals[1]["node"], vals[1]["voter"]], vals[1]["secrets"]), "not_tower_sync")
+    # A TowerSync tag and tower, as data for another program: the vote program's id with its last
+    # byte changed, and the stake program's.
+    near_vote = VOTE_PROGRAM[:31] + bytes([VOTE_PROGRAM[31] ^ 1])
+    for name, program, what in [
+        ("tower_sync_near_vote_program", near_vote, "the vote program's id with its last byte changed"),
+        ("tower_sync_stake_program", STAKE_PROGRAM, "the stake program"),
+    ]:
+        add_bad(name, f"a valid TowerSync (tag 14) as the data of an instruction to {what}", transaction(compile_message(vals[1]["node"], [
+            (program, [(vals[1]["vote_account"], False, True), (vals[1]["voter"], True, False)], instruction_data(tower)),
+        ], blockhash)[0], [vals[1]["node"], vals[1]["voter"]], vals[1]["secrets"]), "not_tower_sync")
     for tag, what in [(2, "Vote"), (12, "CompactUpdateVoteState"), (16, "InitializeAccountV2"), (0x0100000E, "TowerSync with a nonzero high byte")]:
         add_bad(f"tag_{tag}", f"instruction tag {tag} ({what})", with_data(vals[1], u32(tag) + tower_sync_bytes(tower)), "not_tower_sync")
     add_bad("short_data", "three bytes of instruction data", with_data(vals[1], b"\x0e\0\0"), "not_tower_sync")
@@ -619,7 +649,8 @@ def main():
     def add_case(name, description, votes, expect_outcomes, accepted, set_name="main", error=None, **kw):
         ev = evidence(votes, **kw)
         want_hash = expected_bank_hash(b58decode(ev["h"]), b58decode(ev["root"]), ev["hardForks"])
-        outcomes, stake = evaluate(votes, members[set_name], SLOT, want_hash)
+        stamped = []
+        outcomes, stake = evaluate(votes, members[set_name], SLOT, want_hash, stamped)
         assert outcomes == expect_outcomes, (name, outcomes)
         total = sum(m["stake"] for m in sets[set_name])
         assert (3 * stake > 2 * total) == (accepted or error not in (None, "insufficient_stake")), name
@@ -641,6 +672,7 @@ def main():
                 "account": None
                 if not accepted
                 else {"present": acct is not None, "value": None if acct is None else b58encode(account_value(*acct))},
+                "vouched_time": vouched_time(stamped, total) if accepted else None,
             }
         )
 
@@ -701,9 +733,23 @@ def main():
             "accepted": False,
             "error": "account_mismatch",
             "account": None,
+            "vouched_time": None,
         }
     )
     assert evidence(valid, proof_items=other_items)["proof"] != evidence(valid)["proof"]
+    # Freshness: the votes holding more than 1/3 of the stake decide, whatever the others claim.
+    # Added last, so the cases before keep their bytes.
+    def stamped_vote(v, t):
+        return vote_transaction(v, dict(tower_for(SLOT, bank_hash, rng), timestamp=t), blockhash)
+    add_case("stamps_one_third_decides", "stamps 1000, 2000, 3000 (stakes 100, 100, 50) and none (50): the newest time more than 100 of 300 vouch for is 2000", [
+        stamped_vote(vals[0], 1000), stamped_vote(vals[1], 2000), stamped_vote(vals[2], 3000), vote(vals[3], timestamp=False),
+    ], [C] * 4, True)
+    add_case("stamps_far_future_minority", "a validator of stake 50 stamps its vote 2^62: it alone vouches for nothing", [
+        stamped_vote(vals[2], 2**62), stamped_vote(vals[0], 1_760_000_000), stamped_vote(vals[1], 1_760_000_100),
+    ], [C] * 3, True)
+    add_case("unstamped", "250 of 300 vote, only a vote of stake 50 carries a timestamp: no time is vouched for", [
+        vote(vals[0], timestamp=False), vote(vals[1], timestamp=False), valid[2],
+    ], [C] * 3, True)
 
     doc = {
         "version": 1,

@@ -11,18 +11,19 @@
 //! segments are deleted whole when pruned to the snapshot directory's `keep_slots`.
 //!
 //! [`VoteLog`] writes it (one `fdatasync` per append call); [`VoteLogReader`] follows it and
-//! answers [`VoteLogReader::slot_votes`]: the bank of slot `S` and the vote transactions whose
-//! last voted slot is `S` from the blocks after `S` within a bounded window. The selection is
-//! done here, by decoding each vote with [`aldb_verify::votes::VoteTransaction::parse`], so every
-//! server answers alike; whether a vote counts (its hash, its signer, its stake) is the client's
-//! check (`docs/SPEC.md` §10.4), never the server's.
+//! answers [`VoteLogReader::slot_votes_for`]: the bank of slot `S` and the vote transactions
+//! whose last voted slot is `S` from the blocks of the slots after `S` within a bounded window,
+//! at most one per vote account ([`VoteSelection`]). The selection is done here, by decoding each
+//! vote with [`aldb_verify::votes::VoteTransaction::parse`], so every server answers alike;
+//! whether a vote counts (its stake, its signatures) is the client's check (`docs/SPEC.md`
+//! §10.4), never the server's.
 
 mod entry;
 mod reader;
 mod writer;
 
 pub use entry::{AldbCommitment, BankEntry, MAX_PAYLOAD, VoteLogEntry, VotesEntry, encode_entry};
-pub use reader::{SlotVotes, VoteLogReader};
+pub use reader::{SlotVotes, VoteLogReader, VoteSelection};
 pub use writer::{VoteLog, VoteLogOptions};
 
 use std::path::{Path, PathBuf};
@@ -35,10 +36,11 @@ pub const VOTES_MAGIC: &[u8; 8] = b"aldbvot1";
 pub const VOTES_VERSION: u32 = 1;
 /// Length of a segment's header (magic, version, four zero bytes); its first entry starts here.
 pub const VOTES_HEADER_LEN: usize = 16;
-/// Blocks after `S` searched for votes on `S` by default: a vote lands within a few slots of the
-/// slot it votes on, and 32 slots is the depth at which a tower roots it.
+/// Slots after `S` whose blocks are searched for votes on `S` by default (`S+1..=S+32`; a
+/// skipped slot has no block, so fewer blocks): a vote lands within a few slots of the slot it
+/// votes on, and 32 slots is the depth at which a tower roots it.
 pub const DEFAULT_WINDOW: u64 = 32;
-/// The widest window a reader searches, whatever it is asked.
+/// The widest window, in slots, a reader searches, whatever it is asked.
 pub const MAX_WINDOW: u64 = 512;
 
 /// Errors of the vote-evidence log.

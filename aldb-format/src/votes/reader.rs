@@ -21,9 +21,9 @@ use super::{MAX_WINDOW, VOTES_DIR, VOTES_HEADER_LEN, VoteLogError, header_ok, io
 pub struct SlotVotes {
     /// The bank of `S`: its hash, and `h`, root and hard-fork count when it committed to a root.
     pub bank: BankEntry,
-    /// Vote transactions whose last voted slot is `S`, from the blocks `S+1..=S+window` in slot
-    /// order (each distinct transaction once, at most 4096), as on the wire. Their hashes and
-    /// signatures are not checked here: the client checks them.
+    /// Vote transactions whose last voted slot is `S`, from the blocks of the slots
+    /// `S+1..=S+window` in log order, as a [`VoteSelection`] chose them (at most one per key,
+    /// at most 4096), as on the wire. Whether they count is the client's check.
     pub votes: Vec<Vec<u8>>,
     /// The newest slot whose votes the log held when the query was answered: blocks up to
     /// `S+window` above it may still bring votes on `S`.
@@ -144,14 +144,26 @@ impl VoteLogReader {
         self.damaged
     }
 
-    /// The evidence for `slot`: its bank, and the vote transactions whose last voted slot is
-    /// `slot` from the blocks `slot+1..=slot+window` (`window` at most [`MAX_WINDOW`]). `None`
-    /// when the log holds no bank entry for `slot` (never logged, or pruned).
+    /// The evidence for `slot` as [`slot_votes_for`](Self::slot_votes_for) selects it from
+    /// every vote account ([`VoteSelection::All`]).
     pub fn slot_votes(&self, slot: u64, window: u64) -> Result<Option<SlotVotes>, VoteLogError> {
+        self.slot_votes_for(slot, window, &VoteSelection::All)
+    }
+
+    /// The evidence for `slot`: its bank, and the vote transactions whose last voted slot is
+    /// `slot` from the blocks of the slots `slot+1..=slot+window` (`window` at most
+    /// [`MAX_WINDOW`]), chosen by `selection` (at most one per vote account and signers, at most
+    /// [`MAX_EVIDENCE_VOTES`]). `None` when the log holds no bank entry for `slot` (never logged,
+    /// or pruned).
+    pub fn slot_votes_for(
+        &self,
+        slot: u64,
+        window: u64,
+        selection: &VoteSelection,
+    ) -> Result<Option<SlotVotes>, VoteLogError> {
         let Some((bank, _)) = self.banks.get(&slot) else { return Ok(None) };
         let last = slot.saturating_add(window.min(MAX_WINDOW));
-        let mut seen = BTreeSet::new();
-        let mut votes = Vec::new();
+        let mut picks = Picks::default();
         let mut files: BTreeMap<u64, File> = BTreeMap::new();
         'blocks: for (_, locs) in self.votes.range(slot.saturating_add(1)..=last) {
             for (seg, range) in locs {
@@ -169,17 +181,104 @@ impl VoteLogReader {
                 f.read_exact_at(&mut buf, range.start as u64).map_err(io("read", &pos.path))?;
                 let Parsed::Entry(VoteLogEntry::Votes(v), _) = parse_entry(&buf) else { continue };
                 for tx in v.transactions {
-                    let on_slot = VoteTransaction::parse(&tx).is_ok_and(|t| t.tower.slot() == slot);
-                    if on_slot && seen.insert(tx.clone()) {
-                        votes.push(tx);
-                        if votes.len() == MAX_EVIDENCE_VOTES {
-                            break 'blocks;
-                        }
+                    picks.offer(tx, slot, &bank.bank_hash, selection);
+                    if picks.complete(selection) {
+                        break 'blocks;
                     }
                 }
             }
         }
         let searched_to = self.votes.keys().next_back().copied().unwrap_or(slot).min(last).max(slot);
-        Ok(Some(SlotVotes { bank: *bank, votes, searched_to }))
+        Ok(Some(SlotVotes { bank: *bank, votes: picks.into_votes(), searched_to }))
+    }
+}
+
+/// Which of the votes on a slot a query serves (`docs/SPEC.md` §10.5). Either way each key
+/// below is served at most one vote: the first in log order that carries the slot's bank hash,
+/// or, while none of the key's does, its first vote; and at most [`MAX_EVIDENCE_VOTES`] keys.
+/// Nothing here checks a signature: the log holds only transactions whose signatures verified
+/// when they were logged, and the client checks them again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum VoteSelection {
+    /// Every vote account: one vote per vote account and set of instruction signers (so a vote
+    /// that names an account but is signed by another key never displaces the account's own),
+    /// in the order their keys first appear, the first [`MAX_EVIDENCE_VOTES`] keys. Enough
+    /// outsiders' votes landing first can fill it: ask for [`VoteSelection::Voters`] instead.
+    #[default]
+    All,
+    /// Only these vote accounts, each with the key that must sign its votes (its authorized
+    /// voter): one vote per account among those the voter signed, whatever else the blocks hold.
+    Voters(BTreeMap<[u8; 32], [u8; 32]>),
+}
+
+/// One selected vote: where it lies in the window, and whether it carries the bank hash.
+#[derive(Debug)]
+struct Pick {
+    seq: usize,
+    tx: Vec<u8>,
+    right_hash: bool,
+}
+
+/// The votes selected so far, by key (the vote account, with the instruction signers for
+/// [`VoteSelection::All`]).
+#[derive(Debug, Default)]
+struct Picks {
+    by_key: BTreeMap<Vec<[u8; 32]>, Pick>,
+    /// Transactions offered so far: the order of the answer.
+    offered: usize,
+    /// Keys whose pick carries the bank hash: nothing later replaces those.
+    settled: usize,
+}
+
+impl Picks {
+    fn offer(&mut self, tx: Vec<u8>, slot: u64, bank_hash: &[u8; 32], selection: &VoteSelection) {
+        let seq = self.offered;
+        self.offered += 1;
+        let Ok(t) = VoteTransaction::parse(&tx) else { return };
+        if t.tower.slot() != slot {
+            return;
+        }
+        let key = match selection {
+            VoteSelection::All => {
+                let mut key = Vec::with_capacity(1 + t.instruction_signers.len());
+                key.push(t.vote_account);
+                key.extend_from_slice(&t.instruction_signers);
+                key
+            }
+            VoteSelection::Voters(voters) => match voters.get(&t.vote_account) {
+                Some(voter) if t.instruction_signers.binary_search(voter).is_ok() => vec![t.vote_account],
+                _ => return,
+            },
+        };
+        let right_hash = t.tower.hash == *bank_hash;
+        let room = self.by_key.len() < MAX_EVIDENCE_VOTES;
+        match self.by_key.get_mut(&key) {
+            Some(p) if !p.right_hash && right_hash => {
+                *p = Pick { seq, tx, right_hash };
+                self.settled += 1;
+            }
+            Some(_) => {}
+            None if room => {
+                self.by_key.insert(key, Pick { seq, tx, right_hash });
+                self.settled += usize::from(right_hash);
+            }
+            None => {}
+        }
+    }
+
+    /// Whether no later vote can change the answer.
+    fn complete(&self, selection: &VoteSelection) -> bool {
+        let most = match selection {
+            VoteSelection::All => MAX_EVIDENCE_VOTES,
+            VoteSelection::Voters(v) => v.len().min(MAX_EVIDENCE_VOTES),
+        };
+        self.settled >= most
+    }
+
+    /// The picks in the order they lie in the window.
+    fn into_votes(self) -> Vec<Vec<u8>> {
+        let mut picks: Vec<Pick> = self.by_key.into_values().collect();
+        picks.sort_unstable_by_key(|p| p.seq);
+        picks.into_iter().map(|p| p.tx).collect()
     }
 }

@@ -1,5 +1,6 @@
 //! The vote-evidence log across crashes, damage, pruning and reopening, with real files.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use aldb_verify::votes::mix_root;
@@ -10,6 +11,11 @@ use super::*;
 /// when the node identity is the authorized voter (`docs/SPEC.md` §10.3). The signature is not
 /// valid: the log never checks signatures.
 fn vote_tx(slot: u64, hash: [u8; 32], voter: u8) -> Vec<u8> {
+    vote_tx_by(slot, hash, [voter; 32], [voter.wrapping_add(100); 32])
+}
+
+/// A one-signer vote on `slot` with `hash` for `vote_account`, signed (in form) by `voter`.
+fn vote_tx_by(slot: u64, hash: [u8; 32], voter: [u8; 32], vote_account: [u8; 32]) -> Vec<u8> {
     let mut data = Vec::new();
     data.extend_from_slice(&14u32.to_le_bytes());
     data.extend_from_slice(&u64::MAX.to_le_bytes()); // no root
@@ -29,10 +35,10 @@ fn vote_tx(slot: u64, hash: [u8; 32], voter: u8) -> Vec<u8> {
     data.push(0); // no timestamp
     data.extend_from_slice(&[0; 32]); // block id
     let mut tx = vec![1];
-    tx.extend_from_slice(&[voter; 64]);
+    tx.extend_from_slice(&[voter[0]; 64]);
     tx.extend_from_slice(&[1, 0, 1, 3]);
-    tx.extend_from_slice(&[voter; 32]);
-    tx.extend_from_slice(&[voter.wrapping_add(100); 32]);
+    tx.extend_from_slice(&voter);
+    tx.extend_from_slice(&vote_account);
     tx.extend_from_slice(&aldb_verify::votes::VOTE_PROGRAM_ID);
     tx.extend_from_slice(&[9; 32]);
     tx.extend_from_slice(&[1, 2, 2, 1, 0, data.len() as u8]);
@@ -275,4 +281,86 @@ fn no_bytes_make_the_scan_panic() {
             assert_eq!(encode_entry(e).unwrap(), b[r.clone()]);
         }
     }
+}
+
+/// A key of its own for each `n`, unlike any [`vote_tx`] uses.
+fn key(tag: u8, n: u32) -> [u8; 32] {
+    let mut k = [tag; 32];
+    k[..4].copy_from_slice(&n.to_le_bytes());
+    k
+}
+
+/// The same vote in another transaction: another recent blockhash.
+fn resent(tx: &[u8]) -> Vec<u8> {
+    let mut tx = tx.to_vec();
+    // Signatures (1 + 64), header (3), key count (1) and three keys: the blockhash follows.
+    tx[1 + 64 + 4 + 3 * 32 + 5] ^= 1;
+    tx
+}
+
+/// More outsiders' votes on a slot than an answer holds, in the block right after it, then the
+/// honest ones: every vote account's selection is filled by outsiders, the set's selection
+/// finds every honest vote; and neither lets a vote signed by another key, or an earlier vote
+/// for another bank hash, stand in for a validator's vote.
+#[test]
+fn outsiders_cannot_crowd_out_the_votes_of_the_accounts_asked_for() {
+    use aldb_verify::votes::MAX_EVIDENCE_VOTES;
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    let s = 100;
+    let right = bank(s).bank_hash;
+    log.append(&[VoteLogEntry::Bank(bank(s))]).unwrap();
+    let outsiders: Vec<Vec<u8>> =
+        (0..MAX_EVIDENCE_VOTES as u32 + 50).map(|n| vote_tx_by(s, right, key(0xA0, n), key(0xB0, n))).collect();
+    // Validator i votes for vote account key(0xC0, i) with voter key(0xD0, i).
+    let honest = |i: u32| vote_tx_by(s, right, key(0xD0, i), key(0xC0, i));
+    // Before the honest votes: one signed by an outsider naming validator 0's vote account, and
+    // validator 1's own vote for another bank of the slot.
+    let forged = vote_tx_by(s, right, key(0xEE, 0), key(0xC0, 0));
+    let other_bank = vote_tx_by(s, [7; 32], key(0xD0, 1), key(0xC0, 1));
+    let mut first = vec![VoteLogEntry::Bank(bank(s + 1))];
+    for chunk in outsiders.chunks(1000) {
+        first.push(VoteLogEntry::Votes(VotesEntry { slot: s + 1, transactions: chunk.to_vec() }));
+    }
+    first.push(VoteLogEntry::Votes(VotesEntry { slot: s + 1, transactions: vec![forged, other_bank.clone()] }));
+    log.append(&first).unwrap();
+    // The honest votes, validator 2's twice (sent again with another blockhash, say).
+    let again = resent(&honest(2));
+    let second = vec![honest(0), honest(1), honest(2), again, honest(3)];
+    log.append(&[VoteLogEntry::Votes(VotesEntry { slot: s + 2, transactions: second })]).unwrap();
+    let mut r = VoteLogReader::new(dir.path());
+    r.refresh().unwrap();
+
+    let all = r.slot_votes(s, DEFAULT_WINDOW).unwrap().unwrap();
+    assert_eq!(all.votes.len(), MAX_EVIDENCE_VOTES);
+    assert_eq!(all.votes[..], outsiders[..MAX_EVIDENCE_VOTES], "the first keys to appear, in log order");
+
+    let set: BTreeMap<[u8; 32], [u8; 32]> = (0..5).map(|i| (key(0xC0, i), key(0xD0, i))).collect();
+    let got = r.slot_votes_for(s, DEFAULT_WINDOW, &VoteSelection::Voters(set.clone())).unwrap().unwrap();
+    assert_eq!(got.votes, [honest(0), honest(1), honest(2), honest(3)], "validator 4 did not vote");
+    // Validator 1's vote for the other bank is served only while it has no other.
+    let early = r.slot_votes_for(s, 1, &VoteSelection::Voters(set)).unwrap().unwrap();
+    assert_eq!(early.votes, [other_bank]);
+}
+
+/// Without outsiders, every vote account's selection serves each validator's vote once, keeps a
+/// vote signed by another key beside it rather than instead of it, and prefers a vote for the
+/// bank hash to an earlier one for another.
+#[test]
+fn every_accounts_selection_serves_one_vote_per_account_and_signer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    let s = 100;
+    let right = bank(s).bank_hash;
+    let honest = |i: u32| vote_tx_by(s, right, key(0xD0, i), key(0xC0, i));
+    let forged = vote_tx_by(s, right, key(0xEE, 0), key(0xC0, 0));
+    let other_bank = vote_tx_by(s, [7; 32], key(0xD0, 1), key(0xC0, 1));
+    let again = resent(&honest(0));
+    let txs = vec![forged.clone(), other_bank, honest(0), again, honest(1)];
+    log.append(&[VoteLogEntry::Bank(bank(s)), VoteLogEntry::Votes(VotesEntry { slot: s + 1, transactions: txs })])
+        .unwrap();
+    let mut r = VoteLogReader::new(dir.path());
+    r.refresh().unwrap();
+    let got = r.slot_votes(s, DEFAULT_WINDOW).unwrap().unwrap();
+    assert_eq!(got.votes, [forged, honest(0), honest(1)]);
 }

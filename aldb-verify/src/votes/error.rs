@@ -90,7 +90,10 @@ impl std::error::Error for VoteError {}
 #[non_exhaustive]
 pub enum SetError {
     /// A vote account is listed twice.
-    DuplicateVoteAccount,
+    DuplicateVoteAccount {
+        /// The vote account.
+        vote_account: [u8; 32],
+    },
     /// The stakes sum to zero: no vote could ever reach 2/3.
     ZeroTotalStake,
 }
@@ -98,7 +101,9 @@ pub enum SetError {
 impl core::fmt::Display for SetError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            SetError::DuplicateVoteAccount => f.write_str("a vote account is listed twice"),
+            SetError::DuplicateVoteAccount { vote_account } => {
+                write!(f, "vote account {} is listed twice", Base58(vote_account))
+            }
             SetError::ZeroTotalStake => f.write_str("the validator set has no stake"),
         }
     }
@@ -106,6 +111,40 @@ impl core::fmt::Display for SetError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for SetError {}
+
+/// A key's base58 text, written without allocating (the crate is `no_std`).
+struct Base58<'a>(&'a [u8; 32]);
+
+impl core::fmt::Display for Base58<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use core::fmt::Write as _;
+        const ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+        // Base-58 digits, least significant first: 32 bytes take at most 44.
+        let mut digits = [0u8; 44];
+        let mut len = 0;
+        for &byte in self.0 {
+            let mut carry = u32::from(byte);
+            for d in &mut digits[..len] {
+                carry += u32::from(*d) << 8;
+                *d = (carry % 58) as u8;
+                carry /= 58;
+            }
+            while carry > 0 && len < digits.len() {
+                digits[len] = (carry % 58) as u8;
+                len += 1;
+                carry /= 58;
+            }
+        }
+        // Each leading zero byte is a `1`.
+        for _ in self.0.iter().take_while(|&&b| b == 0) {
+            f.write_char('1')?;
+        }
+        for &d in digits[..len].iter().rev() {
+            f.write_char(char::from(ALPHABET[usize::from(d)]))?;
+        }
+        Ok(())
+    }
+}
 
 /// Why a root, or an account through it, is not accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +166,18 @@ pub enum VoteChainError {
     Proof(VerifyError),
     /// The account does not match what the proof commits to.
     AccountMismatch,
+    /// The votes were cast longer ago than the client allows (`AcceptedRoot::check_age`).
+    TooOld {
+        /// The time the votes vouch for (Unix seconds).
+        vouched: i64,
+        /// The client's time.
+        now: i64,
+        /// The most seconds allowed between them.
+        max_age: u64,
+    },
+    /// The counted votes that carry a timestamp hold 1/3 of the stake or less: they do not say
+    /// when the slot was voted on.
+    Unstamped,
 }
 
 impl VoteChainError {
@@ -137,6 +188,8 @@ impl VoteChainError {
             VoteChainError::InsufficientStake { .. } => "insufficient_stake",
             VoteChainError::Proof(_) => "proof",
             VoteChainError::AccountMismatch => "account_mismatch",
+            VoteChainError::TooOld { .. } => "too_old",
+            VoteChainError::Unstamped => "unstamped",
         }
     }
 }
@@ -152,6 +205,15 @@ impl core::fmt::Display for VoteChainError {
             }
             VoteChainError::Proof(e) => write!(f, "the account proof does not verify against the voted root: {e}"),
             VoteChainError::AccountMismatch => f.write_str("the account does not match the proof"),
+            VoteChainError::TooOld { vouched, now, max_age } => write!(
+                f,
+                "the votes were cast {} s ago (timestamp {vouched}, vouched by more than 1/3 of the stake), more \
+                 than the {max_age} s allowed",
+                i128::from(*now) - i128::from(*vouched)
+            ),
+            VoteChainError::Unstamped => f.write_str(
+                "the votes do not say when they were cast: those with a timestamp hold 1/3 of the stake or less",
+            ),
         }
     }
 }

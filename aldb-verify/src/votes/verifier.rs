@@ -28,8 +28,8 @@ impl ValidatorSet {
     pub fn new(members: &[Validator]) -> Result<Self, SetError> {
         let mut members = members.to_vec();
         members.sort_unstable_by_key(|m| m.vote_account);
-        if members.windows(2).any(|w| w[0].vote_account == w[1].vote_account) {
-            return Err(SetError::DuplicateVoteAccount);
+        if let Some(w) = members.windows(2).find(|w| w[0].vote_account == w[1].vote_account) {
+            return Err(SetError::DuplicateVoteAccount { vote_account: w[0].vote_account });
         }
         // u128: even 2^64 members of u64::MAX stake cannot overflow it.
         let total = members.iter().map(|m| u128::from(m.stake)).sum();
@@ -89,6 +89,40 @@ pub struct AcceptedRoot {
     pub total_stake: u128,
     /// How many vote accounts voted for it.
     pub voters: usize,
+    /// The newest time (Unix seconds, the voters' clocks) that counted votes of vote accounts
+    /// holding more than 1/3 of the set's total stake carry or exceed in their timestamps: at
+    /// least one validator outside any faulty third vouches the slot was voted on no earlier.
+    /// `None` when the stamped votes hold 1/3 of the stake or less.
+    pub vouched_time: Option<i64>,
+}
+
+impl AcceptedRoot {
+    /// Refuses a root whose votes were cast more than `max_age` seconds before `now` (Unix
+    /// seconds, the client's clock), by [`vouched_time`](Self::vouched_time), or whose votes do
+    /// not say when they were cast. A server can always answer an old slot's valid evidence:
+    /// this is how a client asking for the newest bounds how old an answer may be.
+    pub fn check_age(&self, now: i64, max_age: u64) -> Result<(), VoteChainError> {
+        let Some(vouched) = self.vouched_time else { return Err(VoteChainError::Unstamped) };
+        let age = i128::from(now) - i128::from(vouched);
+        if age > i128::from(max_age) {
+            return Err(VoteChainError::TooOld { vouched, now, max_age });
+        }
+        Ok(())
+    }
+}
+
+/// The newest time `t` such that the votes stamped `t` or later hold more than 1/3 of `total`:
+/// `stamped` is each counted vote's timestamp and stake.
+fn vouched_time(mut stamped: Vec<(i64, u64)>, total: u128) -> Option<i64> {
+    stamped.sort_unstable_by_key(|s| core::cmp::Reverse(s.0));
+    let mut stake: u128 = 0;
+    for (t, s) in stamped {
+        stake += u128::from(s);
+        if stake.saturating_mul(3) > total {
+            return Some(t);
+        }
+    }
+    None
 }
 
 /// Counts votes of a [`ValidatorSet`] for a slot and bank hash.
@@ -160,6 +194,15 @@ impl<'s> VoteVerifier<'s> {
         if !tally.is_supermajority() {
             return Err(VoteChainError::InsufficientStake { stake: tally.stake, total: tally.total_stake });
         }
+        // Counted votes decoded once already; decoding them again is cheaper than any signature.
+        let stamped = votes
+            .iter()
+            .zip(&tally.outcomes)
+            .filter_map(|(v, o)| {
+                let stake = *o.as_ref().ok()?;
+                Some((VoteTransaction::parse(v.as_ref()).ok()?.tower.timestamp?, stake))
+            })
+            .collect();
         Ok(AcceptedRoot {
             slot,
             bank_hash: expected,
@@ -167,6 +210,7 @@ impl<'s> VoteVerifier<'s> {
             stake: tally.stake,
             total_stake: tally.total_stake,
             voters: tally.outcomes.iter().filter(|o| o.is_ok()).count(),
+            vouched_time: vouched_time(stamped, tally.total_stake),
         })
     }
 }

@@ -2,16 +2,19 @@
 // voted, with more than 2/3 of its stake, for a bank hash sha256(h || root) that commits to the
 // state root the account is proven against. No aldb signer and no server is trusted.
 //
-//   node examples/votes-proof.mjs --hyades URL --validators FILE [--slot S] PUBKEY
+//   node examples/votes-proof.mjs --hyades URL --validators FILE [--slot S] [--max-age SECONDS] PUBKEY
 //   node examples/votes-proof.mjs --hyades URL --validators FILE --solana URL PUBKEY
 //
 // FILE is the validator set, as `aldb proof --trust votes` reads it: a JSON array of
 // {"voteAccount", "authorizedVoter", "stake"}, or one `VOTE_ACCOUNT AUTHORIZED_VOTER STAKE` a line
-// (`#` comments). Hyades' getSlotVotes([S]) gives the slot's `h`, root and the vote transactions
-// that voted for it; getAccountProof([PUBKEY, {slot: S}]) the account and its proof. Together they
-// are the evidence of §10.5, which verifyAccountByVotes checks: the votes against the set, the
-// bank hash computed here from `h` and the root (never taken from the server), the proof against
-// the root. Without --slot, the newest slot with votes.
+// (`#` comments). Hyades' getSlotVotes([S, {voteAccounts}]) gives the slot's `h`, root and the
+// votes the set's vote accounts cast for it (one each, however many other votes landed);
+// getAccountProof([PUBKEY, {slot: S}]) the account and its proof. Together they are the evidence
+// of §10.5, which verifyAccountByVotes checks: the votes against the set, the bank hash computed
+// here from `h` and the root (never taken from the server), the proof against the root. Without
+// --slot, the newest slot the set voted on; --max-age refuses votes cast more than SECONDS ago by
+// this machine's clock (the time vote accounts with more than 1/3 of the stake stamped on them), as
+// a server may answer "the newest" with an old slot.
 //
 // With --solana, the account is first read from that validator's RPC (getAccountInfo at
 // `confirmed`), proven at the very slot the RPC answered at, and the RPC's account must equal the
@@ -78,10 +81,11 @@ export function readValidatorSet(text) {
 
 /**
  * The evidence of §10.5 for `pubkey` at `slot` (null: the newest slot with votes), from Hyades:
- * the slot's votes joined with the account's proof at the same slot.
+ * the votes of `set`'s vote accounts on the slot joined with the account's proof at the same slot.
  */
-export async function fetchEvidence(hyades, pubkey, slot) {
-  const votes = (await rpc(hyades, "getSlotVotes", slot === null ? [] : [slot])).value;
+export async function fetchEvidence(hyades, pubkey, slot, set) {
+  const config = { voteAccounts: aldb.voteAccountsParam(set) };
+  const votes = (await rpc(hyades, "getSlotVotes", slot === null ? [config] : [slot, config])).value;
   if (slot !== null && BigInt(votes.slot) !== BigInt(slot)) throw new Error(`asked for the votes of slot ${slot}, got slot ${votes.slot}`);
   const answer = (await rpc(hyades, "getAccountProof", [pubkey, { slot: votes.slot }])).value;
   if (BigInt(answer.slot) !== BigInt(votes.slot)) throw new Error(`asked for the proof at slot ${votes.slot}, got slot ${answer.slot}`);
@@ -99,11 +103,15 @@ export async function fetchEvidence(hyades, pubkey, slot) {
   };
 }
 
-/** Fetches and verifies; returns { slot, root, stake, totalStake, voters, bankHash, account }. */
-export async function proveByVotes(hyades, set, pubkey, slot) {
+/**
+ * Fetches and verifies; returns { slot, root, stake, totalStake, voters, bankHash, vouchedTime,
+ * account }. With `maxAge` (seconds), votes cast longer ago by this machine's clock are refused.
+ */
+export async function proveByVotes(hyades, set, pubkey, slot, maxAge = null) {
   aldb.base58DecodeExact(pubkey, 32, "pubkey");
-  const evidence = await fetchEvidence(hyades, pubkey, slot);
+  const evidence = await fetchEvidence(hyades, pubkey, slot, set);
   const r = aldb.verifyAccountByVotes(evidence, set);
+  if (maxAge !== null) aldb.checkVoteAge(r.accepted, Math.floor(Date.now() / 1000), maxAge);
   return {
     slot: r.accepted.slot,
     root: aldb.base58Encode(r.accepted.root),
@@ -111,6 +119,7 @@ export async function proveByVotes(hyades, set, pubkey, slot) {
     stake: r.accepted.stake,
     totalStake: r.accepted.totalStake,
     voters: r.accepted.voters,
+    vouchedTime: r.accepted.vouchedTime,
     account: r.account,
   };
 }
@@ -121,10 +130,10 @@ const sameBytes = (a, b) => a.length === b.length && a.every((x, i) => x === b[i
  * Reads `pubkey` from a validator's RPC at `confirmed` and proves it through the vote chain at the
  * slot the RPC answered at; throws unless the two agree. Returns proveByVotes' answer.
  */
-export async function proveRpcAccount(solana, hyades, set, pubkey) {
+export async function proveRpcAccount(solana, hyades, set, pubkey, maxAge = null) {
   const info = await rpc(solana, "getAccountInfo", [pubkey, { encoding: "base64", commitment: "confirmed" }]);
   const slot = info.context.slot;
-  const r = await untilReady(() => proveByVotes(hyades, set, pubkey, slot), 20_000);
+  const r = await untilReady(() => proveByVotes(hyades, set, pubkey, slot, maxAge), 20_000);
   const rpcAccount = info.value;
   if (rpcAccount === null || r.account === null) {
     if (rpcAccount !== r.account) {
@@ -143,10 +152,10 @@ export async function proveRpcAccount(solana, hyades, set, pubkey) {
   return r;
 }
 
-const USAGE = "usage: node examples/votes-proof.mjs --hyades URL --validators FILE [--slot S | --solana URL] PUBKEY";
+const USAGE = "usage: node examples/votes-proof.mjs --hyades URL --validators FILE [--slot S | --solana URL] [--max-age SECONDS] PUBKEY";
 
 export function parseArgs(argv) {
-  const o = { hyades: null, solana: null, validators: null, slot: null, rest: [] };
+  const o = { hyades: null, solana: null, validators: null, slot: null, maxAge: null, rest: [] };
   const value = (i) => {
     if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
     return argv[i + 1];
@@ -160,6 +169,10 @@ export function parseArgs(argv) {
       const s = value(i++);
       if (!/^[0-9]+$/.test(s)) throw new Error("--slot is a slot number");
       o.slot = BigInt(s);
+    } else if (a === "--max-age") {
+      const s = value(i++);
+      if (!/^[0-9]+$/.test(s)) throw new Error("--max-age is a number of seconds");
+      o.maxAge = BigInt(s);
     } else if (a.startsWith("--")) throw new Error(`unknown option ${a}`);
     else o.rest.push(a);
   }
@@ -181,7 +194,8 @@ async function main(argv) {
     return 2;
   }
   const pubkey = o.rest[0];
-  const r = o.solana === null ? await proveByVotes(o.hyades, set, pubkey, o.slot) : await proveRpcAccount(o.solana, o.hyades, set, pubkey);
+  const r =
+    o.solana === null ? await proveByVotes(o.hyades, set, pubkey, o.slot, o.maxAge) : await proveRpcAccount(o.solana, o.hyades, set, pubkey, o.maxAge);
   if (r.account === null) {
     console.log(`account ${pubkey}: absent`);
   } else {
@@ -192,6 +206,7 @@ async function main(argv) {
     console.log(`  data: ${r.account.data.length} bytes`);
   }
   console.log(`root trusted: votes of ${r.voters} vote accounts with stake ${r.stake} of ${r.totalStake} (more than 2/3) for bank hash ${r.bankHash} = sha256(h || root)`);
+  if (r.vouchedTime !== null) console.log(`voted at unix time ${r.vouchedTime} or later (the timestamps of vote accounts holding more than 1/3 of the stake)`);
   if (o.solana !== null) console.log(`equal to the account ${o.solana} returned at slot ${r.slot}`);
   console.log(`verified against root ${r.root} at slot ${r.slot}`);
   return 0;

@@ -59,7 +59,7 @@ export type VoteErrorCode =
   | "bad_signature";
 
 /** Why a root is not accepted through the votes (§10.4). */
-export type VoteChainErrorCode = "insufficient_stake" | "too_many_votes";
+export type VoteChainErrorCode = "insufficient_stake" | "too_many_votes" | "too_old" | "unstamped";
 
 export type ErrorCode =
   | ProofErrorCode

@@ -84,6 +84,8 @@ export {
   verifyRootByVotes,
   voteEvidenceFromJson,
   verifyAccountByVotes,
+  checkVoteAge,
+  voteAccountsParam,
 } from "./votes.js";
 export type {
   Lockout,

@@ -7,7 +7,7 @@
 import { sha256 } from "@noble/hashes/sha2.js";
 import { Hash, u64le } from "./commitment.js";
 import { verifyEd25519Strict } from "./ed25519.js";
-import { base58DecodeExact, base64Decode, bytesEqual, concatBytes } from "./encoding.js";
+import { base58DecodeExact, base58Encode, base64Decode, bytesEqual, concatBytes } from "./encoding.js";
 import { AldbError, VoteErrorCode } from "./errors.js";
 import { JsonValue, parseJson } from "./json.js";
 import { AccountJson, verifyAccountProof, VerifiedAccount } from "./account.js";
@@ -247,7 +247,7 @@ export function validatorSet(
     };
     if (v.voteAccount.length !== 32 || v.authorizedVoter.length !== 32) throw new AldbError("invalid_argument", "keys are 32 bytes");
     const id = hexKey(v.voteAccount);
-    if (out.has(id)) throw new AldbError("invalid_argument", "a vote account is listed twice");
+    if (out.has(id)) throw new AldbError("invalid_argument", `vote account ${base58Encode(v.voteAccount)} is listed twice`);
     out.set(id, v);
     total += v.stake;
   }
@@ -304,6 +304,56 @@ export interface AcceptedRoot {
   stake: bigint;
   totalStake: bigint;
   voters: number;
+  /**
+   * The newest time (Unix seconds, the voters' clocks) that counted votes of vote accounts holding
+   * more than 1/3 of the total stake carry or exceed in their timestamps; null when the stamped
+   * votes hold 1/3 or less (§10.4, freshness).
+   */
+  vouchedTime: bigint | null;
+}
+
+/** The newest `t` such that the votes stamped `t` or later hold more than 1/3 of `total`. */
+function vouchedTime(stamped: [bigint, bigint][], total: bigint): bigint | null {
+  stamped.sort((a, b) => (a[0] > b[0] ? -1 : a[0] < b[0] ? 1 : 0));
+  let stake = 0n;
+  for (const [t, s] of stamped) {
+    stake += s;
+    if (3n * stake > total) return t;
+  }
+  return null;
+}
+
+/**
+ * Refuses an accepted root whose votes were cast more than `maxAgeSeconds` before `nowSeconds`
+ * (Unix seconds, the client's clock) by its `vouchedTime`, or whose votes do not say when they
+ * were cast. Throws `too_old` or `unstamped`. A server may answer an old slot's valid evidence:
+ * this bounds how old an answer a client asking for the newest accepts.
+ */
+export function checkVoteAge(accepted: AcceptedRoot, nowSeconds: bigint | number, maxAgeSeconds: bigint | number): void {
+  const now = BigInt(nowSeconds);
+  const max = BigInt(maxAgeSeconds);
+  if (accepted.vouchedTime === null) {
+    throw new AldbError("unstamped", "the votes do not say when they were cast: those with a timestamp hold 1/3 of the stake or less");
+  }
+  const age = now - accepted.vouchedTime;
+  if (age > max) {
+    throw new AldbError("too_old", `the votes were cast ${age} s ago (timestamp ${accepted.vouchedTime}, vouched by more than 1/3 of the stake), more than the ${max} s allowed`);
+  }
+}
+
+/**
+ * getSlotVotes' `voteAccounts` for `set` (§10.5): each vote account with its authorized voter, so
+ * the service serves their votes whatever else landed in the blocks. A set larger than a request
+ * may name (MAX_EVIDENCE_VOTES) sends its largest stakes.
+ */
+export function voteAccountsParam(set: ValidatorSet): [string, string][] {
+  let members = [...set.members.values()];
+  if (members.length > MAX_EVIDENCE_VOTES) {
+    const key = (m: Validator) => hexKey(m.voteAccount);
+    members.sort((a, b) => (a.stake !== b.stake ? (a.stake > b.stake ? -1 : 1) : key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+    members = members.slice(0, MAX_EVIDENCE_VOTES);
+  }
+  return members.map((m) => [base58Encode(m.voteAccount), base58Encode(m.authorizedVoter)]);
 }
 
 /** Accepts `root` for `slot` when more than 2/3 of the set's stake voted `bankHash(h, root, hardForks)`. */
@@ -317,6 +367,12 @@ export function verifyRootByVotes(
   if (!(3n * t.stake > 2n * t.totalStake)) {
     throw new AldbError("insufficient_stake", `votes of stake ${t.stake} of ${t.totalStake} agree, not more than 2/3`);
   }
+  const stamped: [bigint, bigint][] = [];
+  t.outcomes.forEach((o, i) => {
+    if (!o.counted) return;
+    const ts = parseVoteTransaction(e.votes[i]).tower.timestamp;
+    if (ts !== null) stamped.push([ts, o.stake]);
+  });
   return {
     slot: e.slot,
     bankHash: expected,
@@ -324,6 +380,7 @@ export function verifyRootByVotes(
     stake: t.stake,
     totalStake: t.totalStake,
     voters: t.outcomes.filter((o) => o.counted).length,
+    vouchedTime: vouchedTime(stamped, t.totalStake),
   };
 }
 

@@ -77,6 +77,16 @@ test("votes-v1.json: evidence", () => {
       // The JSON text form gives the same.
       const again = aldb.verifyAccountByVotes(aldb.stringifyJson(c.evidence), set);
       assert.equal(hex(again.accepted.root), hex(ev.root), c.name);
+      // Freshness: the time more than 1/3 of the stake vouches for, and the bound against it.
+      const vouched = c.vouched_time === null ? null : BigInt(c.vouched_time);
+      assert.equal(got.accepted.vouchedTime, vouched, c.name);
+      if (vouched === null) {
+        assert.throws(() => aldb.checkVoteAge(got.accepted, 0n, (1n << 64n) - 1n), (e) => e.code === "unstamped", c.name);
+      } else {
+        aldb.checkVoteAge(got.accepted, vouched + 60n, 60);
+        aldb.checkVoteAge(got.accepted, vouched - 3600n, 0);
+        assert.throws(() => aldb.checkVoteAge(got.accepted, vouched + 61n, 60), (e) => e.code === "too_old" && /cast 61 s ago/.test(e.message), c.name);
+      }
     } else {
       const code = c.error === "proof" ? "root_mismatch" : c.error;
       assert.throws(() => aldb.verifyAccountByVotes(ev, set), (e) => e instanceof aldb.AldbError && e.code === code, c.name);
@@ -86,13 +96,46 @@ test("votes-v1.json: evidence", () => {
 
 test("vote sets and evidence refuse bad input", () => {
   const m = v.sets.main;
-  assert.throws(() => aldb.validatorSet([m[0], m[0]]), (e) => e.code === "invalid_argument");
+  assert.throws(() => aldb.validatorSet([m[0], m[0]]), (e) => e.code === "invalid_argument" && e.message.includes(`vote account ${m[0].voteAccount} is listed twice`));
   assert.throws(() => aldb.validatorSet([{ ...m[0], stake: 0 }]), (e) => e.code === "invalid_argument");
   const doc = structuredClone(v.evidence[0].evidence);
   doc.votes = new Array(aldb.MAX_EVIDENCE_VOTES + 1).fill(doc.votes[0]);
   assert.throws(() => aldb.voteEvidenceFromJson(doc), (e) => e.code === "too_many_votes");
   const zero = { ...v.evidence[0].evidence, hardForks: 0 };
   assert.throws(() => aldb.voteEvidenceFromJson(zero), (e) => e instanceof aldb.AldbError);
+});
+
+test("getSlotVotes' voteAccounts: every member with its voter, the largest stakes when too many", () => {
+  const main = aldb.voteAccountsParam(sets.main);
+  assert.deepEqual(
+    [...main].sort(),
+    v.sets.main.map((m) => [m.voteAccount, m.authorizedVoter]).sort(),
+  );
+  const key = (i, tag) => {
+    const k = new Uint8Array(32).fill(tag);
+    new DataView(k.buffer).setUint32(0, i, true);
+    return k;
+  };
+  const n = aldb.MAX_EVIDENCE_VOTES + 10;
+  const big = aldb.validatorSet(Array.from({ length: n }, (_, i) => ({ voteAccount: key(i, 1), authorizedVoter: key(i, 2), stake: BigInt(i) })));
+  const param = aldb.voteAccountsParam(big);
+  assert.equal(param.length, aldb.MAX_EVIDENCE_VOTES);
+  // Stakes 10 .. n-1 are kept; 0 .. 9 left out.
+  const kept = new Set(param.map(([a]) => a));
+  assert.ok(kept.has(aldb.base58Encode(key(n - 1, 1))) && kept.has(aldb.base58Encode(key(10, 1))));
+  assert.ok(!kept.has(aldb.base58Encode(key(9, 1))));
+});
+
+test("votes-proof example: --max-age is parsed, and a validator set file with a byte-order mark reads", async () => {
+  const ex = await import("../examples/votes-proof.mjs");
+  const base = ["--hyades", "http://127.0.0.1:1/", "--validators", "f", "K"];
+  assert.equal(ex.parseArgs([...base, "--max-age", "90"]).maxAge, 90n);
+  assert.equal(ex.parseArgs(base).maxAge, null);
+  assert.throws(() => ex.parseArgs([...base, "--max-age", "-1"]), /seconds/);
+  const m = v.sets.main;
+  const lines = "\ufeff" + m.map((x) => `${x.voteAccount} ${x.authorizedVoter} ${x.stake}`).join("\r\n") + "\r\n";
+  assert.equal(ex.readValidatorSet(lines).totalStake, 300n);
+  assert.equal(ex.readValidatorSet("\ufeff" + JSON.stringify(m)).totalStake, 300n);
 });
 
 // A fixed-seed generator, so a failure reproduces.
