@@ -73,6 +73,9 @@ struct Index {
     by_name: BTreeMap<String, (u64, Arc<MappedFile>)>,
     /// Committed slots that cannot be served because a file they need is damaged, and why.
     corrupt: BTreeMap<u64, String>,
+    /// Slots whose own file is present but a file of their chain is not, with the missing
+    /// file's sequence number.
+    missing: BTreeMap<u64, u32>,
     /// Slots the writer never wrote because it was failing: `(after, until)` exclusive bounds,
     /// from files marked as following a gap.
     gaps: Vec<(Option<u64>, u64)>,
@@ -231,6 +234,7 @@ impl SnapshotReader {
         let bad_seqs: BTreeMap<u32, (&String, &BadFile)> =
             bad.iter().filter(|(_, b)| b.seq != 0).map(|(n, b)| (b.seq, (n, b))).collect();
         let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
+        let mut missing: BTreeMap<u64, u32> = BTreeMap::new();
         for (name, b) in bad.iter().filter(|(_, b)| b.kind == FileKind::Slot) {
             corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
         }
@@ -259,6 +263,10 @@ impl SnapshotReader {
             }
             if let Some((_, (name, b))) = bad_seqs.range(oldest..=s.seq).next() {
                 corrupt.insert(*slot, format!("file {name} that its records may reach is damaged: {}", b.reason));
+            } else if let Some(gone) = (oldest..s.seq).find(|q| files.get(*q).is_none()) {
+                // Deleted (not by the pruner, which deletes no file a kept slot reaches): the
+                // slot was published, so "skipped" would be wrong; the file is named instead.
+                missing.insert(*slot, gone);
             }
             false
         });
@@ -294,7 +302,7 @@ impl SnapshotReader {
             .collect();
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);
-        let next = Arc::new(Index { files, slots, bad, by_name, corrupt, gaps, newest_named });
+        let next = Arc::new(Index { files, slots, bad, by_name, corrupt, missing, gaps, newest_named });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
@@ -353,6 +361,12 @@ impl SnapshotReader {
         }
         if slot < oldest.slot {
             return Err(QueryError::Pruned { slot, oldest: oldest.slot });
+        }
+        if let Some(&gone) = ix.missing.get(&slot) {
+            return Err(QueryError::MissingFile {
+                slot,
+                file: format!("file {gone:010}-*.snap or .part (sequence number {gone}) that its records may reach"),
+            });
         }
         ix.slots.get(&slot).copied().ok_or(QueryError::NoSnapshot { slot })
     }
