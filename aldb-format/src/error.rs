@@ -165,6 +165,15 @@ pub enum QueryError {
         /// The first slot written after it.
         until: u64,
     },
+    /// The slot was committed, but a file it needs is missing (deleted from the directory, or
+    /// an object missing from a replica's bucket): an operator should restore it.
+    #[error("slot {slot} cannot be served: {file} is missing")]
+    MissingFile {
+        /// The slot asked for.
+        slot: u64,
+        /// The missing file or object, as named where it should be.
+        file: String,
+    },
     /// The files are unreadable or inconsistent.
     #[error("snapshot storage error: {0}")]
     Storage(String),

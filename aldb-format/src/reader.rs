@@ -74,6 +74,9 @@ struct Index {
     by_name: BTreeMap<String, (u64, Arc<MappedFile>)>,
     /// Committed slots that cannot be served because a file they need is damaged, and why.
     corrupt: BTreeMap<u64, String>,
+    /// Slots whose own file is present but a file of their chain is not, with the missing
+    /// file's sequence number.
+    missing: BTreeMap<u64, u32>,
 }
 
 /// A file found damaged.
@@ -226,6 +229,7 @@ impl SnapshotReader {
         let bad_seqs: BTreeMap<u32, (&String, &BadFile)> =
             bad.iter().filter(|(_, b)| b.seq != 0).map(|(n, b)| (b.seq, (n, b))).collect();
         let mut corrupt: BTreeMap<u64, String> = BTreeMap::new();
+        let mut missing: BTreeMap<u64, u32> = BTreeMap::new();
         for (name, b) in bad.iter().filter(|(_, b)| b.kind == FileKind::Slot) {
             corrupt.insert(b.slot, format!("its file {name} is damaged: {}", b.reason));
         }
@@ -254,6 +258,10 @@ impl SnapshotReader {
             }
             if let Some((_, (name, b))) = bad_seqs.range(oldest..=s.seq).next() {
                 corrupt.insert(*slot, format!("file {name} that its records may reach is damaged: {}", b.reason));
+            } else if let Some(gone) = (oldest..s.seq).find(|q| files.get(*q).is_none()) {
+                // Deleted (not by the pruner, which deletes no file a kept slot reaches): the
+                // slot was published, so "skipped" would be wrong; the file is named instead.
+                missing.insert(*slot, gone);
             }
             false
         });
@@ -290,7 +298,7 @@ impl SnapshotReader {
         fresh.retain(|s| slots.get(&s.slot) == Some(s));
         fresh.sort_by_key(|s| s.slot);
         let slots = SlotIndex::new(slots, gaps, newest_named);
-        let next = Arc::new(Index { files, slots, bad, by_name, corrupt });
+        let next = Arc::new(Index { files, slots, bad, by_name, corrupt, missing });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
@@ -324,8 +332,18 @@ impl SnapshotReader {
     }
 
     fn lookup(ix: &Index, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
-        // A slot is corrupt only while no good file serves it (see `refresh`).
-        ix.slots.lookup(slot, |s| ix.corrupt.get(&s).cloned())
+        // A slot is corrupt only while no good file serves it (see `refresh`). A slot in range
+        // with no file of its own is "skipped" only when no file of its chain is missing.
+        match ix.slots.lookup(slot, |s| ix.corrupt.get(&s).cloned()) {
+            Err(QueryError::NoSnapshot { slot }) => match ix.missing.get(&slot) {
+                Some(&gone) => Err(QueryError::MissingFile {
+                    slot,
+                    file: format!("file {gone:010}-*.snap or .part (sequence number {gone}) that its records may reach"),
+                }),
+                None => Err(QueryError::NoSnapshot { slot }),
+            },
+            other => other,
+        }
     }
 
     /// The account `pubkey` at `slot` (the newest when `None`), with its proof.

@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use aldb_format::votes::{SlotVotes, VoteLogReader, VoteSelection, segment_name};
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::cache::ObjectStoreSource;
+use crate::cache::{ObjectStoreSource, absence};
 use crate::error::SourceError;
-use crate::manifest::{SegmentObject, parse_checksum};
+use crate::manifest::{MAX_LOG_OBJECT_BYTES, SegmentObject, parse_checksum};
 
 /// Bytes of vote-evidence segments a replica holds for slots older than its copy of the log, by
 /// default: four of the writer's default 64 MiB segments.
@@ -233,11 +233,25 @@ impl VoteArchive {
     async fn fetch(&self, g: &SegmentObject) -> Result<bytes::Bytes, SourceError> {
         let at = self.src.object_path(&g.name);
         let metrics = self.src.metrics();
+        if g.size > MAX_LOG_OBJECT_BYTES {
+            metrics.refused.inc();
+            metrics.archive_refused.inc();
+            self.src
+                .report(format!("vote-evidence segment {} is refused: the manifest names {} bytes", g.name, g.size));
+            return Err(SourceError::Corrupt {
+                object: g.name.clone(),
+                reason: format!("the manifest names {} bytes, more than a log object may have", g.size),
+            });
+        }
         metrics.archive_fetches.inc();
-        let got = self.src.store().get_range(&at, 0..g.size).await.map_err(|e| SourceError::Store {
-            op: "get",
-            object: at.to_string(),
-            source: e,
+        let got = self.src.store().get_range(&at, 0..g.size).await.map_err(|e| match absence(&e) {
+            Some(reason) => {
+                metrics.refused.inc();
+                metrics.archive_refused.inc();
+                self.src.report(format!("vote-evidence segment {} is missing from the bucket: {reason}", g.name));
+                SourceError::Missing { object: g.name.clone(), reason }
+            }
+            None => SourceError::Store { op: "get", object: at.to_string(), source: e },
         })?;
         metrics.fetched_bytes.inc_by(got.len() as u64);
         let want = parse_checksum(&g.checksum);

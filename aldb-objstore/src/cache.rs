@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use aldb_format::format::{FLAG_AFTER_GAP, FOOTER_LEN, FileKind, HEADER_LEN, Header, parse_published_name};
+use aldb_format::format::{END_MAGIC, FLAG_AFTER_GAP, FOOTER_LEN, FileKind, HEADER_LEN, Header, parse_published_name};
 use aldb_format::store::MappedFile;
 use aldb_format::{AccountProof, SnapshotReader};
 use futures_util::StreamExt;
@@ -22,10 +22,10 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use tokio::io::AsyncWriteExt;
 
-use crate::error::SourceError;
+use crate::error::{ManifestError, SourceError};
 use crate::manifest::{
-    BucketSlot, Head, MANIFEST_NAME, Manifest, SealedSegment, SegmentBody, SnapshotObject, WriterGap, parse_checksum,
-    parse_root, read_segments, verify_segment,
+    BucketSlot, Head, MANIFEST_NAME, MAX_HEAD_BYTES, MAX_SEGMENT_BYTES, MAX_SNAPSHOT_OBJECT_BYTES, Manifest,
+    SealedSegment, SegmentBody, SnapshotObject, WriterGap, parse_checksum, parse_root, read_segments, verify_segment,
 };
 use crate::metrics::CacheMetrics;
 
@@ -72,6 +72,11 @@ struct State {
     files: HashMap<String, Entry>,
     bytes: u64,
     tick: u64,
+    /// Slot files whose header was read from the bucket (or whose whole file was fetched) and
+    /// found to be the manifest entry's, with that entry: a root is listed only once confirmed.
+    confirmed: HashMap<String, (SnapshotObject, Header)>,
+    /// Why the manifest was last refused, while it is.
+    manifest_error: Option<String>,
 }
 
 #[derive(Debug)]
@@ -84,9 +89,23 @@ struct Inner {
     fetching: tokio::sync::Mutex<()>,
     reader: SnapshotReader,
     metrics: CacheMetrics,
+    /// What was reported of damaged and missing objects, so each is logged once (they are
+    /// tried again at every poll), until a new manifest is read.
+    reported: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Inner {
+    /// Logs `msg` as an error the first time only.
+    fn report(&self, msg: String) {
+        let mut seen = self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.len() >= 10_000 {
+            seen.clear();
+        }
+        if seen.insert(msg.clone()) {
+            log::error!("{msg}");
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         match self.state.lock() {
             Ok(g) => g,
@@ -149,6 +168,7 @@ impl ObjectStoreSource {
             fetching: tokio::sync::Mutex::new(()),
             reader,
             metrics,
+            reported: Mutex::new(std::collections::HashSet::new()),
         });
         let src = Self { inner };
         // A replica may start before anything is shipped: it serves nothing until a manifest
@@ -157,6 +177,12 @@ impl ObjectStoreSource {
             Ok(m) => m,
             Err(SourceError::NoManifest { object }) => {
                 log::warn!("the bucket holds no manifest ({object}) yet: nothing to serve until one is shipped");
+                Arc::new(Manifest::default())
+            }
+            // A damaged manifest must not keep a replica down: it serves nothing it has not
+            // verified, says why, and takes the first good manifest the poller reads.
+            Err(e @ (SourceError::Head { .. } | SourceError::Corrupt { .. } | SourceError::Missing { .. })) => {
+                log::error!("{e}: nothing is served until the bucket's manifest is repaired");
                 Arc::new(Manifest::default())
             }
             Err(e) => return Err(e),
@@ -172,6 +198,7 @@ impl ObjectStoreSource {
         let dir = &self.inner.cfg.dir;
         let io = |op, path: &FsPath, e| SourceError::Io { op, path: path.to_path_buf(), source: e };
         let mut found: Vec<(std::time::SystemTime, String, u64)> = Vec::new();
+        // Interrupted downloads and anything not a published name are removed below.
         for entry in std::fs::read_dir(dir).map_err(|e| io("list", dir, e))? {
             let entry = entry.map_err(|e| io("list", dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -180,14 +207,40 @@ impl ObjectStoreSource {
                 continue;
             }
             // Parts are kept like slot files: a cached slot needs them as much as its own file.
-            let keep = parse_published_name(&name)
+            let named = parse_published_name(&name)
                 .and_then(|(seq, _, _)| m.snapshot(u64::from(seq)))
-                .filter(|o| o.name == name)
-                .and_then(|o| cached_matches(&path, o).then_some(o.size));
+                .filter(|o| o.name == name);
+            // A cache is disposable: a file it holds is adopted only after the reader's own
+            // checks of all of it (a flipped byte keeps size and footer), and anything else is
+            // removed, to be fetched again when a slot needs it.
+            let keep = match named {
+                Some(o) => {
+                    let checked = if cached_matches(&path, o) {
+                        self.verify_cached(o, &path)
+                    } else {
+                        Err("its size or footer is not the manifest's".to_string())
+                    };
+                    match checked {
+                        Ok(h) => Some((o.size, o.clone(), h)),
+                        Err(e) => {
+                            self.inner.metrics.cache_damaged.inc();
+                            log::warn!("cached file {name} is damaged and removed, to be fetched again: {e}");
+                            None
+                        }
+                    }
+                }
+                None => None,
+            };
             match keep {
-                Some(size) => {
+                Some((size, o, h)) => {
                     let t = entry.metadata().and_then(|md| md.modified()).unwrap_or(std::time::UNIX_EPOCH);
                     found.push((t, name, size));
+                    // Its header confirms the entry when it says what the entry says.
+                    let gap = (h.flags & FLAG_AFTER_GAP != 0).then_some(WriterGap { after: h.gap_after });
+                    let agrees = parse_root(&o.root) == Some(h.root) && h.parent == o.parent && gap == o.gap;
+                    if o.kind() == Some(FileKind::Slot) && agrees {
+                        self.inner.state().confirmed.insert(o.name.clone(), (o, h));
+                    }
                 }
                 None if entry.file_type().is_ok_and(|t| t.is_file()) => {
                     std::fs::remove_file(&path).map_err(|e| io("remove", &path, e))?;
@@ -210,6 +263,11 @@ impl ObjectStoreSource {
     fn publish_gauges(&self, st: &State) {
         self.inner.metrics.cached_bytes.set(i64::try_from(st.bytes).unwrap_or(i64::MAX));
         self.inner.metrics.cached_files.set(i64::try_from(st.files.len()).unwrap_or(i64::MAX));
+    }
+
+    /// Logs an error about the bucket's objects once (until a new manifest is read).
+    pub(crate) fn report(&self, msg: String) {
+        self.inner.report(msg);
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
@@ -243,10 +301,35 @@ impl ObjectStoreSource {
 
     /// Reads the bucket's manifest again (to see newly shipped slots) and returns it. The read
     /// is conditional on the entity tag of the last one, so polling an unchanged manifest costs
-    /// a request and no transfer.
+    /// a request and no transfer. A head larger than [`MAX_HEAD_BYTES`] is refused before it is
+    /// read; a head or segment that is refused leaves the manifest last read in force.
     pub async fn refresh_manifest(&self) -> Result<Arc<Manifest>, SourceError> {
+        let got = self.read_manifest().await;
+        let mut st = self.inner.state();
+        st.manifest_error = match &got {
+            Err(e @ (SourceError::Head { .. } | SourceError::Corrupt { .. } | SourceError::Missing { .. })) => {
+                Some(e.to_string())
+            }
+            _ => None,
+        };
+        got
+    }
+
+    /// Why the bucket's manifest was last refused (a head or sealed segment damaged, missing or
+    /// oversized), while it still is; `None` once a manifest is read again.
+    pub fn manifest_error(&self) -> Option<String> {
+        self.inner.state().manifest_error.clone()
+    }
+
+    async fn read_manifest(&self) -> Result<Arc<Manifest>, SourceError> {
         let at = self.inner.object(MANIFEST_NAME);
         let store_err = |op, e| SourceError::Store { op, object: at.to_string(), source: e };
+        let refuse = |reason: ManifestError| {
+            self.inner.metrics.manifest_refused.inc();
+            let e = SourceError::Head { object: at.to_string(), reason };
+            self.inner.report(format!("{e}; the manifest last verified stays in force"));
+            e
+        };
         let (etag, held) = {
             let st = self.inner.state();
             (st.etag.clone(), st.manifest.clone())
@@ -266,18 +349,33 @@ impl ObjectStoreSource {
             Err(e) => return Err(store_err("get", e)),
         };
         let tag = got.meta.e_tag.clone();
-        let bytes = got.bytes().await.map_err(|e| store_err("get", e))?;
-        self.inner.metrics.manifest_bytes.inc_by(bytes.len() as u64);
-        let head = Head::decode(&bytes).map_err(SourceError::Manifest)?;
-        let held = |name: &str| self.inner.state().segments.get(name).cloned();
-        let bodies = read_segments(&head, held, |r| self.sealed_segment(r)).await?;
-        let m =
-            Arc::new(Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(SourceError::Manifest)?);
+        if got.meta.size > MAX_HEAD_BYTES {
+            return Err(refuse(ManifestError::TooLarge { what: "head", size: got.meta.size, max: MAX_HEAD_BYTES }));
+        }
+        let bytes = read_bounded(got, MAX_HEAD_BYTES).await.map_err(|e| store_err("get", e))?;
+        self.inner.metrics.manifest_bytes.inc_by(bytes.as_ref().map_or(MAX_HEAD_BYTES, |b| b.len() as u64));
+        let Some(bytes) = bytes else {
+            return Err(refuse(ManifestError::TooLarge {
+                what: "head",
+                size: MAX_HEAD_BYTES + 1,
+                max: MAX_HEAD_BYTES,
+            }));
+        };
+        let head = Head::decode(&bytes).map_err(refuse)?;
+        let held_segment = |name: &str| self.inner.state().segments.get(name).cloned();
+        let bodies = read_segments(&head, held_segment, |r| self.sealed_segment(r)).await?;
+        let m = Arc::new(Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(refuse)?);
         self.inner.metrics.manifest_reads.inc();
         let mut st = self.inner.state();
-        // A manifest is never replaced by an older one (a stale read from a lagging replica of
-        // the service must not hide slots already seen).
-        if st.manifest.as_ref().is_none_or(|old| old.generation <= m.generation) {
+        // A manifest is never replaced by one that names less (a stale read from a lagging
+        // replica of the service must not hide slots already seen); a lower generation that
+        // names at least the newest file held is taken, so a head whose generation was damaged
+        // upwards does not hold a replica once the bucket is repaired.
+        let newest = |m: &Manifest| m.snapshots.last().map(|o| o.seq);
+        if st.manifest.as_ref().is_none_or(|old| old.generation <= m.generation || newest(&m) >= newest(old)) {
+            if st.manifest.as_ref().is_none_or(|old| old.as_ref() != m.as_ref()) {
+                self.inner.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+            }
             st.servable = Arc::new(m.servable());
             st.manifest = Some(m.clone());
             st.etag = tag;
@@ -292,24 +390,37 @@ impl ObjectStoreSource {
     async fn sealed_segment(&self, r: SealedSegment) -> Result<Arc<SegmentBody>, SourceError> {
         let at = self.inner.object(&r.name);
         let refuse = |reason: String| {
-            log::error!("manifest segment {} is refused: {reason}", r.name);
+            self.inner.report(format!("manifest segment {} is refused: {reason}", r.name));
             self.inner.metrics.refused.inc();
             SourceError::Corrupt { object: r.name.clone(), reason }
         };
-        let bytes = match self.inner.store.get(&at).await {
-            Ok(g) => g.bytes().await,
-            Err(e) => Err(e),
-        };
-        let bytes = match bytes {
-            Ok(b) => b,
+        let got = match self.inner.store.get(&at).await {
+            Ok(g) => g,
             Err(object_store::Error::NotFound { .. }) => {
-                return Err(refuse("the head names it, the bucket does not hold it".into()));
+                self.inner.report(format!(
+                    "manifest segment {} is missing: the head names it, the bucket does not hold it",
+                    r.name
+                ));
+                self.inner.metrics.refused.inc();
+                return Err(SourceError::Missing {
+                    object: r.name.clone(),
+                    reason: "the head names it, the bucket does not hold it".into(),
+                });
             }
             Err(e) => return Err(SourceError::Store { op: "get", object: at.to_string(), source: e }),
         };
+        // Never more than the head names (itself bounded): a damaged object costs no memory.
+        let max = r.size.min(MAX_SEGMENT_BYTES);
+        if got.meta.size != r.size {
+            return Err(refuse(format!("{} bytes, the head names {}", got.meta.size, r.size)));
+        }
+        let bytes = read_bounded(got, max)
+            .await
+            .map_err(|e| SourceError::Store { op: "get", object: at.to_string(), source: e })?
+            .ok_or_else(|| refuse(format!("longer than the {} bytes the head names", r.size)))?;
         self.inner.metrics.manifest_segment_reads.inc();
         self.inner.metrics.manifest_bytes.inc_by(bytes.len() as u64);
-        verify_segment(&r, &bytes).map(Arc::new).map_err(refuse)
+        verify_segment(&r, &bytes).map(Arc::new).map_err(|e| refuse(e.to_string()))
     }
 
     /// The manifest last read with its servable slots, taken together.
@@ -382,7 +493,7 @@ impl ObjectStoreSource {
             }
             self.inner.metrics.misses.inc();
             self.make_room(o.size)?;
-            self.fetch(o).await?;
+            self.fetch(o, o.seq == b.seq).await?;
             let mut st = self.inner.state();
             st.tick += 1;
             let used = st.tick;
@@ -471,37 +582,92 @@ impl ObjectStoreSource {
 
     fn refuse(&self, o: &SnapshotObject, reason: impl Into<String>) -> SourceError {
         let reason = reason.into();
-        log::error!("object {} is refused: {reason}", o.name);
+        self.inner.report(format!("object {} is refused: {reason}", o.name));
         self.inner.metrics.refused.inc();
         SourceError::Corrupt { object: o.name.clone(), reason }
     }
 
-    /// Downloads `o`, verifies it completely, and publishes it in the cache directory.
-    async fn fetch(&self, o: &SnapshotObject) -> Result<(), SourceError> {
+    /// A request about `o` that failed: the object missing (named, counted, logged as what to
+    /// repair) or the bucket failing.
+    fn failed(&self, o: &SnapshotObject, op: &'static str, e: object_store::Error) -> SourceError {
+        match absence(&e) {
+            Some(reason) => {
+                self.inner.report(format!("object {} is missing from the bucket: {reason}", o.name));
+                self.inner.metrics.refused.inc();
+                SourceError::Missing { object: o.name.clone(), reason }
+            }
+            None => SourceError::Store { op, object: self.inner.object(&o.name).to_string(), source: e },
+        }
+    }
+
+    /// Confirms a slot file's entry against the object itself, without fetching it: its header
+    /// (a ranged read of 128 bytes) must name the entry's sequence number, slot, kind,
+    /// `oldest_seq`, root, parent, writer gap and size, and its footer (32 bytes) the entry's
+    /// checksum. A replica lists, serves and announces a slot's root only once its entry is
+    /// confirmed, so a damaged or invented entry is never answered: the root comes from the
+    /// object's header, which two independent copies (the manifest and the object) must agree
+    /// on. Confirmed once per entry (and for every file fetched whole); returns the header.
+    pub async fn confirm(&self, o: &SnapshotObject) -> Result<Header, SourceError> {
+        if let Some((held, h)) = self.inner.state().confirmed.get(&o.name)
+            && held == o
+        {
+            return Ok(*h);
+        }
+        if o.size < (HEADER_LEN + FOOTER_LEN) as u64 || o.size > MAX_SNAPSHOT_OBJECT_BYTES {
+            return Err(self.refuse(o, format!("the manifest names {} bytes, not a snapshot file's size", o.size)));
+        }
+        let want = parse_checksum(&o.checksum).ok_or_else(|| self.refuse(o, "bad checksum in the manifest"))?;
         let at = self.inner.object(&o.name);
         let store = &self.inner.store;
-        let store_err = |op, e| SourceError::Store { op, object: at.to_string(), source: e };
+        let head = store.get_range(&at, 0..HEADER_LEN as u64).await.map_err(|e| self.failed(o, "get header", e))?;
+        if head.is_empty() {
+            let reason = format!("the bucket holds an empty object, the manifest names {} bytes", o.size);
+            self.inner.report(format!("object {} is missing from the bucket: {reason}", o.name));
+            self.inner.metrics.refused.inc();
+            return Err(SourceError::Missing { object: o.name.clone(), reason });
+        }
+        if head.len() != HEADER_LEN {
+            return Err(self.refuse(o, format!("a read of its header got {} bytes", head.len())));
+        }
+        let h = Header::decode(&head).map_err(|r| self.refuse(o, format!("header: {r}")))?;
+        self.check_header(o, &h, true)?;
+        let tail = store
+            .get_range(&at, o.size - FOOTER_LEN as u64..o.size)
+            .await
+            .map_err(|e| self.failed(o, "get footer", e))?;
+        check_footer(&tail, want).map_err(|r| self.refuse(o, r))?;
+        self.inner.state().confirmed.insert(o.name.clone(), (o.clone(), h));
+        Ok(h)
+    }
+
+    /// Downloads `o`, verifies it completely, and publishes it in the cache directory. `serving`
+    /// says `o` is the file of the slot asked for, whose root, parent and gap must be the
+    /// manifest's; an older file of its chain is checked for its identity, size and checksum
+    /// only (its entry's root is not the one served, and a damaged one must not refuse the
+    /// slots after it).
+    async fn fetch(&self, o: &SnapshotObject, serving: bool) -> Result<(), SourceError> {
+        let at = self.inner.object(&o.name);
+        let store = &self.inner.store;
         let want = parse_checksum(&o.checksum).ok_or_else(|| self.refuse(o, "bad checksum in the manifest"))?;
-        if o.size >= self.inner.cfg.range_check_min && o.size >= (HEADER_LEN + FOOTER_LEN) as u64 {
+        if o.size < (HEADER_LEN + FOOTER_LEN) as u64 || o.size > MAX_SNAPSHOT_OBJECT_BYTES {
+            return Err(self.refuse(o, format!("the manifest names {} bytes, not a snapshot file's size", o.size)));
+        }
+        if o.size >= self.inner.cfg.range_check_min {
             // Cheap checks first: a wrong object costs two small reads, not the whole file.
-            let head = store.get_range(&at, 0..HEADER_LEN as u64).await.map_err(|e| store_err("get header", e))?;
+            let head = store.get_range(&at, 0..HEADER_LEN as u64).await.map_err(|e| self.failed(o, "get header", e))?;
             let h = Header::decode(&head).map_err(|r| self.refuse(o, format!("header: {r}")))?;
-            self.check_header(o, &h)?;
+            self.check_header(o, &h, serving)?;
             let tail = store
                 .get_range(&at, o.size - FOOTER_LEN as u64..o.size)
                 .await
-                .map_err(|e| store_err("get footer", e))?;
-            let mut sum = [0u8; 16];
-            sum.copy_from_slice(&tail[..16]);
-            if u128::from_le_bytes(sum) != want {
-                return Err(self.refuse(o, "its footer's checksum is not the manifest's"));
-            }
+                .map_err(|e| self.failed(o, "get footer", e))?;
+            check_footer(&tail, want).map_err(|r| self.refuse(o, r))?;
         }
         let dir = &self.inner.cfg.dir;
         let tmp = dir.join(format!(".{}.tmp", o.name));
         let io = |op, e| SourceError::Io { op, path: tmp.clone(), source: e };
         let mut file = tokio::fs::File::create(&tmp).await.map_err(|e| io("create", e))?;
-        let got = store.get(&at).await.map_err(|e| store_err("get", e))?;
+        let got = store.get(&at).await.map_err(|e| self.failed(o, "get", e))?;
         let mut stream = got.into_stream();
         let mut n = 0u64;
         let mut outcome: Result<(), SourceError> = Ok(());
@@ -509,7 +675,7 @@ impl ObjectStoreSource {
             let chunk = match chunk {
                 Ok(c) => c,
                 Err(e) => {
-                    outcome = Err(store_err("get", e));
+                    outcome = Err(self.failed(o, "get", e));
                     break;
                 }
             };
@@ -529,7 +695,11 @@ impl ObjectStoreSource {
         drop(file);
         if outcome.is_ok() {
             self.inner.metrics.fetched_bytes.inc_by(n);
-            outcome = self.verify(o, &tmp, n, want);
+            outcome = self.verify(o, &tmp, n, serving).map(|h| {
+                if serving {
+                    self.inner.state().confirmed.insert(o.name.clone(), (o.clone(), h));
+                }
+            });
         }
         if let Err(e) = outcome {
             let _ = std::fs::remove_file(&tmp);
@@ -543,7 +713,8 @@ impl ObjectStoreSource {
         Ok(())
     }
 
-    fn check_header(&self, o: &SnapshotObject, h: &Header) -> Result<(), SourceError> {
+    /// The header's identity against the entry; with `serving`, its root, parent and gap too.
+    fn check_header(&self, o: &SnapshotObject, h: &Header, serving: bool) -> Result<(), SourceError> {
         if u64::from(h.seq) != o.seq || h.slot != o.slot {
             return Err(self.refuse(
                 o,
@@ -557,7 +728,16 @@ impl ObjectStoreSource {
         if u64::from(h.oldest_seq) != o.oldest_seq {
             return Err(self.refuse(o, format!("oldest_seq {} is not the manifest's {}", h.oldest_seq, o.oldest_seq)));
         }
-        // The manifest lists the slot's root before any file is fetched: the file must agree (a
+        let size = (HEADER_LEN as u64).checked_add(h.body_len).and_then(|s| s.checked_add(FOOTER_LEN as u64));
+        if size != Some(o.size) {
+            return Err(
+                self.refuse(o, format!("its header's body length does not make the manifest's {} bytes", o.size))
+            );
+        }
+        if !serving {
+            return Ok(());
+        }
+        // The manifest lists the slot's root before the file is fetched: the file must agree (a
         // part's root is zero in both).
         if parse_root(&o.root) != Some(h.root) || h.parent != o.parent {
             return Err(self.refuse(o, "its header's root or parent is not the manifest's"));
@@ -566,30 +746,74 @@ impl ObjectStoreSource {
         if gap != o.gap {
             return Err(self.refuse(o, "its header's writer gap is not the manifest's"));
         }
-        let size = (HEADER_LEN as u64).checked_add(h.body_len).and_then(|s| s.checked_add(FOOTER_LEN as u64));
-        if size != Some(o.size) {
-            return Err(
-                self.refuse(o, format!("its header's body length does not make the manifest's {} bytes", o.size))
-            );
-        }
         Ok(())
     }
 
     /// The whole-file checks: those `SnapshotReader` makes (through the same code) and the
-    /// manifest's size, checksum and identity.
-    fn verify(&self, o: &SnapshotObject, tmp: &FsPath, n: u64, want: u128) -> Result<(), SourceError> {
+    /// manifest's size, checksum and identity (with `serving`, its root, parent and gap too).
+    fn verify(&self, o: &SnapshotObject, path: &FsPath, n: u64, serving: bool) -> Result<Header, SourceError> {
+        if n == 0 {
+            let reason = format!("the bucket holds an empty object, the manifest names {} bytes", o.size);
+            self.inner.report(format!("object {} is missing from the bucket: {reason}", o.name));
+            self.inner.metrics.refused.inc();
+            return Err(SourceError::Missing { object: o.name.clone(), reason });
+        }
         if n != o.size {
             return Err(self.refuse(o, format!("{n} bytes fetched, the manifest names {}", o.size)));
         }
-        let f = MappedFile::open(tmp, true).map_err(|e| self.refuse(o, strip_path(e, tmp)))?;
-        self.check_header(o, &f.header)?;
+        let want = parse_checksum(&o.checksum).ok_or_else(|| self.refuse(o, "bad checksum in the manifest"))?;
+        let f = MappedFile::open(path, true).map_err(|e| self.refuse(o, strip_path(e, path)))?;
+        let h = f.header;
         drop(f);
+        self.check_header(o, &h, serving)?;
         let footer =
-            read_tail(tmp, o.size).map_err(|e| SourceError::Io { op: "read", path: tmp.to_path_buf(), source: e })?;
+            read_tail(path, o.size).map_err(|e| SourceError::Io { op: "read", path: path.to_path_buf(), source: e })?;
         if footer != want {
             return Err(self.refuse(o, "its checksum is not the manifest's"));
         }
-        Ok(())
+        Ok(h)
+    }
+
+    /// A cached file's whole-file checks, without counting it as refused by the bucket.
+    fn verify_cached(&self, o: &SnapshotObject, path: &FsPath) -> Result<Header, String> {
+        let f = MappedFile::open(path, true).map_err(|e| strip_path(e, path))?;
+        let h = f.header;
+        drop(f);
+        let size = (HEADER_LEN as u64).checked_add(h.body_len).and_then(|s| s.checked_add(FOOTER_LEN as u64));
+        let identity = u64::from(h.seq) == o.seq
+            && h.slot == o.slot
+            && Some(FileKind::of(&h)) == o.kind()
+            && u64::from(h.oldest_seq) == o.oldest_seq
+            && size == Some(o.size);
+        if !identity {
+            return Err("its header is not the manifest entry's".into());
+        }
+        Ok(h)
+    }
+
+    /// Drops the cached files of `slot`'s chain from the cache (a query found one of them
+    /// damaged after it was verified: changed on the cache's disk), so the next query fetches
+    /// them again. Counted in `aldb_cache_damaged_total`.
+    pub fn discard(&self, slot: u64) {
+        let (m, servable) = self.held();
+        let (Some(m), Some(b)) = (m, servable.get(&slot).copied()) else { return };
+        let mut st = self.inner.state();
+        for o in m.chain(&b) {
+            if st.files.get(&o.name).is_some_and(|e| e.pins == 0) {
+                let path = self.inner.cfg.dir.join(&o.name);
+                if let Err(e) = std::fs::remove_file(&path)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    log::warn!("cannot remove damaged cached file {}: {e}", path.display());
+                    continue;
+                }
+                if let Some(e) = st.files.remove(&o.name) {
+                    st.bytes -= e.size;
+                }
+                self.inner.metrics.cache_damaged.inc();
+            }
+        }
+        self.publish_gauges(&st);
     }
 
     /// The account `pubkey` at `slot` (the newest the bucket holds when `None`) with its proof,
@@ -602,6 +826,48 @@ impl ObjectStoreSource {
         drop(lease);
         Ok(answer)
     }
+}
+
+/// The body of a GET, read whole unless it exceeds `max` bytes (`None` then): a damaged or
+/// hostile object costs a reader at most `max` bytes of memory.
+pub(crate) async fn read_bounded(
+    got: object_store::GetResult,
+    max: u64,
+) -> Result<Option<bytes::Bytes>, object_store::Error> {
+    let mut stream = got.into_stream();
+    let mut out = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if (out.len() + chunk.len()) as u64 > max {
+            return Ok(None);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Some(out.freeze()))
+}
+
+/// `Some(why)` when a failed request means the object is missing: the bucket does not hold it,
+/// or holds fewer bytes than a ranged read asked for (HTTP 416: an empty or truncated object).
+pub(crate) fn absence(e: &object_store::Error) -> Option<String> {
+    if let object_store::Error::NotFound { .. } = e {
+        return Some("the manifest names it, the bucket does not hold it".into());
+    }
+    let s = e.to_string();
+    (s.contains("416") || s.contains("Range Not Satisfiable") || s.contains("InvalidRange"))
+        .then(|| "the bucket holds fewer bytes than the manifest names (an empty or truncated object)".into())
+}
+
+/// A footer's checksum against the manifest's, and its end magic.
+fn check_footer(tail: &[u8], want: u128) -> Result<(), String> {
+    if tail.len() != FOOTER_LEN || tail[24..32] != END_MAGIC {
+        return Err("its footer is not a snapshot file's".into());
+    }
+    let mut sum = [0u8; 16];
+    sum.copy_from_slice(&tail[..16]);
+    if u128::from_le_bytes(sum) != want {
+        return Err("its footer's checksum is not the manifest's".into());
+    }
+    Ok(())
 }
 
 /// Whether a cached file still is the manifest's object: same size and footer checksum (its

@@ -49,6 +49,55 @@ pub enum ShipError {
     Manifest(String),
 }
 
+/// Why a manifest head or sealed segment is refused: what it does not understand, or entries
+/// that contradict each other or the objects they name. Never guessed around.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The bytes are not JSON of the expected shape (a field unknown, missing or mistyped).
+    #[error("not a manifest{segment}: {reason}", segment = if *.segment { " segment" } else { "" })]
+    Parse {
+        /// A sealed segment rather than a head.
+        segment: bool,
+        /// The parser's message.
+        reason: String,
+    },
+    /// Another `format` than this build reads.
+    #[error("format {found:?}, expected {expected:?}")]
+    Format {
+        /// The object's `format`.
+        found: String,
+        /// The one expected.
+        expected: &'static str,
+    },
+    /// Another `version` than this build reads.
+    #[error("manifest {what}version {found}, this build reads {reads}", what = if *.segment { "segment " } else { "" })]
+    Version {
+        /// A sealed segment rather than a head.
+        segment: bool,
+        /// The object's `version`.
+        found: u32,
+        /// The one this build reads.
+        reads: u32,
+    },
+    /// The object is larger than any the shipper writes: refused before it is read whole.
+    #[error("{size} bytes, more than the {max} a manifest {what} may have")]
+    TooLarge {
+        /// `"head"` or `"segment"`.
+        what: &'static str,
+        /// Its size as the bucket reports it (or as far as it was read).
+        size: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// A sealed segment's bytes are not those the head names.
+    #[error("{0}")]
+    Segment(String),
+    /// An entry is malformed, or entries contradict each other.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Why a replica could not make a slot available or answer for it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -82,6 +131,32 @@ pub enum SourceError {
     /// The manifest cannot be used.
     #[error("the bucket's manifest is unusable: {0}")]
     Manifest(String),
+    /// The manifest's head is refused (damaged, oversized, or not understood): the replica keeps
+    /// the manifest it last verified, if any.
+    #[error("manifest head {object} is refused: {reason}")]
+    Head {
+        /// The head's object path.
+        object: String,
+        /// What is wrong with it.
+        reason: ManifestError,
+    },
+    /// An object the manifest names is not in the bucket (deleted, or never uploaded), or is
+    /// shorter than the manifest says (a ranged read past its end).
+    #[error("object {object} is missing from the bucket: {reason}")]
+    Missing {
+        /// The object, as the manifest names it.
+        object: String,
+        /// What the bucket answered.
+        reason: String,
+    },
+    /// The bucket did not answer within the bound a query may wait.
+    #[error("the bucket did not answer within {secs} s ({what})")]
+    Timeout {
+        /// What was being fetched.
+        what: String,
+        /// The bound, in seconds.
+        secs: u64,
+    },
     /// The manifest names no servable slot.
     #[error("the bucket holds no servable slot yet")]
     NothingShipped,

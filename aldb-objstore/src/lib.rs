@@ -25,7 +25,7 @@ mod shipper;
 pub use archive::{ArchivedVotes, DEFAULT_VOTE_ARCHIVE_BYTES, VoteArchive};
 pub use bucket::{BucketOptions, open_bucket, parse_url};
 pub use cache::{CacheConfig, Lease, ObjectStoreSource};
-pub use error::{BucketError, ShipError, SourceError};
+pub use error::{BucketError, ManifestError, ShipError, SourceError};
 pub use manifest::Manifest;
 pub use mirror::{DEFAULT_VOTE_KEEP_SLOTS, LogMirror, LogSync};
 pub use shipper::{ShipConfig, ShipReport, Shipper};

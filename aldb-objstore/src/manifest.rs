@@ -15,6 +15,8 @@ use aldb_format::format::{FileKind, parse_published_name};
 use aldb_format::records::segment_first_slot;
 use serde::{Deserialize, Serialize};
 
+use crate::error::ManifestError;
+
 /// The manifest's object name under the bucket prefix. No snapshot directory holds a file of
 /// this name, so the bucket can mirror the directory's layout beside it.
 pub const MANIFEST_NAME: &str = "aldb-manifest.json";
@@ -28,6 +30,22 @@ pub const SEGMENT_FORMAT: &str = "aldb-objstore-manifest-segment";
 pub const MANIFEST_VERSION: u32 = 3;
 /// Where sealed manifest segments live under the prefix.
 pub const SEGMENTS_PREFIX: &str = "manifest";
+/// The most bytes a head may have: the shipper's bound with the default `seal_entries` and
+/// `fold_segments` is about 1.4 MB, with `seal_entries` at its maximum ([`MAX_SEAL_ENTRIES`])
+/// about 2.7 MB. A reader refuses a larger head before reading it whole.
+pub const MAX_HEAD_BYTES: u64 = 4 << 20;
+/// The most bytes a sealed segment may have (a segment of [`MAX_SEAL_ENTRIES`] entries is about
+/// 2 MB): a head naming a larger one is refused.
+pub const MAX_SEGMENT_BYTES: u64 = 8 << 20;
+/// The most entries a shipper seals at once, so a head stays within [`MAX_HEAD_BYTES`].
+pub const MAX_SEAL_ENTRIES: usize = 8192;
+/// The most bytes of a record-log, vote-evidence or journal object a reader fetches (a writer's
+/// vote segment is at most 64 MiB, a record segment about 20 MB): an entry naming more is
+/// refused before anything is fetched.
+pub const MAX_LOG_OBJECT_BYTES: u64 = 128 << 20;
+/// The most bytes a snapshot object may have: a file is at most 32 GiB of body (references
+/// address 32 GiB), with its header and footer.
+pub const MAX_SNAPSHOT_OBJECT_BYTES: u64 = (32 << 30) + 160;
 /// Entries the head holds before the shipper seals them into a segment, by default.
 pub const DEFAULT_SEAL_ENTRIES: usize = 4096;
 /// Sealed segments the head names before the shipper folds them into one segment naming them,
@@ -332,13 +350,17 @@ pub struct BucketSlot {
 impl Head {
     /// Parses a head and checks what can be checked without its segments: what it does not
     /// understand (another format or version, an unknown field) is refused, never guessed at.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let h: Head = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest: {e}"))?;
+    pub fn decode(bytes: &[u8]) -> Result<Self, ManifestError> {
+        if bytes.len() as u64 > MAX_HEAD_BYTES {
+            return Err(ManifestError::TooLarge { what: "head", size: bytes.len() as u64, max: MAX_HEAD_BYTES });
+        }
+        let h: Head = serde_json::from_slice(bytes)
+            .map_err(|e| ManifestError::Parse { segment: false, reason: e.to_string() })?;
         if h.format != MANIFEST_FORMAT {
-            return Err(format!("format {:?}, expected {MANIFEST_FORMAT:?}", h.format));
+            return Err(ManifestError::Format { found: h.format, expected: MANIFEST_FORMAT });
         }
         if h.version != MANIFEST_VERSION {
-            return Err(format!("manifest version {}, this build reads {MANIFEST_VERSION}", h.version));
+            return Err(ManifestError::Version { segment: false, found: h.version, reads: MANIFEST_VERSION });
         }
         h.sealed_segments.iter().try_for_each(check_sealed_ref)?;
         Ok(h)
@@ -352,12 +374,18 @@ impl Head {
 }
 
 /// Checks a sealed segment's entry: its name must spell its checksum.
-fn check_sealed_ref(r: &SealedSegment) -> Result<(), String> {
+fn check_sealed_ref(r: &SealedSegment) -> Result<(), ManifestError> {
     if parse_checksum(&r.checksum).is_none() {
-        return Err(format!("sealed segment {:?}: bad checksum {:?}", r.name, r.checksum));
+        return Err(ManifestError::Invalid(format!("sealed segment {:?}: bad checksum {:?}", r.name, r.checksum)));
     }
     if parse_sealed_name(&r.name).is_none_or(|(_, sum)| sum != r.checksum) {
-        return Err(format!("sealed segment {:?} does not name its checksum {}", r.name, r.checksum));
+        return Err(ManifestError::Invalid(format!(
+            "sealed segment {:?} does not name its checksum {}",
+            r.name, r.checksum
+        )));
+    }
+    if r.size > MAX_SEGMENT_BYTES {
+        return Err(ManifestError::TooLarge { what: "segment", size: r.size, max: MAX_SEGMENT_BYTES });
     }
     Ok(())
 }
@@ -377,13 +405,14 @@ impl SegmentBody {
     }
 
     /// Parses a segment's bytes, refusing another format or version and unknown fields.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let b: SegmentBody = serde_json::from_slice(bytes).map_err(|e| format!("not a manifest segment: {e}"))?;
+    pub fn decode(bytes: &[u8]) -> Result<Self, ManifestError> {
+        let b: SegmentBody =
+            serde_json::from_slice(bytes).map_err(|e| ManifestError::Parse { segment: true, reason: e.to_string() })?;
         if b.format != SEGMENT_FORMAT {
-            return Err(format!("format {:?}, expected {SEGMENT_FORMAT:?}", b.format));
+            return Err(ManifestError::Format { found: b.format, expected: SEGMENT_FORMAT });
         }
         if b.version != MANIFEST_VERSION {
-            return Err(format!("manifest segment version {}, this build reads {MANIFEST_VERSION}", b.version));
+            return Err(ManifestError::Version { segment: true, found: b.version, reads: MANIFEST_VERSION });
         }
         b.sealed_segments.iter().try_for_each(check_sealed_ref)?;
         Ok(b)
@@ -397,20 +426,20 @@ impl SegmentBody {
 
 /// Checks a sealed segment's bytes against the head's entry for it (size, checksum, then the
 /// entries it holds of each list) and parses them: a segment is trusted only whole.
-pub fn verify_segment(r: &SealedSegment, bytes: &[u8]) -> Result<SegmentBody, String> {
+pub fn verify_segment(r: &SealedSegment, bytes: &[u8]) -> Result<SegmentBody, ManifestError> {
     if bytes.len() as u64 != r.size {
-        return Err(format!("{} bytes, the head names {}", bytes.len(), r.size));
+        return Err(ManifestError::Segment(format!("{} bytes, the head names {}", bytes.len(), r.size)));
     }
     if parse_checksum(&r.checksum) != Some(xxhash_rust::xxh3::xxh3_128(bytes)) {
-        return Err("its checksum is not the head's".into());
+        return Err(ManifestError::Segment("its checksum is not the head's".into()));
     }
     let b = SegmentBody::decode(bytes)?;
     let counts = b.counts();
     if counts != (r.snapshots, r.record_segments, r.vote_segments) {
-        return Err(format!(
+        return Err(ManifestError::Segment(format!(
             "it holds {counts:?} entries, the head names ({}, {}, {})",
             r.snapshots, r.record_segments, r.vote_segments
-        ));
+        )));
     }
     Ok(b)
 }
@@ -436,7 +465,7 @@ impl Manifest {
     /// Puts a head and the bodies of the sealed segments it names together, and checks the
     /// whole. `lookup` gives each segment's body by name (every one [`read_segments`] read, each
     /// verified with [`verify_segment`]).
-    pub fn assemble<'a>(head: Head, lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>) -> Result<Self, String> {
+    pub fn assemble<'a>(head: Head, lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>) -> Result<Self, ManifestError> {
         let mut flat = Flat::default();
         let mut folds = BTreeMap::new();
         let (snapshots, record_segments, vote_segments) = {
@@ -446,7 +475,9 @@ impl Manifest {
                 || p.record_segments > flat.record_segments.len() as u64
                 || p.vote_segments > flat.vote_segments.len() as u64
             {
-                return Err(format!("the head drops more entries ({p:?}) than its sealed segments hold"));
+                return Err(ManifestError::Invalid(format!(
+                    "the head drops more entries ({p:?}) than its sealed segments hold"
+                )));
             }
             let skip = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
             let mut snapshots: Vec<SnapshotObject> =
@@ -477,10 +508,10 @@ impl Manifest {
 
     /// Parses and checks a head that names no sealed segment (a manifest small enough to live
     /// in its head alone).
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Self, ManifestError> {
         let head = Head::decode(bytes)?;
         if !head.sealed_segments.is_empty() {
-            return Err("the head names sealed segments: read them first".into());
+            return Err(ManifestError::Invalid("the head names sealed segments: read them first".into()));
         }
         Self::assemble(head, &|_| None)
     }
@@ -633,7 +664,11 @@ impl Manifest {
 
     /// Checks the whole: names, order, checksums, roots, and that the sealed segments' counts
     /// fit the lists.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ManifestError> {
+        self.check_entries().map_err(ManifestError::Invalid)
+    }
+
+    fn check_entries(&self) -> Result<(), String> {
         let m = self;
         let (s, r, v) = m.sealed_counts();
         if s > m.snapshots.len() || r > m.record_segments.len() || v > m.vote_segments.len() {
@@ -785,11 +820,12 @@ fn flatten<'a>(
     lookup: &dyn Fn(&str) -> Option<&'a SegmentBody>,
     out: &mut Flat<'a>,
     folds: &mut BTreeMap<String, Vec<SealedSegment>>,
-) -> Result<(), String> {
+) -> Result<(), ManifestError> {
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut stack: Vec<(SealedSegment, bool)> = refs.iter().rev().map(|r| (r.clone(), false)).collect();
     while let Some((r, expanded)) = stack.pop() {
-        let b = lookup(&r.name).ok_or_else(|| format!("sealed segment {} was not read", r.name))?;
+        let b =
+            lookup(&r.name).ok_or_else(|| ManifestError::Invalid(format!("sealed segment {} was not read", r.name)))?;
         if expanded {
             out.snapshots.extend(&b.snapshots);
             out.record_segments.extend(&b.record_segments);
@@ -797,10 +833,10 @@ fn flatten<'a>(
             continue;
         }
         if !seen.insert(r.name.clone()) {
-            return Err(format!("sealed segment {} is named twice", r.name));
+            return Err(ManifestError::Invalid(format!("sealed segment {} is named twice", r.name)));
         }
         if b.counts() != (r.snapshots, r.record_segments, r.vote_segments) {
-            return Err(format!("sealed segment {} does not hold the entries named", r.name));
+            return Err(ManifestError::Invalid(format!("sealed segment {} does not hold the entries named", r.name)));
         }
         if !b.sealed_segments.is_empty() {
             folds.insert(r.name.clone(), b.sealed_segments.clone());
@@ -872,7 +908,7 @@ mod tests {
             Manifest::decode(&h.encode())
         };
         for v in [1, 2, 4] {
-            let err = head_edited(&|h| h.version = v).unwrap_err();
+            let err = head_edited(&|h| h.version = v).unwrap_err().to_string();
             assert!(err.contains(&format!("manifest version {v}")) && err.contains("reads 3"), "{err}");
         }
         assert!(head_edited(&|h| h.format = "other".into()).is_err());
@@ -972,12 +1008,13 @@ mod tests {
     /// Puts a manifest back together from its head and the bodies of the segments it names, as
     /// a reader does.
     fn reassemble(m: &Manifest, objects: &BTreeMap<String, Vec<u8>>) -> Result<Manifest, String> {
-        let head = Head::decode(&m.encode_head())?;
-        let fetch =
-            |r: SealedSegment| async move { verify_segment(&r, objects.get(&r.name).ok_or("missing")?).map(Arc::new) };
+        let head = Head::decode(&m.encode_head()).map_err(|e| e.to_string())?;
+        let fetch = |r: SealedSegment| async move {
+            verify_segment(&r, objects.get(&r.name).ok_or("missing")?).map(Arc::new).map_err(|e| e.to_string())
+        };
         let bodies =
             futures_util::FutureExt::now_or_never(read_segments(&head, |_| None, fetch)).ok_or("pending")??;
-        Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref()))
+        Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -1002,35 +1039,37 @@ mod tests {
         }
         assert_eq!(m.unsealed_entries(), 4);
         assert_eq!(reassemble(&m, &objects), Ok(m.clone()));
-        assert!(Manifest::decode(&m.encode_head()).unwrap_err().contains("sealed segments"));
+        assert!(Manifest::decode(&m.encode_head()).unwrap_err().to_string().contains("sealed segments"));
 
         // A segment is trusted only whole and only as the head names it.
         let mut flipped = bytes.clone();
         let mid = flipped.len() / 2;
         flipped[mid] ^= 1;
-        assert!(verify_segment(&r, &flipped).unwrap_err().contains("checksum"));
-        assert!(verify_segment(&r, &bytes[..bytes.len() - 1]).unwrap_err().contains("bytes"));
+        assert!(verify_segment(&r, &flipped).unwrap_err().to_string().contains("checksum"));
+        assert!(verify_segment(&r, &bytes[..bytes.len() - 1]).unwrap_err().to_string().contains("bytes"));
         let miscounted = SealedSegment { snapshots: 9, ..r.clone() };
-        assert!(verify_segment(&miscounted, &bytes).unwrap_err().contains("entries"));
+        assert!(verify_segment(&miscounted, &bytes).unwrap_err().to_string().contains("entries"));
         // A segment of another version or with a field this build does not know is refused.
         let mut body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         body["version"] = serde_json::json!(2);
-        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().contains("version 2"));
+        assert!(
+            SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().to_string().contains("version 2")
+        );
         let mut body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         body["extra"] = serde_json::json!(1);
-        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().contains("extra"));
+        assert!(SegmentBody::decode(&serde_json::to_vec(&body).unwrap()).unwrap_err().to_string().contains("extra"));
         // The head must spell each segment's checksum in its name.
         let mut h = m.head();
         h.sealed_segments[0].name = sealed_object_name(7, 5);
-        assert!(Head::decode(&h.encode()).unwrap_err().contains("does not name its checksum"));
+        assert!(Head::decode(&h.encode()).unwrap_err().to_string().contains("does not name its checksum"));
         let mut unknown: serde_json::Value = serde_json::from_slice(&m.encode_head()).unwrap();
         unknown["sealed_segments"][0]["extra"] = serde_json::json!(1);
-        assert!(Head::decode(&serde_json::to_vec(&unknown).unwrap()).unwrap_err().contains("extra"));
+        assert!(Head::decode(&serde_json::to_vec(&unknown).unwrap()).unwrap_err().to_string().contains("extra"));
 
         // Entries out of order across a segment and the head are refused when assembled.
         let mut bad = m.clone();
         bad.snapshots[10] = snap(3, 200, 1);
-        assert!(reassemble(&bad, &objects).unwrap_err().contains("ascending"));
+        assert!(reassemble(&bad, &objects).unwrap_err().to_string().contains("ascending"));
     }
 
     #[test]
@@ -1072,7 +1111,7 @@ mod tests {
         // A floor beyond what the segments hold is refused.
         let mut h = m.head();
         h.pruned.snapshots = 1;
-        assert!(Manifest::assemble(h, &|_| None).unwrap_err().contains("drops more"));
+        assert!(Manifest::assemble(h, &|_| None).unwrap_err().to_string().contains("drops more"));
     }
 
     #[test]
@@ -1104,11 +1143,11 @@ mod tests {
         let leaf = m.folds.values().flatten().find(|r| !m.folds.contains_key(&r.name)).unwrap().name.clone();
         let mut damaged = objects.clone();
         damaged.get_mut(&leaf).unwrap()[3] ^= 1;
-        assert!(reassemble(&m, &damaged).unwrap_err().contains("checksum"));
+        assert!(reassemble(&m, &damaged).unwrap_err().to_string().contains("checksum"));
         // A segment named twice (here directly and through its fold) is refused.
         let mut twice = m.clone();
         twice.sealed_segments.insert(0, m.folds.values().flatten().next().unwrap().clone());
-        assert!(reassemble(&twice, &objects).unwrap_err().contains("named twice"));
+        assert!(reassemble(&twice, &objects).unwrap_err().to_string().contains("named twice"));
 
         // Retention keeping sequence 6 on: the folds it cuts into are unfolded, the segments
         // wholly below it go, and what is left reads back.

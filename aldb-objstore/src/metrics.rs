@@ -117,6 +117,13 @@ pub struct CacheMetrics {
     pub evictions: IntCounter,
     /// Objects refused because their bytes did not verify.
     pub refused: IntCounter,
+    /// Cached files found damaged (at start, or by a query) and removed, to be fetched again.
+    pub cache_damaged: IntCounter,
+    /// Manifest heads refused (damaged, oversized, or not understood).
+    pub manifest_refused: IntCounter,
+    /// Record-log, vote-evidence or journal objects whose bytes are not the manifest's: copied
+    /// as they are for the log readers, which skip their damaged spans, and fetched again.
+    pub log_damaged: IntCounter,
     /// Vote-evidence segments fetched on demand for slots older than the copy of the log.
     pub archive_fetches: IntCounter,
     /// Of those, segments refused because their bytes did not verify (also in `refused`).
@@ -143,6 +150,21 @@ impl CacheMetrics {
             fetched_bytes: counter(&r, "aldb_cache_fetched_bytes_total", "Bytes fetched from the bucket.")?,
             evictions: counter(&r, "aldb_cache_evictions_total", "Files evicted to stay within the capacity.")?,
             refused: counter(&r, "aldb_cache_refused_total", "Objects refused because their bytes did not verify.")?,
+            cache_damaged: counter(
+                &r,
+                "aldb_cache_damaged_total",
+                "Cached files found damaged and removed, to be fetched again.",
+            )?,
+            manifest_refused: counter(
+                &r,
+                "aldb_cache_manifest_refused_total",
+                "Manifest heads refused (damaged, oversized or not understood); the last verified one stays in force.",
+            )?,
+            log_damaged: counter(
+                &r,
+                "aldb_cache_log_damaged_total",
+                "Log objects whose bytes are not the manifest's (their damaged spans are skipped).",
+            )?,
             archive_fetches: counter(
                 &r,
                 "aldb_cache_archive_segment_fetches_total",

@@ -19,10 +19,10 @@ use std::path::{Path as FsPath, PathBuf};
 use aldb_format::status::STATUS_FILE;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::cache::ObjectStoreSource;
+use crate::cache::{ObjectStoreSource, absence, read_bounded};
 use crate::error::SourceError;
 use crate::logs::SegmentLog;
-use crate::manifest::{Manifest, parse_checksum};
+use crate::manifest::{MAX_LOG_OBJECT_BYTES, Manifest, parse_checksum};
 
 /// Slots of vote evidence a replica copies by default: about an hour of 400 ms slots. A
 /// mainnet slot's votes are some 450 KB, so this is about 4 GB of disk beside the file cache.
@@ -36,16 +36,19 @@ pub(crate) fn is_mirror_name(name: &str) -> bool {
     name == STATUS_FILE || name == JOURNAL_TMP
 }
 
-/// What the copy holds of one log object: its length and the running hash of those bytes.
+/// What the copy holds of one log object: its length and the running hash of those bytes, and
+/// whether they are not the manifest's (copied as the bucket holds them, for the log readers to
+/// skip the damaged entries as they do in a snapshot directory).
 #[derive(Clone)]
 struct Copied {
     len: u64,
     hash: Xxh3,
+    damaged: bool,
 }
 
 impl std::fmt::Debug for Copied {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Copied").field("len", &self.len).finish_non_exhaustive()
+        f.debug_struct("Copied").field("len", &self.len).field("damaged", &self.damaged).finish_non_exhaustive()
     }
 }
 
@@ -62,6 +65,8 @@ pub struct LogSync {
     pub new_vote_segments: usize,
     /// The journal was replaced by a new epoch.
     pub new_journal: bool,
+    /// Log objects missing, refused or damaged (each named): the rest was copied all the same.
+    pub failed: Vec<String>,
 }
 
 /// The copy of the bucket's logs in a cache directory. One per directory; its owner calls
@@ -169,6 +174,10 @@ impl ObjectStoreSource {
     }
 
     /// The object's bytes `from..to`, checked: `copied` extended by them must hash to `want`.
+    /// Bytes that do not are returned all the same, marked damaged (logged and counted): the
+    /// log readers check every entry's own checksum and skip damaged spans, as a snapshot
+    /// directory's readers do, so one damaged object costs the entries it damages, not the
+    /// replica. An object missing, or naming more than [`MAX_LOG_OBJECT_BYTES`], is an error.
     async fn fetch_extension(
         &self,
         name: &str,
@@ -176,24 +185,51 @@ impl ObjectStoreSource {
         to: u64,
         want: &str,
     ) -> Result<(bytes::Bytes, Copied), SourceError> {
-        let at = self.object_path(name);
-        let got = self.store().get_range(&at, copied.len..to).await.map_err(|e| SourceError::Store {
-            op: "get",
-            object: at.to_string(),
-            source: e,
-        })?;
-        let mut next = copied.clone();
-        next.hash.update(&got);
-        next.len = to;
-        if got.len() as u64 != to - copied.len || parse_checksum(want) != Some(next.hash.digest128()) {
-            self.metrics().refused.inc();
-            log::error!("log object {name} is refused: its first {to} bytes are not the manifest's");
+        if to > MAX_LOG_OBJECT_BYTES {
+            self.metrics().log_damaged.inc();
+            self.report(format!(
+                "log object {name} is refused: the manifest names {to} bytes, more than {MAX_LOG_OBJECT_BYTES}"
+            ));
             return Err(SourceError::Corrupt {
                 object: name.to_string(),
-                reason: format!("its first {to} bytes do not have the manifest's checksum"),
+                reason: format!("the manifest names {to} bytes, more than a log object may have"),
             });
         }
+        let at = self.object_path(name);
+        let opts = object_store::GetOptions { range: Some((copied.len..to).into()), ..Default::default() };
+        let got = match self.store().get_opts(&at, opts).await {
+            Ok(g) => read_bounded(g, to - copied.len).await,
+            Err(e) => Err(e),
+        };
+        let got = match got {
+            Ok(Some(b)) => b,
+            Ok(None) => bytes::Bytes::new(),
+            Err(e) => {
+                return Err(match absence(&e) {
+                    Some(reason) => {
+                        self.metrics().log_damaged.inc();
+                        self.report(format!("log object {name} is missing from the bucket: {reason}"));
+                        SourceError::Missing { object: name.to_string(), reason }
+                    }
+                    None => SourceError::Store { op: "get", object: at.to_string(), source: e },
+                });
+            }
+        };
+        let mut next = copied.clone();
+        next.hash.update(&got);
+        next.len = copied.len + got.len() as u64;
         self.metrics().fetched_bytes.inc_by(got.len() as u64);
+        if !copied.damaged && (next.len != to || parse_checksum(want) != Some(next.hash.digest128())) {
+            self.metrics().refused.inc();
+            self.metrics().log_damaged.inc();
+            self.report(format!(
+                "log object {name} is damaged: its first {to} bytes do not have the manifest's checksum ({} bytes \
+                 read); its intact entries are served, its damaged ones skipped; repair the object from the \
+                 writer's directory",
+                next.len
+            ));
+            next.damaged = true;
+        }
         Ok((got, next))
     }
 
@@ -225,11 +261,20 @@ impl ObjectStoreSource {
         }
         for g in wanted {
             let held = mirror.copied(log).0.get(&g.first_slot).cloned();
-            let copied = held.clone().unwrap_or(Copied { len: 0, hash: Xxh3::new() });
+            let copied = held.clone().unwrap_or(Copied { len: 0, hash: Xxh3::new(), damaged: false });
             if copied.len >= g.size {
                 continue;
             }
-            let (bytes, next) = self.fetch_extension(&g.name, &copied, g.size, &g.checksum).await?;
+            let (bytes, next) = match self.fetch_extension(&g.name, &copied, g.size, &g.checksum).await {
+                Ok(got) => got,
+                // One object missing or refused must not stop the copy of the others (nor a
+                // replica starting): logged and counted; tried again at the next sync.
+                Err(e @ (SourceError::Missing { .. } | SourceError::Corrupt { .. })) => {
+                    out.failed.push(e.to_string());
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let path = mirror.segment_path(log, g.first_slot);
             let io = |op, e| SourceError::Io { op, path: path.clone(), source: e };
             if held.is_some() {
@@ -243,6 +288,9 @@ impl ObjectStoreSource {
                 }
             }
             out.bytes += bytes.len() as u64;
+            if next.damaged {
+                out.failed.push(format!("log object {} is damaged", g.name));
+            }
             mirror.copied(log).0.insert(g.first_slot, next);
         }
         Ok(())
@@ -257,14 +305,28 @@ impl ObjectStoreSource {
                 if copied.len >= j.size {
                     return Ok(());
                 }
-                let (bytes, next) = self.fetch_extension(&j.name, copied, j.size, &j.checksum).await?;
+                let (bytes, next) = match self.fetch_extension(&j.name, copied, j.size, &j.checksum).await {
+                    Ok(got) => got,
+                    Err(e @ (SourceError::Missing { .. } | SourceError::Corrupt { .. })) => {
+                        out.failed.push(e.to_string());
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                };
                 append(&path, &bytes).map_err(|e| io("append", e))?;
                 out.bytes += bytes.len() as u64;
                 mirror.journal = Some((j.epoch, next));
             }
             _ => {
-                let empty = Copied { len: 0, hash: Xxh3::new() };
-                let (bytes, next) = self.fetch_extension(&j.name, &empty, j.size, &j.checksum).await?;
+                let empty = Copied { len: 0, hash: Xxh3::new(), damaged: false };
+                let (bytes, next) = match self.fetch_extension(&j.name, &empty, j.size, &j.checksum).await {
+                    Ok(got) => got,
+                    Err(e @ (SourceError::Missing { .. } | SourceError::Corrupt { .. })) => {
+                        out.failed.push(e.to_string());
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                };
                 replace(&mirror.dir.join(JOURNAL_TMP), &path, &bytes).map_err(|e| io("write", e))?;
                 out.bytes += bytes.len() as u64;
                 out.new_journal = true;

@@ -17,9 +17,9 @@ use crate::error::ShipError;
 use crate::local::{self, LocalSegment, LocalSnapshot};
 use crate::logs::SegmentLog;
 use crate::manifest::{
-    DEFAULT_FOLD_SEGMENTS, DEFAULT_SEAL_ENTRIES, Head, JournalObject, MANIFEST_NAME, Manifest, SEGMENTS_PREFIX,
-    SealedSegment, SegmentObject, SnapshotObject, WriterGap, checksum_hex, journal_object_name, read_segments,
-    root_hex, verify_segment,
+    DEFAULT_FOLD_SEGMENTS, DEFAULT_SEAL_ENTRIES, Head, JournalObject, MANIFEST_NAME, MAX_SEAL_ENTRIES, Manifest,
+    SEGMENTS_PREFIX, SealedSegment, SegmentObject, SnapshotObject, WriterGap, checksum_hex, journal_object_name,
+    read_segments, root_hex, verify_segment,
 };
 use crate::metrics::ShipMetrics;
 use aldb_format::format::{FLAG_AFTER_GAP, FileKind};
@@ -54,7 +54,8 @@ pub struct ShipConfig {
     /// (replicas learn commitment levels from it, so it goes more often than segments).
     pub status_interval: Duration,
     /// Seal the head's entries into an immutable manifest segment when it holds more than this
-    /// many (at least 1): a manifest write then costs the head, whatever the archive's length.
+    /// many (at least 1, at most [`MAX_SEAL_ENTRIES`], so replicas read the head): a manifest
+    /// write then costs the head, whatever the archive's length.
     pub seal_entries: usize,
     /// Fold the sealed segments the head names into one segment naming them when there are
     /// more than this many (at least 1) and no archive retention: the head then stays within
@@ -206,7 +207,7 @@ impl Shipper {
         let store = self.store.clone();
         let got = self.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
         let head = match got {
-            Ok(bytes) => Head::decode(&bytes).map_err(ShipError::Manifest)?,
+            Ok(bytes) => Head::decode(&bytes).map_err(|e| ShipError::Manifest(e.to_string()))?,
             Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {
                 self.manifest = Some(Manifest::default());
                 // A bucket nothing was shipped to may not exist until the first upload creates it.
@@ -241,7 +242,8 @@ impl Shipper {
             },
         )
         .await?;
-        let m = Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(ShipError::Manifest)?;
+        let m = Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref()))
+            .map_err(|e| ShipError::Manifest(e.to_string()))?;
         self.manifest = Some(m);
         // Housekeeping: an unnamed segment is never read, so failing to delete it only leaves
         // it for the next process.
@@ -283,7 +285,7 @@ impl Shipper {
     async fn write_manifest(&mut self, report: &mut ShipReport) -> Result<(), ShipError> {
         let Some(m) = self.manifest.as_ref() else { return Ok(()) };
         let next = m.generation + 1;
-        if m.unsealed_entries() > self.cfg.seal_entries.max(1)
+        if m.unsealed_entries() > self.cfg.seal_entries.clamp(1, MAX_SEAL_ENTRIES)
             && let Some((r, bytes)) = m.seal(next)
         {
             self.put_manifest_object(&r.name, bytes).await?;

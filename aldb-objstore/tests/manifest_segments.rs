@@ -312,22 +312,29 @@ fn a_damaged_or_missing_segment_is_refused() {
     bad[mid] = if bad[mid] == b'7' { b'8' } else { b'7' };
     rt.block_on(store.put(&at, bytes::Bytes::from(bad).into())).unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let err = open(cache.path()).unwrap_err();
+    // A replica starts on it, serves nothing, and says why.
+    let src = open(cache.path()).unwrap();
+    assert!(src.manifest_error().is_some_and(|e| e.contains(&seg.name)), "{:?}", src.manifest_error());
+    let err = rt.block_on(src.refresh_manifest()).unwrap_err();
     assert!(
         matches!(&err, SourceError::Corrupt { object, reason } if *object == seg.name && reason.contains("checksum")),
         "{err}"
     );
+    assert!(rt.block_on(src.make_available(None)).is_err());
+    drop(src);
     let restarted = Shipper::new(store.clone(), prefix.clone(), sealed_config(dir.path())).unwrap();
     let mut restarted = restarted;
     let err = rt.block_on(restarted.ship_once()).unwrap_err();
     assert!(err.to_string().contains(&seg.name) && err.to_string().contains("checksum"), "{err}");
 
     rt.block_on(store.delete(&at)).unwrap();
-    let err = open(cache.path()).unwrap_err();
+    let src = open(cache.path()).unwrap();
+    let err = rt.block_on(src.refresh_manifest()).unwrap_err();
     assert!(
-        matches!(&err, SourceError::Corrupt { object, reason } if *object == seg.name && reason.contains("does not hold")),
+        matches!(&err, SourceError::Missing { object, reason } if *object == seg.name && reason.contains("does not hold")),
         "{err}"
     );
+    drop(src);
 
     // Restored, it is read and served again.
     rt.block_on(store.put(&at, good.into())).unwrap();

@@ -41,6 +41,10 @@ pub mod codes {
     /// The slot's bank was abandoned (its fork was dropped; the slot-status journal says so): no
     /// root or proof is served for it, even while its file remains.
     pub const SLOT_ABANDONED: i64 = -32013;
+    /// The slot was committed but a file it needs is missing: deleted from the snapshot
+    /// directory, or (on a replica) an object the bucket's manifest names that the bucket does
+    /// not hold, or holds fewer bytes of; `data.file` names it. An operator should restore it.
+    pub const SLOT_FILE_MISSING: i64 = -32014;
     /// The answer would exceed [`Limits::max_response_bytes`](crate::Limits); ask for fewer
     /// items (a smaller range, fewer keys, a shorter batch).
     pub const RESPONSE_TOO_LARGE: i64 = -32020;

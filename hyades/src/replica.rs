@@ -2,10 +2,14 @@
 //! instead of a snapshot directory.
 //!
 //! The slot index (which slots are served, their roots and parents, the writer's gaps) comes from
-//! the manifest, so listing roots never fetches a file: the head and the sealed segments it names,
-//! each segment fetched once and held (they are immutable), so a refresh of a changed head costs
-//! the head and any new segment; a missing or damaged segment is refused and the index last built
-//! stays in force. A proof makes its slot available in the
+//! the manifest, read from the head and the sealed segments it names (each segment fetched once
+//! and held: they are immutable); a missing or damaged segment or head is refused and the index
+//! last built stays in force. The manifest is not trusted for a root: a slot is listed, served
+//! and announced only once its entry is confirmed against the slot object itself (its header and
+//! footer, two ranged reads, once per entry: [`ObjectStoreSource::confirm`]), and its root is the
+//! object header's. An entry that does not confirm is refused with the damaged-slot or
+//! missing-file answer naming the object, and tried again every [`RETRY_REFUSED`] so a repaired
+//! bucket is served again without a restart. A proof makes its slot available in the
 //! bounded cache first ([`ObjectStoreSource`] fetches each file, verifies it completely and only
 //! then gives it its published name) and is answered by the `SnapshotReader` over the cache,
 //! which checks every proof against the root before answering; a fetched file whose header does
@@ -21,13 +25,27 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use aldb_format::{AccountProof, QueryError, ReadError, SlotInfo};
-use aldb_objstore::manifest::parse_root;
 use aldb_objstore::{
-    ArchivedVotes, BucketOptions, CacheConfig, Lease, LogMirror, ObjectStoreSource, SourceError, VoteArchive,
+    ArchivedVotes, BucketOptions, CacheConfig, Lease, LogMirror, Manifest, ObjectStoreSource, SourceError, VoteArchive,
 };
+use futures_util::StreamExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// The longest a query waits for the bucket (a cold slot's files, an old slot's vote segments):
+/// below the 30 s a client (`aldb proof`) waits for an answer, so a stalled bucket answers the
+/// query with an error rather than leave it hanging past its client (the object store client
+/// alone retries for up to 180 s).
+pub const FETCH_WAIT: Duration = Duration::from_secs(20);
+
+/// How often entries that did not confirm, and slots whose objects a query refused, are tried
+/// again while the manifest is unchanged: a bucket repaired in place is served again by itself.
+pub const RETRY_REFUSED: Duration = Duration::from_secs(1);
+
+/// Slot objects confirmed at once while the index is built.
+const CONFIRM_CONCURRENCY: usize = 16;
 
 /// Where a replica's bucket is and how much it may cache.
 #[derive(Clone, Debug)]
@@ -43,11 +61,51 @@ pub struct StoreConfig {
     pub vote_archive_bytes: u64,
 }
 
-/// What the manifest says is served.
+/// Why a slot the manifest lists is not served.
+#[derive(Clone, Debug)]
+enum Refusal {
+    /// An object it needs is damaged, or its entry disagrees with its object.
+    Damaged(String),
+    /// An object it needs is missing from the bucket.
+    Missing(String),
+}
+
+impl Refusal {
+    fn of(e: &SourceError) -> Option<Self> {
+        match e {
+            SourceError::Corrupt { object, reason } => {
+                Some(Refusal::Damaged(format!("object {object} in the bucket is damaged: {reason}")))
+            }
+            SourceError::Missing { object, reason } => Some(Refusal::Missing(format!("object {object} ({reason})"))),
+            _ => None,
+        }
+    }
+
+    fn answer(&self, slot: u64) -> QueryError {
+        match self {
+            Refusal::Damaged(reason) => QueryError::Corrupt { slot, reason: reason.clone() },
+            Refusal::Missing(file) => QueryError::MissingFile { slot, file: file.clone() },
+        }
+    }
+}
+
+/// What the manifest says is served, confirmed against the objects.
 #[derive(Debug, Default)]
 struct Index {
-    generation: u64,
+    /// The manifest it was built from.
+    manifest: Option<Arc<Manifest>>,
+    /// Slots whose entries were confirmed against their objects: the only ones listed.
     slots: BTreeMap<u64, SlotInfo>,
+    /// Slots the manifest lists whose entries did not confirm.
+    refused: BTreeMap<u64, Refusal>,
+    /// Entries that could not be confirmed for want of an answer from the bucket: tried again
+    /// at the next refresh.
+    pending: bool,
+    /// When refused entries were last tried.
+    tried: Option<Instant>,
+    /// Slots the manifest names a slot file of whose chain it does not name whole, with the
+    /// first sequence number missing: answered as a missing file, as a directory does.
+    unservable: BTreeMap<u64, u64>,
     /// `(after, until)` exclusive bounds of slots a failing writer never wrote.
     gaps: Vec<(Option<u64>, u64)>,
     /// The newest slot any shipped file names, served or not.
@@ -58,9 +116,9 @@ struct Index {
 pub struct Replica {
     src: ObjectStoreSource,
     index: RwLock<Arc<Index>>,
-    /// Slots whose objects were refused, and why: answered as damaged until the manifest
-    /// changes.
-    corrupt: Mutex<BTreeMap<u64, String>>,
+    /// Slots whose objects a query refused, and why: answered so until the manifest changes or
+    /// [`RETRY_REFUSED`] has passed.
+    corrupt: Mutex<BTreeMap<u64, Refusal>>,
     mirror: tokio::sync::Mutex<LogMirror>,
     /// Vote evidence older than the copy of the log, fetched on demand.
     votes: VoteArchive,
@@ -108,7 +166,7 @@ impl Replica {
             dir,
         };
         r.sync_async().await?;
-        r.rebuild();
+        r.rebuild_async().await;
         Ok(r)
     }
 
@@ -127,9 +185,14 @@ impl Replica {
     async fn sync_async(&self) -> Result<(), SourceError> {
         match self.src.refresh_manifest().await {
             Ok(_) | Err(SourceError::NoManifest { .. }) => {}
+            // Logged (once) and counted where found; the manifest last verified stays in force,
+            // and its logs are still copied.
+            Err(SourceError::Head { .. } | SourceError::Corrupt { .. } | SourceError::Missing { .. }) => {}
             Err(e) => return Err(e),
         }
         let mut mirror = self.mirror.lock().await;
+        // Log objects missing or damaged are logged and counted as they are found; the others
+        // are copied all the same.
         self.src.sync_logs(&mut mirror).await?;
         Ok(())
     }
@@ -141,31 +204,85 @@ impl Replica {
     }
 
     /// Rebuilds the index from the manifest last read; returns the slots newly served, in slot
-    /// order.
+    /// order. Blocking: call it from a blocking thread (the poller's).
     pub fn rebuild(&self) -> Vec<SlotInfo> {
+        self.handle.block_on(self.rebuild_async())
+    }
+
+    /// Rebuilds the index when the manifest changed, when entries are pending, or when refused
+    /// ones are due to be tried again: every listed slot's entry is confirmed against its object
+    /// (once per entry), and only confirmed slots are listed, with their objects' roots.
+    async fn rebuild_async(&self) -> Vec<SlotInfo> {
         let old = self.current();
         let Some(m) = self.src.manifest() else { return Vec::new() };
-        if m.generation == old.generation && !old.slots.is_empty() {
+        let same = old.manifest.as_ref().is_some_and(|o| Arc::ptr_eq(o, &m));
+        let retry = old.tried.is_none_or(|t| t.elapsed() >= RETRY_REFUSED)
+            && (!old.refused.is_empty() || !self.corrupt_map().is_empty());
+        if same && !old.pending && !retry {
             return Vec::new();
         }
+        let servable = self.src.slots();
+        let jobs: Vec<_> = servable.values().filter_map(|b| m.snapshot(b.seq).cloned().map(|o| (b.slot, o))).collect();
+        let src = &self.src;
+        let results: Vec<(u64, Result<aldb_format::format::Header, SourceError>)> = futures_util::stream::iter(jobs)
+            .map(|(slot, o)| async move { (slot, src.confirm(&o).await) })
+            .buffer_unordered(CONFIRM_CONCURRENCY)
+            .collect()
+            .await;
         let mut slots = BTreeMap::new();
-        for b in self.src.slots().values() {
-            let Some(o) = m.snapshot(b.seq) else { continue };
-            let (Some(root), Ok(seq)) = (parse_root(&o.root), u32::try_from(b.seq)) else { continue };
-            slots.insert(b.slot, SlotInfo { slot: b.slot, parent: o.parent, root, seq });
+        let mut refused = BTreeMap::new();
+        let mut pending = false;
+        for (slot, got) in results {
+            match got {
+                Ok(h) => {
+                    slots.insert(slot, SlotInfo { slot, parent: h.parent, root: h.root, seq: h.seq });
+                }
+                Err(e) => match Refusal::of(&e) {
+                    Some(r) => {
+                        refused.insert(slot, r);
+                    }
+                    None => {
+                        log::warn!("slot {slot} not listed yet: {e}");
+                        pending = true;
+                    }
+                },
+            }
+        }
+        let mut unservable = BTreeMap::new();
+        for o in m.snapshots.iter().filter(|o| o.kind() == Some(aldb_format::format::FileKind::Slot)) {
+            if servable.contains_key(&o.slot) {
+                continue;
+            }
+            if let Some(gone) = (o.oldest_seq..o.seq).find(|q| m.snapshot(*q).is_none()) {
+                unservable.insert(o.slot, gone);
+            }
         }
         let gaps = m.snapshots.iter().filter_map(|o| o.gap.map(|g| (g.after, o.slot))).collect();
         let newest_named = m.snapshots.iter().map(|o| o.slot).max();
         let fresh: Vec<SlotInfo> =
             slots.values().filter(|i| old.slots.get(&i.slot).is_none_or(|o| o != *i)).copied().collect();
-        let next = Arc::new(Index { generation: m.generation, slots, gaps, newest_named });
+        let next = Arc::new(Index {
+            manifest: Some(m),
+            slots,
+            refused,
+            pending,
+            tried: Some(Instant::now()),
+            unservable,
+            gaps,
+            newest_named,
+        });
         match self.index.write() {
             Ok(mut g) => *g = next,
             Err(p) => *p.into_inner() = next,
         }
-        // A new manifest may name other objects: refused ones are tried again.
-        self.corrupt.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        // A new manifest may name other objects, and a refused object may have been repaired:
+        // refused ones are tried again.
+        self.corrupt_map().clear();
         fresh
+    }
+
+    fn corrupt_map(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Refusal>> {
+        self.corrupt.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The newest served slot.
@@ -191,11 +308,19 @@ impl Replica {
     pub fn slot(&self, slot: Option<u64>) -> Result<SlotInfo, QueryError> {
         let ix = self.current();
         if let Some(slot) = slot {
-            if let Some(reason) = self.corrupt.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&slot) {
-                return Err(QueryError::Corrupt { slot, reason: reason.clone() });
+            if let Some(r) = self.corrupt_map().get(&slot) {
+                return Err(r.answer(slot));
             }
             if let Some(info) = ix.slots.get(&slot) {
                 return Ok(*info);
+            }
+            if let Some(r) = ix.refused.get(&slot) {
+                return Err(r.answer(slot));
+            }
+            if ix.slots.is_empty()
+                && let Some(reason) = self.src.manifest_error()
+            {
+                return Err(QueryError::Corrupt { slot, reason });
             }
             if let Some(&(after, until)) = ix.gaps.iter().find(|(a, u)| a.is_none_or(|a| a < slot) && slot < *u) {
                 return Err(QueryError::NotWritten { slot, after, until });
@@ -211,6 +336,12 @@ impl Replica {
         if slot < oldest.slot {
             return Err(QueryError::Pruned { slot, oldest: oldest.slot });
         }
+        if let Some(&gone) = ix.unservable.get(&slot) {
+            return Err(QueryError::MissingFile {
+                slot,
+                file: format!("sequence number {gone} ({gone:010}-*.snap or .part), which the manifest does not name"),
+            });
+        }
         ix.slots.get(&slot).copied().ok_or(QueryError::NoSnapshot { slot })
     }
 
@@ -222,10 +353,21 @@ impl Replica {
     /// Holds `slot`'s files in the cache: at once when they are cached, else after fetching and
     /// verifying them (blocking this thread on the runtime).
     fn lease(&self, slot: u64) -> Result<Lease, QueryError> {
+        // A slot whose entry did not confirm is answered as listed, without another request.
+        if let Some(r) = self.current().refused.get(&slot) {
+            return Err(r.answer(slot));
+        }
         if let Some(lease) = self.src.lease_cached(Some(slot)) {
             return Ok(lease);
         }
-        let fetch = self.src.make_available(Some(slot));
+        let fetch = async {
+            match tokio::time::timeout(FETCH_WAIT, self.src.make_available(Some(slot))).await {
+                Ok(got) => got,
+                Err(_) => {
+                    Err(SourceError::Timeout { what: format!("slot {slot}'s files"), secs: FETCH_WAIT.as_secs() })
+                }
+            }
+        };
         let got = match Handle::try_current() {
             Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => {
                 return Err(QueryError::Storage("a replica cannot fetch on a current-thread runtime".into()));
@@ -243,7 +385,19 @@ impl Replica {
         let lease = self.lease(slot)?;
         let answer = self.src.reader().prove(pubkey, Some(slot));
         drop(lease);
-        answer
+        match answer {
+            // The files were verified when they entered the cache: damage found now happened on
+            // the cache's disk. A cache is disposable: drop the slot's files and fetch again.
+            Err(QueryError::Corrupt { reason, .. }) => {
+                log::warn!("slot {slot}: a cached file is damaged ({reason}); fetching its files again");
+                self.src.discard(slot);
+                let lease = self.lease(slot)?;
+                let answer = self.src.reader().prove(pubkey, Some(slot));
+                drop(lease);
+                answer
+            }
+            other => other,
+        }
     }
 
     /// The vote evidence of `slot`, older than the copy of the log, with the votes `selection`
@@ -255,7 +409,15 @@ impl Replica {
         window: u64,
         selection: &aldb_format::votes::VoteSelection,
     ) -> Result<ArchivedVotes, SourceError> {
-        let fetch = self.votes.slot_votes_for(slot, window, selection);
+        let fetch = async {
+            match tokio::time::timeout(FETCH_WAIT, self.votes.slot_votes_for(slot, window, selection)).await {
+                Ok(got) => got,
+                Err(_) => Err(SourceError::Timeout {
+                    what: format!("the vote-evidence segments of slot {slot}"),
+                    secs: FETCH_WAIT.as_secs(),
+                }),
+            }
+        };
         match Handle::try_current() {
             Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => {
                 Err(SourceError::Manifest("a replica cannot fetch on a current-thread runtime".into()))
@@ -277,10 +439,10 @@ impl Replica {
             SourceError::NotInBucket { slot, oldest, .. } if slot < oldest => QueryError::Pruned { slot, oldest },
             SourceError::NotInBucket { slot, .. } => QueryError::NoSnapshot { slot },
             SourceError::NothingShipped | SourceError::NoManifest { .. } => QueryError::NothingPublished,
-            SourceError::Corrupt { object, reason } => {
-                let reason = format!("object {object} in the bucket is damaged: {reason}");
-                self.corrupt.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(slot, reason.clone());
-                QueryError::Corrupt { slot, reason }
+            e @ (SourceError::Corrupt { .. } | SourceError::Missing { .. }) => {
+                let Some(r) = Refusal::of(&e) else { return QueryError::Storage(e.to_string()) };
+                self.corrupt_map().insert(slot, r.clone());
+                r.answer(slot)
             }
             SourceError::Query(q) => q,
             other => QueryError::Storage(other.to_string()),

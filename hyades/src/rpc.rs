@@ -895,6 +895,16 @@ impl Rpc {
                     data,
                 )
             }
+            QueryError::MissingFile { slot, file } => {
+                log::error!("slot {slot} not served: {file} is missing");
+                let mut data = range(Some(slot));
+                data["file"] = Value::from(truncate(&file, 300));
+                RpcError::with_data(
+                    codes::SLOT_FILE_MISSING,
+                    "slot cannot be served: a snapshot file it needs is missing",
+                    data,
+                )
+            }
             QueryError::Storage(reason) => {
                 // The reason names files on the server; it goes to the log, not to clients.
                 log::error!("query failed: {reason}");

@@ -118,6 +118,13 @@ pub enum VoteQueryError {
         /// What did not check (names the object, not a local file).
         reason: String,
     },
+    /// A segment of the bucket's log the slot needs is missing from the bucket.
+    Missing {
+        /// The slot asked for.
+        slot: u64,
+        /// The missing object, and what the bucket answered.
+        file: String,
+    },
     /// The log could not be read; the reason names files, so it goes to the server log only.
     Storage(String),
 }
@@ -180,6 +187,14 @@ impl VoteQueryError {
                     codes::SLOT_CORRUPT,
                     "slot's vote evidence cannot be served: a vote-evidence segment it needs is damaged",
                     json!({"slot": slot, "reason": reason}),
+                )
+            }
+            VoteQueryError::Missing { slot, file } => {
+                log::error!("vote evidence of slot {slot} not served: {file} is missing");
+                RpcError::with_data(
+                    codes::SLOT_FILE_MISSING,
+                    "slot's vote evidence cannot be served: a vote-evidence segment it needs is missing",
+                    json!({"slot": slot, "file": file}),
                 )
             }
             VoteQueryError::Storage(reason) => {
@@ -310,6 +325,9 @@ impl VoteFeed {
                     Err(SourceError::Corrupt { object, reason }) => {
                         let reason = format!("object {object} in the bucket is damaged: {reason}");
                         return Err(VoteQueryError::Damaged { slot, reason });
+                    }
+                    Err(SourceError::Missing { object, reason }) => {
+                        return Err(VoteQueryError::Missing { slot, file: format!("object {object} ({reason})") });
                     }
                     Err(e) => return Err(VoteQueryError::Storage(e.to_string())),
                 };
