@@ -338,7 +338,9 @@ impl SnapshotReader {
             Err(QueryError::NoSnapshot { slot }) => match ix.missing.get(&slot) {
                 Some(&gone) => Err(QueryError::MissingFile {
                     slot,
-                    file: format!("file {gone:010}-*.snap or .part (sequence number {gone}) that its records may reach"),
+                    file: format!(
+                        "file {gone:010}-*.snap or .part (sequence number {gone}) that its records may reach"
+                    ),
                 }),
                 None => Err(QueryError::NoSnapshot { slot }),
             },
