@@ -259,6 +259,9 @@ fn accept_loop(
                 "the anchor's window ends below held records; {} dropped, delivered again from slot {from}",
                 report.window_pruned
             );
+            // The window first: the follower sent back resubscribes at once, and must already hold
+            // back what lies beyond it, or it hands those records over again to be dropped as ahead.
+            publish_window(shared, &acceptor);
             request_rewind(shared, from);
         }
         for u in &report.unchained {
@@ -340,15 +343,20 @@ fn accept_loop(
             }
         } else {
             waiting.accepted(std::time::Instant::now());
-            shared.window_end.send_if_modified(|end| {
-                let new = acceptor.window_end();
-                std::mem::replace(end, new) != new
-            });
+            publish_window(shared, &acceptor);
         }
         stats.candidates.store(acceptor.candidates() as u64, Ordering::Relaxed);
         stats.pending_slots.store(acceptor.pending_slots() as u64, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Tells the followers where the acceptor's window now ends (they hold back records beyond it).
+fn publish_window(shared: &Shared, acceptor: &Acceptor) {
+    shared.window_end.send_if_modified(|end| {
+        let new = acceptor.window_end();
+        std::mem::replace(end, new) != new
+    });
 }
 
 /// Tells the followers that records from `slot` up were dropped after being delivered.

@@ -111,6 +111,16 @@ fn the_plugin_and_relayer_defaults_accept_roots_at_both_levels() {
     let out = wait_for_output(&fin_dir, last_rooted, WAIT);
     assert_complete(&out, &roots, 0, last_rooted);
     assert_eq!(out.last().unwrap().0, last_rooted, "nothing accepted at finalized before it is rooted");
+    // Two endpoints carry the quorum, so the outputs can be complete before the third has sent
+    // anything; every endpoint does send both levels, so wait for that instead of assuming it.
+    let t = std::time::Instant::now();
+    while ![&fin_stats, &conf_stats]
+        .iter()
+        .all(|s| s.endpoints.iter().all(|e| e.low_commitment.load(Ordering::Relaxed) > 0))
+    {
+        assert!(t.elapsed() < WAIT, "an endpoint's other level was never seen: {}", fin_stats.summary(&urls));
+        std::thread::sleep(Duration::from_millis(10));
+    }
 
     let _ = stop_tx.send(true);
     rt.block_on(fin_task).unwrap().unwrap();

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aldb_relayer::{Config, Relayer};
 use common::feed::FeedServer;
@@ -76,6 +76,20 @@ fn accepts_the_honest_roots_despite_lying_endpoints_and_a_restarted_server() {
         if i == 60 {
             let stalled = output(&out_dir).last().map_or(0, |l| l.0);
             assert!(stalled <= slot_at_stop, "accepted slot {stalled} without the second identity");
+            // The liars' records are judged only while their slot is open: an endpoint slower
+            // than the honest ones may find every slot accepted before its record arrives. No slot
+            // after the stop can be accepted yet, so theirs are judged: wait for it rather than
+            // assume the schedule delivered them in time.
+            let e = &stats.endpoints;
+            let t = Instant::now();
+            while e[3].bad_signatures.load(Ordering::Relaxed) == 0
+                || stats.equivocations.load(Ordering::Relaxed) == 0
+                || e[5].other_cluster.load(Ordering::Relaxed) == 0
+                || e[6].bad_messages.load(Ordering::Relaxed) == 0
+            {
+                assert!(t.elapsed() < WAIT, "the liars' records were never judged: {}", stats.summary(&urls));
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let (dir, addr) = (servers[1].dir.clone(), servers[1].addr);
             servers[1] = rt.block_on(FeedServer::start(&dir, addr));
         }

@@ -306,9 +306,10 @@ fn a_websocket_client_that_never_reads_is_closed_and_its_bytes_released() {
     wait_until("the connection's bytes are released", WAIT, || {
         metric(&s, "hyades_websocket_queued_bytes") == 0.0 && metric(&s, "hyades_websocket_connections") == 0.0
     });
+    // Its first answer may come after the abuser is gone on a loaded machine: wait for it.
+    wait_until("the legitimate client is answered", WAIT, || answered.load(Ordering::Relaxed) > 0);
     stop.store(true, Ordering::Relaxed);
     legit.join().unwrap();
-    assert!(answered.load(Ordering::Relaxed) > 0);
     assert_eq!(s.ok("getHealth", json!([])), "ok");
 }
 
