@@ -509,7 +509,7 @@ fn damage(bed: &Bed, rng: &mut ChaCha8Rng, kind: usize) -> Case<'static> {
             let dir = name.split('/').next().unwrap().to_string();
             let next = bed.names(&dir, ".log").iter().map(|n| first(n)).find(|f| *f > first(&name)).unwrap_or(SLOTS);
             // An old slot's vote evidence is read from the bucket's segments covering its bank
-            // and the 32 blocks after it, refused whole when one of them does not verify.
+            // and the blocks of the 32 slots after it, refused whole when one of them does not verify.
             let from = if dir == "votes" { 0 } else { first(&name).saturating_sub(1) };
             let logs: BTreeSet<u64> = (from..next).collect();
             Case {
