@@ -442,6 +442,7 @@ mod replicas {
                         bucket: bucket.clone(),
                         cache_bytes: o.cache_bytes,
                         vote_archive_bytes: aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES,
+                        fetch_wait: hyades::FETCH_WAIT,
                     };
                     let config = Config {
                         addr: "127.0.0.1:0".parse()?,

@@ -36,7 +36,7 @@ pub use error::ServeError;
 pub use levels::Level;
 pub use metrics::Metrics;
 pub use records::RecordFeed;
-pub use replica::{Replica, StoreConfig};
+pub use replica::{FETCH_WAIT, Replica, StoreConfig};
 pub use rpc::{Limits, Method, Rpc, RpcError, codes};
 pub use server::{
     AUTO_INLINE_MAX_BYTES, BUSY_CLOSE, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

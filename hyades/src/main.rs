@@ -135,6 +135,7 @@ fn main() -> Result<()> {
                     bucket,
                     cache_bytes: cli.cache_bytes,
                     vote_archive_bytes: cli.vote_archive_bytes,
+                    fetch_wait: hyades::FETCH_WAIT,
                 }),
             )
         }

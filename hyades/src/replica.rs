@@ -34,8 +34,8 @@ use aldb_objstore::{
 use futures_util::StreamExt;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-/// The longest a query waits for the bucket (a cold slot's files, an old slot's vote segments):
-/// below the 30 s a client (`aldb proof`) waits for an answer, so a stalled bucket answers the
+/// The longest a query waits for the bucket by default ([`StoreConfig::fetch_wait`]: a cold
+/// slot's files, an old slot's vote segments): below the 30 s a client (`aldb proof`) waits for an answer, so a stalled bucket answers the
 /// query with an error rather than leave it hanging past its client (the object store client
 /// alone retries for up to 180 s).
 pub const FETCH_WAIT: Duration = Duration::from_secs(20);
@@ -59,6 +59,9 @@ pub struct StoreConfig {
     /// Bytes of vote-evidence segments kept for slots older than the copy of the log
     /// ([`aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES`] by default).
     pub vote_archive_bytes: u64,
+    /// The longest a query waits for the bucket before it answers -32603 ([`FETCH_WAIT`] by
+    /// default, below the 30 s a client waits).
+    pub fetch_wait: Duration,
 }
 
 /// Why a slot the manifest lists is not served.
@@ -124,6 +127,8 @@ pub struct Replica {
     votes: VoteArchive,
     handle: Handle,
     dir: PathBuf,
+    /// The longest a query waits for the bucket.
+    fetch_wait: Duration,
 }
 
 impl std::fmt::Debug for Replica {
@@ -164,6 +169,7 @@ impl Replica {
             mirror: tokio::sync::Mutex::new(mirror),
             handle,
             dir,
+            fetch_wait: store.fetch_wait,
         };
         r.sync_async().await?;
         r.rebuild_async().await;
@@ -361,10 +367,10 @@ impl Replica {
             return Ok(lease);
         }
         let fetch = async {
-            match tokio::time::timeout(FETCH_WAIT, self.src.make_available(Some(slot))).await {
+            match tokio::time::timeout(self.fetch_wait, self.src.make_available(Some(slot))).await {
                 Ok(got) => got,
                 Err(_) => {
-                    Err(SourceError::Timeout { what: format!("slot {slot}'s files"), secs: FETCH_WAIT.as_secs() })
+                    Err(SourceError::Timeout { what: format!("slot {slot}'s files"), secs: self.fetch_wait.as_secs() })
                 }
             }
         };
@@ -410,11 +416,11 @@ impl Replica {
         selection: &aldb_format::votes::VoteSelection,
     ) -> Result<ArchivedVotes, SourceError> {
         let fetch = async {
-            match tokio::time::timeout(FETCH_WAIT, self.votes.slot_votes_for(slot, window, selection)).await {
+            match tokio::time::timeout(self.fetch_wait, self.votes.slot_votes_for(slot, window, selection)).await {
                 Ok(got) => got,
                 Err(_) => Err(SourceError::Timeout {
                     what: format!("the vote-evidence segments of slot {slot}"),
-                    secs: FETCH_WAIT.as_secs(),
+                    secs: self.fetch_wait.as_secs(),
                 }),
             }
         };

@@ -509,7 +509,7 @@ fn damage(bed: &Bed, rng: &mut ChaCha8Rng, kind: usize) -> Case<'static> {
             let dir = name.split('/').next().unwrap().to_string();
             let next = bed.names(&dir, ".log").iter().map(|n| first(n)).find(|f| *f > first(&name)).unwrap_or(SLOTS);
             // An old slot's vote evidence is read from the bucket's segments covering its bank
-            // and the 32 blocks after it, refused whole when one of them does not verify.
+            // and the blocks of the 32 slots after it, refused whole when one of them does not verify.
             let from = if dir == "votes" { 0 } else { first(&name).saturating_sub(1) };
             let logs: BTreeSet<u64> = (from..next).collect();
             Case {
@@ -671,4 +671,116 @@ fn a_file_deleted_from_a_directory_is_named_not_answered_as_skipped() {
         }
     }
     assert!(named > 0, "no slot reaches the deleted file");
+}
+
+/// A loopback proxy in front of SeaweedFS that, once stalled, accepts connections and reads
+/// requests but never forwards or answers them (a stalled store, as a hung load balancer or a
+/// frozen node behaves), until released; then it drops the connections it held.
+struct StallingProxy {
+    endpoint: String,
+    stalled: tokio::sync::watch::Sender<bool>,
+    /// The first bytes of each request held.
+    held: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl StallingProxy {
+    fn start(rt: &tokio::runtime::Runtime, upstream: &str) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let (stalled, watch) = tokio::sync::watch::channel(false);
+        let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = held.clone();
+        rt.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (upstream, mut stall, seen) = (upstream.clone(), watch.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { return };
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let down = tokio::spawn(async move { tokio::io::copy(&mut sr, &mut cw).await });
+                    let mut buf = vec![0u8; 64 << 10];
+                    loop {
+                        let n = match cr.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if *stall.borrow() {
+                            seen.lock().unwrap().push(String::from_utf8_lossy(&buf[..n.min(256)]).into_owned());
+                            let _ = stall.wait_for(|s| !*s).await;
+                            break;
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    down.abort();
+                });
+            }
+        });
+        Self { endpoint, stalled, held }
+    }
+
+    fn stall(&self, on: bool) {
+        self.stalled.send_replace(on);
+    }
+
+    fn held(&self) -> Vec<String> {
+        self.held.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn a_stalled_store_answers_a_cold_query_within_the_fetch_wait_and_serves_the_rest() {
+    let Some(bed) = Bed::new() else { return };
+    let proxy = StallingProxy::start(&bed.rt, &bed.weed.options().endpoint.unwrap());
+    let cache = tempfile::tempdir().unwrap();
+    let bucket = aldb_objstore::BucketOptions { endpoint: Some(proxy.endpoint.clone()), ..bed.weed.options() };
+    let fetch_wait = Duration::from_secs(5);
+    let r = Server::start_with(cache.path(), |c| {
+        c.store = Some(hyades::StoreConfig {
+            url: URL.into(),
+            bucket,
+            cache_bytes: 1 << 30,
+            vote_archive_bytes: aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES,
+            fetch_wait,
+        });
+        c.poll_interval = Duration::from_millis(20);
+        c.vote_keep_slots = 4;
+        c.record_keep = 1000;
+    });
+    let newest = SLOTS - 1;
+    let proof = |slot: u64| ("getAccountProof", json!([b58(&bed.key(slot)), {"slot": slot}]));
+    let same = |(m, p): (&str, Value)| answer(&r, m, p.clone()) == answer(&bed.local, m, p);
+    wait_until("the replica", WAIT, || same(proof(newest)) && same(("getRootRecord", json!([newest]))));
+    // Slot 5's chain (slots 0 to 5) shares no file with the newest slot's (16 to 19): cold.
+    let cold = 5;
+
+    proxy.stall(true);
+    let asked = std::time::Instant::now();
+    std::thread::scope(|s| {
+        let query = s.spawn(|| {
+            let (m, p) = proof(cold);
+            (r.call(m, p), asked.elapsed())
+        });
+        wait_until("the cold query reaching the stalled store", WAIT, || {
+            proxy.held().iter().any(|h| h.contains(".snap"))
+        });
+        // While that query waits on the store, everything that needs no request to it is served.
+        for ask in [("getStateRoot", json!([cold])), ("getStateRoots", json!([0, newest])), proof(newest)] {
+            assert!(same(ask.clone()), "{ask:?} while the store stalls");
+        }
+        assert!(same(("getRootRecord", json!([newest]))), "getRootRecord while the store stalls");
+        assert!(!query.is_finished(), "the cold query was answered before the store answered anything");
+        let (resp, took) = query.join().unwrap();
+        assert_eq!(resp["error"]["code"], -32603, "{resp}");
+        // Answered by the server's bound (the client gives up at 30 s, and would have failed the
+        // call), not by the object store client's retries (about 180 s).
+        assert!(took >= fetch_wait && took < Duration::from_secs(30), "answered after {took:?}");
+    });
+
+    // Once the store answers again, the slot is served, without a restart.
+    proxy.stall(false);
+    wait_until("the cold slot once the store answers", WAIT, || same(proof(cold)));
 }

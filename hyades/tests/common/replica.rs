@@ -40,6 +40,7 @@ pub fn replica_with(weed: &Weed, url: &str, cache: &Path, cache_bytes: u64, twea
         bucket: weed.options(),
         cache_bytes,
         vote_archive_bytes: aldb_objstore::DEFAULT_VOTE_ARCHIVE_BYTES,
+        fetch_wait: hyades::FETCH_WAIT,
     };
     Server::start_with(cache, |c| {
         c.store = Some(store);
