@@ -394,8 +394,8 @@ impl Replica {
         match answer {
             // The files were verified when they entered the cache: damage found now happened on
             // the cache's disk. A cache is disposable: drop the slot's files and fetch again.
-            Err(QueryError::Corrupt { reason, .. }) => {
-                log::warn!("slot {slot}: a cached file is damaged ({reason}); fetching its files again");
+            Err(e @ (QueryError::Corrupt { .. } | QueryError::Damaged { .. })) => {
+                log::warn!("slot {slot}: a cached file is damaged ({e}); fetching its files again");
                 self.src.discard(slot);
                 let lease = self.lease(slot)?;
                 let answer = self.src.reader().prove(pubkey, Some(slot));
