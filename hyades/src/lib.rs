@@ -22,6 +22,7 @@ mod conn;
 mod encode;
 mod error;
 pub mod levels;
+mod methods;
 pub mod metrics;
 mod protocol;
 pub mod records;
