@@ -1,4 +1,6 @@
-//! JSON-RPC 2.0: request validation, method dispatch and the response forms.
+//! JSON-RPC 2.0: request validation, batches, the response budget and the response forms. Each
+//! method (its parameters, where it runs, its work and its answer) is in [`crate::methods`],
+//! found by name in its table.
 //!
 //! Everything here is synchronous and transport-free: [`Rpc::handle`] turns one request body
 //! (a single request or a batch) into a response body, so the HTTP handler, the WebSocket loop,
@@ -18,9 +20,11 @@ use serde_json::{Value, json};
 
 use crate::budget::{BUSY_MESSAGE, Busy, Reservation};
 use crate::levels::{Level, Levels, Served};
+use crate::methods::Call;
+pub use crate::methods::Method;
 use crate::methods::params::truncate;
 use crate::metrics::Metrics;
-pub use crate::protocol::{Method, RpcError, codes};
+pub use crate::protocol::{RpcError, codes};
 use crate::records::RecordFeed;
 use crate::source::Source;
 use crate::votes::VoteFeed;
@@ -410,19 +414,9 @@ impl Rpc {
         budget: usize,
         hold: &mut Hold<'_>,
     ) -> Result<String, RpcError> {
-        match method {
-            Method::GetStateRoot => self.get_state_root(params),
-            Method::GetAccountProof => self.get_account_proof(params),
-            Method::GetMultipleAccountProofs => self.get_multiple_account_proofs(params, budget, hold),
-            Method::GetStateRoots => self.get_state_roots(params),
-            Method::GetHealth => self.get_health(params),
-            Method::GetVersion => self.get_version(params),
-            Method::GetRootRecord => self.get_root_record(params),
-            Method::GetRootRecords => self.get_root_records(params, budget, hold),
-            Method::GetSlotVotes => self.get_slot_votes(params, budget, hold),
-            Method::RecordSubscribe | Method::RecordUnsubscribe => self.record_subscription(method, params, subs),
-            Method::RootSubscribe | Method::RootUnsubscribe => self.root_subscription(method, params, subs),
-        }
+        // Reborrowed so that the connection's subscriptions live as long as this call's context.
+        let subs = subs.map(|s| s as &mut dyn Subscriptions);
+        method.call(params, &mut Call::new(self, subs, budget, hold))
     }
 
     /// The slot an answer is about, and its level (`None` when the directory has no journal):

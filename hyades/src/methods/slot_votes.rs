@@ -1,26 +1,32 @@
-//! `getSlotVotes`: a slot's vote evidence.
+//! `getSlotVotes`: a slot's vote evidence (`docs/SPEC.md` §10.5), served where its proof is.
 
 use aldb_format::{QueryError, SlotInfo};
 use serde_json::{Value, json};
 
 use super::params::{at_most, config_level, level_field, opt_slot, pubkey, truncate};
+use super::{Call, Class, Handler};
 use crate::encode;
 use crate::levels::Level;
-use crate::rpc::{Hold, MAX_VOTE_ACCOUNTS, Rpc, RpcError, busy_error, codes};
+use crate::rpc::{Limits, MAX_VOTE_ACCOUNTS, Rpc, RpcError, busy_error, codes};
 use crate::votes::{ServedVotes, VoteSelection};
 
 /// Slots with a logged bank that `getSlotVotes` without a slot tries, newest first, for one it
 /// can serve: the newest banks have no votes yet, and at `confirmed` no snapshot yet.
 const NEWEST_VOTED_TRIES: usize = 64;
 
-impl Rpc {
-    /// `getSlotVotes([slot?, {"commitment"?, "voteAccounts"?}])`.
-    pub(crate) fn get_slot_votes(
-        &self,
-        params: &[Value],
-        budget: usize,
-        hold: &mut Hold<'_>,
-    ) -> Result<String, RpcError> {
+/// `getSlotVotes([slot?, {"commitment"?, "voteAccounts"?}])` or
+/// `getSlotVotes([{"commitment"?, "voteAccounts"?}])`. Heavy: it reads the vote-evidence log,
+/// thousands of votes at mainnet sizes.
+pub(crate) struct GetSlotVotes;
+
+impl Handler for GetSlotVotes {
+    const NAME: &'static str = "getSlotVotes";
+    const CLASS: Class = Class::Heavy;
+    /// The slot (the newest with votes that is served when `None`), the level asked for and the
+    /// vote accounts whose votes are served.
+    type Params = (Option<u64>, Option<Level>, VoteSelection);
+
+    fn params(params: &[Value], _: &Limits) -> Result<Self::Params, RpcError> {
         at_most(params, 2)?;
         // `[config]` alone asks for the newest slot with votes, as getStateRoot takes one.
         let (slot, config) = match params.first() {
@@ -28,68 +34,73 @@ impl Rpc {
             first => (opt_slot(first, "slot")?, params.get(1)),
         };
         let (want, selection) = slot_votes_config(config)?;
+        Ok((slot, want, selection))
+    }
+
+    fn run((slot, want, selection): Self::Params, call: &mut Call<'_, '_>) -> Result<String, RpcError> {
+        let rpc = call.rpc;
         let (info, level, votes) = match slot {
-            Some(s) => self.slot_votes(s, want, &selection)?,
-            None => self.newest_slot_votes(want, &selection)?,
+            Some(s) => slot_votes(rpc, s, want, &selection)?,
+            None => newest_slot_votes(rpc, want, &selection)?,
         };
-        if votes.encoded_len() > budget {
-            return Err(self.too_large_error(&format!("{} votes", votes.votes.len())));
+        if votes.encoded_len() > call.budget {
+            return Err(rpc.too_large_error(&format!("{} votes", votes.votes.len())));
         }
-        if !hold.take(votes.encoded_len() + 64) {
+        if !call.hold(votes.encoded_len() + 64) {
             return Err(busy_error());
         }
-        self.still_served(&info)?;
+        rpc.still_served(&info)?;
         Ok(encode::envelope(info.slot, |o| votes.write_json(o, level)))
     }
+}
 
-    /// The vote evidence of `slot`, which must also be served at `want` like a proof: the two are
-    /// joined by the client. The snapshot's root must be the root the bank hash commits to.
-    fn slot_votes(
-        &self,
-        slot: u64,
-        want: Option<Level>,
-        selection: &VoteSelection,
-    ) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
-        let (info, level) = self.resolve(Some(slot), want)?;
-        let votes = self.votes.slot_votes(slot, selection).map_err(|e| e.to_rpc())?;
-        if votes.root != info.root {
-            return Err(self.query_error(QueryError::Corrupt {
-                slot,
-                reason: format!(
-                    "the snapshot's root {} is not the root {} the slot's bank hash commits to",
-                    aldb_verify::json::hash_to_base58(&info.root),
-                    aldb_verify::json::hash_to_base58(&votes.root)
-                ),
-            }));
-        }
-        Ok((info, level, votes))
+/// The vote evidence of `slot`, which must also be served at `want` like a proof: the two are
+/// joined by the client. The snapshot's root must be the root the bank hash commits to.
+fn slot_votes(
+    rpc: &Rpc,
+    slot: u64,
+    want: Option<Level>,
+    selection: &VoteSelection,
+) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
+    let (info, level) = rpc.resolve(Some(slot), want)?;
+    let votes = rpc.votes.slot_votes(slot, selection).map_err(|e| e.to_rpc())?;
+    if votes.root != info.root {
+        return Err(rpc.query_error(QueryError::Corrupt {
+            slot,
+            reason: format!(
+                "the snapshot's root {} is not the root {} the slot's bank hash commits to",
+                aldb_verify::json::hash_to_base58(&info.root),
+                aldb_verify::json::hash_to_base58(&votes.root)
+            ),
+        }));
     }
+    Ok((info, level, votes))
+}
 
-    /// The newest slot whose evidence can be served at `want`, with votes on it.
-    fn newest_slot_votes(
-        &self,
-        want: Option<Level>,
-        selection: &VoteSelection,
-    ) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
-        let Some((_, newest)) = self.votes.range() else { return Err(self.votes.nothing_recorded().to_rpc()) };
-        let mut first_error = None;
-        for slot in self.votes.banks_down_from(newest, NEWEST_VOTED_TRIES) {
-            match self.slot_votes(slot, want, selection) {
-                Ok(found) => return Ok(found),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+/// The newest slot whose evidence can be served at `want`, with votes on it.
+fn newest_slot_votes(
+    rpc: &Rpc,
+    want: Option<Level>,
+    selection: &VoteSelection,
+) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
+    let Some((_, newest)) = rpc.votes.range() else { return Err(rpc.votes.nothing_recorded().to_rpc()) };
+    let mut first_error = None;
+    for slot in rpc.votes.banks_down_from(newest, NEWEST_VOTED_TRIES) {
+        match slot_votes(rpc, slot, want, selection) {
+            Ok(found) => return Ok(found),
+            Err(e) => {
+                first_error.get_or_insert(e);
             }
         }
-        Err(RpcError::with_data(
-            codes::SLOT_NOT_COMMITTED,
-            format!(
-                "no slot voted on yet: none of the newest {NEWEST_VOTED_TRIES} recorded banks has votes and is served{}",
-                first_error.map(|e| format!(" (slot {newest}: {})", e.message)).unwrap_or_default()
-            ),
-            json!({"newestVotedSlot": newest}),
-        ))
     }
+    Err(RpcError::with_data(
+        codes::SLOT_NOT_COMMITTED,
+        format!(
+            "no slot voted on yet: none of the newest {NEWEST_VOTED_TRIES} recorded banks has votes and is served{}",
+            first_error.map(|e| format!(" (slot {newest}: {})", e.message)).unwrap_or_default()
+        ),
+        json!({"newestVotedSlot": newest}),
+    ))
 }
 
 /// The level and the vote accounts of `getSlotVotes`'s optional configuration object

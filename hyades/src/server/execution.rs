@@ -1,9 +1,11 @@
 //! Where a request runs: inline on the async worker that read it, or on the blocking pool.
 
+use tokio::sync::Semaphore;
+
 use super::Shared;
 #[cfg(doc)]
 use super::config::Config;
-use tokio::sync::Semaphore;
+use crate::methods::{Class, Method};
 
 /// Where request handling runs.
 ///
@@ -16,18 +18,16 @@ pub enum Execution {
     Inline,
     /// On tokio's blocking pool.
     Blocking,
-    /// Inline for a single request of up to [`AUTO_INLINE_MAX_BYTES`] whose work does not grow
-    /// with its parameters; on the blocking pool for the rest: batches, larger bodies, and
-    /// `getMultipleAccountProofs`, `getStateRoots` and `getRootRecords` (many keys, ranges), and
-    /// `getSlotVotes` (reads the vote-evidence log; thousands of votes at mainnet sizes).
+    /// Inline for a single request of up to [`AUTO_INLINE_MAX_BYTES`] of a [`Class::Light`]
+    /// method; on the blocking pool for the rest: batches, larger bodies, and the
+    /// [`Class::Heavy`] methods, whose work grows with their parameters
+    /// (`getMultipleAccountProofs`, `getStateRoots` and `getRootRecords`: many keys, ranges;
+    /// `getSlotVotes`: thousands of votes at mainnet sizes).
     Auto,
 }
 
 /// The largest body [`Execution::Auto`] handles inline: room for a few single-proof requests.
 pub const AUTO_INLINE_MAX_BYTES: usize = 1024;
-
-/// The methods whose work and answer grow with their parameters.
-const HEAVY_METHODS: [&[u8]; 4] = [b"getMultipleAccountProofs", b"getStateRoots", b"getRootRecords", b"getSlotVotes"];
 
 impl Execution {
     /// Whether `body` is handled on the blocking pool.
@@ -41,10 +41,14 @@ impl Execution {
                 }
                 let first = body.iter().find(|b| !b.is_ascii_whitespace());
                 // A backslash could spell a method name in escapes; such bodies are not worth
-                // the risk of a misjudged heavy one.
+                // the risk of a misjudged heavy one. The body is not parsed here: a heavy
+                // method's name anywhere in it is enough.
                 first != Some(&b'{')
                     || body.contains(&b'\\')
-                    || HEAVY_METHODS.iter().any(|m| body.windows(m.len()).any(|w| w == *m))
+                    || Method::all().filter(|m| m.class() == Class::Heavy).any(|m| {
+                        let name = m.name().as_bytes();
+                        body.windows(name.len()).any(|w| w == name)
+                    })
             }
         }
     }
@@ -114,5 +118,19 @@ mod tests {
         assert!(Execution::Auto.blocking(&[b' '; AUTO_INLINE_MAX_BYTES + 1]));
         assert!(Execution::Blocking.blocking(light));
         assert!(!Execution::Inline.blocking(br#"[{"method":"getRootRecords"}]"#));
+    }
+
+    #[test]
+    fn each_method_runs_where_its_class_says() {
+        let mut heavy = Vec::new();
+        for m in Method::all() {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{}","params":[]}}"#, m.name());
+            // A light method whose name held a heavy one's would run on the pool too.
+            assert_eq!(Execution::Auto.blocking(body.as_bytes()), m.class() == Class::Heavy, "{}", m.name());
+            if m.class() == Class::Heavy {
+                heavy.push(m.name());
+            }
+        }
+        assert_eq!(heavy, ["getMultipleAccountProofs", "getStateRoots", "getRootRecords", "getSlotVotes"]);
     }
 }

@@ -19,6 +19,11 @@
 //! has taken it. A request the budget cannot take is answered [`codes::SERVER_BUSY`] (HTTP 503);
 //! a notification it cannot take closes its connection with [`BUSY_CLOSE`], as a slow subscriber's
 //! would be, rather than queue more.
+//!
+//! One idea to a file: `config` (the settings), `execution` (where a request runs), `service`
+//! (start-up and shutdown), `http` (`POST /`, `/health`, CORS), `ws` (a WebSocket connection's
+//! reader and writer), `subs` (its subscriptions), `roots` (what the root feed has announced) and
+//! `poll` (the pollers of the directory and of the record log).
 
 mod config;
 mod execution;
@@ -56,6 +61,7 @@ pub use ws::{BUSY_CLOSE, NOT_READING_CLOSE, SLOW_SUBSCRIBER_CLOSE};
 /// request reserves once and a full budget refuses requests before any work is done for them.
 const RESERVE_AHEAD: usize = 4096;
 
+/// What the listeners, every connection and the poller share.
 #[derive(Debug)]
 struct Shared {
     rpc: Rpc,
