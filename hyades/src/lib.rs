@@ -22,6 +22,7 @@ mod conn;
 mod encode;
 mod error;
 pub mod levels;
+mod methods;
 pub mod metrics;
 mod protocol;
 pub mod records;
@@ -34,10 +35,11 @@ pub mod votes;
 pub use budget::{BUSY_MESSAGE, Busy, Reservation, ResponseBudget};
 pub use error::ServeError;
 pub use levels::Level;
+pub use methods::{Class, Method};
 pub use metrics::Metrics;
 pub use records::RecordFeed;
 pub use replica::{FETCH_WAIT, Replica, StoreConfig};
-pub use rpc::{Limits, Method, Rpc, RpcError, codes};
+pub use rpc::{Limits, Rpc, RpcError, codes};
 pub use server::{
     AUTO_INLINE_MAX_BYTES, BUSY_CLOSE, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, Execution, NOT_READING_CLOSE,

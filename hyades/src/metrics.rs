@@ -10,7 +10,7 @@ use prometheus::{
     TextEncoder, exponential_buckets,
 };
 
-use crate::protocol::Method;
+use crate::methods::Method;
 
 /// The service's metrics.
 #[derive(Debug)]
@@ -212,7 +212,7 @@ impl Metrics {
         for c in [&record_log_damage, &record_log_damaged_bytes, &abandoned_answers, &roots_abandoned] {
             registry.register(Box::new(c.clone()))?;
         }
-        let names: Vec<&str> = Method::ALL.iter().map(|m| m.name()).chain(["unknown"]).collect();
+        let names: Vec<&str> = Method::all().map(Method::name).chain(["unknown"]).collect();
         let requests =
             names.iter().map(|n| requests_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
         let latency = names.iter().map(|n| latency_vec.get_metric_with_label_values(&[n])).collect::<Result<_, _>>()?;
@@ -256,7 +256,7 @@ impl Metrics {
 
     /// Records one answered call of `method` (`None`: an unknown name).
     pub fn request(&self, method: Option<Method>, took: Duration) {
-        let i = method.map_or(Method::ALL.len(), Method::index);
+        let i = method.map_or(Method::COUNT, Method::index);
         if let (Some(c), Some(h)) = (self.requests.get(i), self.latency.get(i)) {
             c.inc();
             h.observe(took.as_secs_f64());

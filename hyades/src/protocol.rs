@@ -1,6 +1,6 @@
-//! The JSON-RPC vocabulary shared by the dispatcher ([`crate::rpc`]), the record feed and the
-//! metrics: the methods, the error codes and the error object. It depends on none of them, so
-//! they can all depend on it.
+//! The JSON-RPC vocabulary shared by the dispatcher ([`crate::rpc`]), the methods, the record
+//! and vote feeds: the error codes and the error object. It depends on none of them, so they can
+//! all depend on it. The methods themselves are listed in [`crate::methods`].
 
 use serde_json::{Map, Value};
 
@@ -101,84 +101,5 @@ impl RpcError {
             o.insert("data".into(), d.clone());
         }
         Value::Object(o)
-    }
-}
-
-/// The methods Hyades serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// `getStateRoot([slot?, {"commitment"?}])`.
-    GetStateRoot,
-    /// `getAccountProof([pubkey, {"slot"?, "commitment"?}])`.
-    GetAccountProof,
-    /// `getMultipleAccountProofs([[pubkey, ...], {"slot"?, "commitment"?}])`.
-    GetMultipleAccountProofs,
-    /// `getStateRoots([start, end])`.
-    GetStateRoots,
-    /// `getHealth`.
-    GetHealth,
-    /// `getVersion`.
-    GetVersion,
-    /// `rootSubscribe([{"commitment"?}])` (WebSocket only).
-    RootSubscribe,
-    /// `rootUnsubscribe([id])` (WebSocket only).
-    RootUnsubscribe,
-    /// `getRootRecord([slot?, {"commitment"?}])`.
-    GetRootRecord,
-    /// `getRootRecords([startSlot, endSlot, {"commitment"?}])`.
-    GetRootRecords,
-    /// `recordSubscribe([{"fromSlot"?, "commitment"?}])` (WebSocket only).
-    RecordSubscribe,
-    /// `recordUnsubscribe([id])` (WebSocket only).
-    RecordUnsubscribe,
-    /// `getSlotVotes([slot?, {"commitment"?, "voteAccounts"?}])`.
-    GetSlotVotes,
-}
-
-impl Method {
-    /// Every method, in a fixed order (metrics index by it).
-    pub const ALL: [Method; 13] = [
-        Method::GetStateRoot,
-        Method::GetAccountProof,
-        Method::GetMultipleAccountProofs,
-        Method::GetStateRoots,
-        Method::GetHealth,
-        Method::GetVersion,
-        Method::RootSubscribe,
-        Method::RootUnsubscribe,
-        Method::GetRootRecord,
-        Method::GetRootRecords,
-        Method::RecordSubscribe,
-        Method::RecordUnsubscribe,
-        Method::GetSlotVotes,
-    ];
-
-    /// The method's wire name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::GetStateRoot => "getStateRoot",
-            Method::GetAccountProof => "getAccountProof",
-            Method::GetMultipleAccountProofs => "getMultipleAccountProofs",
-            Method::GetStateRoots => "getStateRoots",
-            Method::GetHealth => "getHealth",
-            Method::GetVersion => "getVersion",
-            Method::RootSubscribe => "rootSubscribe",
-            Method::RootUnsubscribe => "rootUnsubscribe",
-            Method::GetRootRecord => "getRootRecord",
-            Method::GetRootRecords => "getRootRecords",
-            Method::RecordSubscribe => "recordSubscribe",
-            Method::RecordUnsubscribe => "recordUnsubscribe",
-            Method::GetSlotVotes => "getSlotVotes",
-        }
-    }
-
-    /// The method of a wire name.
-    pub fn from_name(name: &str) -> Option<Method> {
-        Method::ALL.into_iter().find(|m| m.name() == name)
-    }
-
-    /// Position in [`Method::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
     }
 }

@@ -20,7 +20,8 @@
 //!
 //! Queries are synchronous (the dispatcher is), the bucket is not: a query whose slot is cached
 //! takes its lease without waiting; one that must fetch blocks its thread on the runtime, through
-//! `block_in_place` on an async worker, so other connections keep being served.
+//! `block_in_place` on an async worker, so other connections keep being served (`Replica::fetch`,
+//! the one bridge both the cold slot's files and an old slot's vote segments cross).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,6 +40,8 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 /// query with an error rather than leave it hanging past its client (the object store client
 /// alone retries for up to 180 s).
 pub const FETCH_WAIT: Duration = Duration::from_secs(20);
+/// Why a query that must fetch fails on a current-thread runtime (logged, not sent to clients).
+const CURRENT_THREAD: &str = "a replica cannot fetch on a current-thread runtime";
 
 /// How often entries that did not confirm, and slots whose objects a query refused, are tried
 /// again while the manifest is unchanged: a bucket repaired in place is served again by itself.
@@ -366,23 +369,8 @@ impl Replica {
         if let Some(lease) = self.src.lease_cached(Some(slot)) {
             return Ok(lease);
         }
-        let fetch = async {
-            match tokio::time::timeout(self.fetch_wait, self.src.make_available(Some(slot))).await {
-                Ok(got) => got,
-                Err(_) => {
-                    Err(SourceError::Timeout { what: format!("slot {slot}'s files"), secs: self.fetch_wait.as_secs() })
-                }
-            }
-        };
-        let got = match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => {
-                return Err(QueryError::Storage("a replica cannot fetch on a current-thread runtime".into()));
-            }
-            // An async worker hands its other tasks to another thread while this one waits; on a
-            // blocking thread this just runs.
-            Ok(_) => tokio::task::block_in_place(|| self.handle.block_on(fetch)),
-            Err(_) => self.handle.block_on(fetch),
-        };
+        let fetched = self.fetch(|| format!("slot {slot}'s files"), self.src.make_available(Some(slot)));
+        let Some(got) = fetched else { return Err(QueryError::Storage(CURRENT_THREAD.into())) };
         got.map_err(|e| self.query_error(slot, e))
     }
 
@@ -415,21 +403,30 @@ impl Replica {
         window: u64,
         selection: &aldb_format::votes::VoteSelection,
     ) -> Result<ArchivedVotes, SourceError> {
-        let fetch = async {
-            match tokio::time::timeout(self.fetch_wait, self.votes.slot_votes_for(slot, window, selection)).await {
+        let what = || format!("the vote-evidence segments of slot {slot}");
+        self.fetch(what, self.votes.slot_votes_for(slot, window, selection))
+            .unwrap_or_else(|| Err(SourceError::Manifest(CURRENT_THREAD.into())))
+    }
+
+    /// Waits, from the synchronous dispatcher, for a fetch from the bucket of `what`, for at most
+    /// [`StoreConfig::fetch_wait`]: on an async worker through `block_in_place`, which hands the
+    /// worker's other tasks to another thread while this one waits; on a blocking thread
+    /// directly. `None` on a current-thread runtime, which has no thread to hand them to.
+    fn fetch<T>(
+        &self,
+        what: impl FnOnce() -> String,
+        fetch: impl Future<Output = Result<T, SourceError>>,
+    ) -> Option<Result<T, SourceError>> {
+        let within = async {
+            match tokio::time::timeout(self.fetch_wait, fetch).await {
                 Ok(got) => got,
-                Err(_) => Err(SourceError::Timeout {
-                    what: format!("the vote-evidence segments of slot {slot}"),
-                    secs: self.fetch_wait.as_secs(),
-                }),
+                Err(_) => Err(SourceError::Timeout { what: what(), secs: self.fetch_wait.as_secs() }),
             }
         };
         match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => {
-                Err(SourceError::Manifest("a replica cannot fetch on a current-thread runtime".into()))
-            }
-            Ok(_) => tokio::task::block_in_place(|| self.handle.block_on(fetch)),
-            Err(_) => self.handle.block_on(fetch),
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::CurrentThread => None,
+            Ok(_) => Some(tokio::task::block_in_place(|| self.handle.block_on(within))),
+            Err(_) => Some(self.handle.block_on(within)),
         }
     }
 

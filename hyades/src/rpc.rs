@@ -1,4 +1,6 @@
-//! JSON-RPC 2.0: request validation, method dispatch and the response forms.
+//! JSON-RPC 2.0: request validation, batches, the response budget and the response forms. Each
+//! method (its parameters, where it runs, its work and its answer) is in [`crate::methods`],
+//! found by name in its table.
 //!
 //! Everything here is synchronous and transport-free: [`Rpc::handle`] turns one request body
 //! (a single request or a batch) into a response body, so the HTTP handler, the WebSocket loop,
@@ -14,21 +16,18 @@ use std::time::Instant;
 
 use aldb_format::{QueryError, SlotInfo};
 use aldb_verify::Commitment;
-use aldb_verify::json::{JsonError, hash_from_base58};
 use serde_json::{Value, json};
 
 use crate::budget::{BUSY_MESSAGE, Busy, Reservation};
-use crate::encode;
 use crate::levels::{Level, Levels, Served};
+use crate::methods::Call;
+pub use crate::methods::Method;
+use crate::methods::params::truncate;
 use crate::metrics::Metrics;
-pub use crate::protocol::{Method, RpcError, codes};
-use crate::records::{RecordFeed, RecordQueryError};
+pub use crate::protocol::{RpcError, codes};
+use crate::records::RecordFeed;
 use crate::source::Source;
-use crate::votes::{ServedVotes, VoteFeed, VoteSelection};
-
-/// Slots with a logged bank that `getSlotVotes` without a slot tries, newest first, for one it
-/// can serve: the newest banks have no votes yet, and at `confirmed` no snapshot yet.
-const NEWEST_VOTED_TRIES: usize = 64;
+use crate::votes::VoteFeed;
 
 /// The most vote accounts one `getSlotVotes` may name: as many votes as evidence may hold
 /// (`aldb_verify::votes::MAX_EVIDENCE_VOTES`), and some 400 KB of request, within the default
@@ -102,12 +101,12 @@ pub trait Subscriptions {
 /// The JSON-RPC front of a [`Hyades`] reader.
 #[derive(Debug)]
 pub struct Rpc {
-    hyades: Source,
-    records: Arc<RecordFeed>,
-    levels: Arc<Levels>,
-    votes: Arc<VoteFeed>,
-    metrics: Arc<Metrics>,
-    limits: Limits,
+    pub(crate) hyades: Source,
+    pub(crate) records: Arc<RecordFeed>,
+    pub(crate) levels: Arc<Levels>,
+    pub(crate) votes: Arc<VoteFeed>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) limits: Limits,
 }
 
 impl Rpc {
@@ -299,7 +298,7 @@ impl Rpc {
         self.error_response(id, &self.too_large_error(what))
     }
 
-    fn too_large_error(&self, what: &str) -> RpcError {
+    pub(crate) fn too_large_error(&self, what: &str) -> RpcError {
         self.metrics.limit_response_bytes.inc();
         let max = self.limits.max_response_bytes;
         RpcError::with_data(
@@ -415,286 +414,9 @@ impl Rpc {
         budget: usize,
         hold: &mut Hold<'_>,
     ) -> Result<String, RpcError> {
-        match method {
-            Method::GetStateRoot => {
-                at_most(params, 2)?;
-                // `[config]` alone asks for the newest slot at a level, as Solana's methods take one.
-                let (slot, config) = match params.first() {
-                    Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
-                    first => (opt_slot(first, "slot")?, params.get(1)),
-                };
-                let (info, level) = self.resolve(slot, config_level(config)?)?;
-                Ok(encode::envelope(info.slot, |o| encode::slot_json(o, &info, level)))
-            }
-            Method::GetAccountProof => {
-                at_most(params, 2)?;
-                let key = pubkey(params.first(), "pubkey")?;
-                let (slot, want) = config_slot(params.get(1))?;
-                let (info, level) = self.resolve(slot, want)?;
-                let p = self.hyades.prove(&key, info.slot).map_err(|e| self.query_error(e))?;
-                self.still_served(&info)?;
-                Ok(encode::envelope(p.slot, |o| encode::account_proof_json(o, &p, level)))
-            }
-            Method::GetMultipleAccountProofs => {
-                at_most(params, 2)?;
-                let keys = match params.first() {
-                    Some(Value::Array(a)) => a,
-                    Some(_) => return Err(RpcError::invalid_params("pubkeys must be an array of base58 strings")),
-                    None => return Err(RpcError::invalid_params("missing pubkeys (an array of base58 strings)")),
-                };
-                if keys.len() > self.limits.max_keys {
-                    return Err(RpcError::with_data(
-                        codes::INVALID_PARAMS,
-                        format!("Invalid params: {} pubkeys exceed the limit of {}", keys.len(), self.limits.max_keys),
-                        json!({"max": self.limits.max_keys, "got": keys.len()}),
-                    ));
-                }
-                let keys = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(i, k)| pubkey(Some(k), &format!("pubkeys[{i}]")))
-                    .collect::<Result<Vec<_>, _>>()?;
-                // All answers at one slot: resolve it once, then prove each key there. Each proof
-                // is encoded as soon as it is made, so only one account's data is held at a time,
-                // and an account whose base64 data alone would pass the budget is never encoded.
-                let (slot, want) = config_slot(params.get(1))?;
-                let (info, level) = self.resolve(slot, want)?;
-                let mut out = Ok(());
-                let answer = encode::envelope(info.slot, |o| {
-                    o.push('[');
-                    for (i, key) in keys.iter().enumerate() {
-                        let p = match self.hyades.prove(key, info.slot) {
-                            Ok(p) => p,
-                            Err(e) => {
-                                out = Err(self.query_error(e));
-                                return;
-                            }
-                        };
-                        let data = p.account.as_ref().map_or(0, |a| a.data.len().div_ceil(3) * 4);
-                        if o.len() + data > budget {
-                            out = Err(self.too_large_error("the proofs"));
-                            return;
-                        }
-                        if !hold.take(o.len() + data + PROOF_ROOM) {
-                            out = Err(busy_error());
-                            return;
-                        }
-                        if i > 0 {
-                            o.push(',');
-                        }
-                        encode::account_proof_json(o, &p, level);
-                    }
-                    o.push(']');
-                });
-                out?;
-                self.still_served(&info)?;
-                Ok(answer)
-            }
-            Method::GetStateRoots => {
-                at_most(params, 2)?;
-                let start = slot_param(params.first(), "startSlot")?;
-                let end = slot_param(params.get(1), "endSlot")?;
-                if start > end {
-                    return Err(RpcError::invalid_params(format!("startSlot {start} is after endSlot {end}")));
-                }
-                let span = (end - start).saturating_add(1);
-                if span > self.limits.max_slot_range {
-                    return Err(RpcError::with_data(
-                        codes::INVALID_PARAMS,
-                        format!(
-                            "Invalid params: range of {span} slots exceeds the limit of {}",
-                            self.limits.max_slot_range
-                        ),
-                        json!({"max": self.limits.max_slot_range, "got": span}),
-                    ));
-                }
-                let newest = self.hyades.latest().ok_or_else(|| self.query_error(QueryError::NothingPublished))?;
-                let view = self.levels.view();
-                let newest = view.newest(Level::Processed).unwrap_or(newest.slot);
-                // Abandoned banks and stale copies are left out: their roots are never served.
-                let roots: Vec<(SlotInfo, Option<Level>)> = self
-                    .hyades
-                    .slots(start, end)
-                    .into_iter()
-                    .filter_map(|info| match view.served(&info) {
-                        Served::At(l) => Some((info, Some(l))),
-                        Served::Unknown => Some((info, None)),
-                        Served::Abandoned | Served::Stale { .. } => None,
-                    })
-                    .collect();
-                Ok(encode::envelope(newest, |o| {
-                    o.push('[');
-                    for (i, (info, level)) in roots.iter().enumerate() {
-                        if i > 0 {
-                            o.push(',');
-                        }
-                        encode::slot_json(o, info, *level);
-                    }
-                    o.push(']');
-                }))
-            }
-            Method::GetHealth => {
-                at_most(params, 0)?;
-                match self.hyades.latest() {
-                    Some(_) => Ok(r#""ok""#.to_string()),
-                    None => Err(self.query_error(QueryError::NothingPublished)),
-                }
-            }
-            Method::GetVersion => {
-                at_most(params, 0)?;
-                Ok(json!({
-                    "hyades": env!("CARGO_PKG_VERSION"),
-                    "snapshotFormat": aldb_format::FORMAT_VERSION,
-                    "commitment": aldb_verify::spec::COMMITMENT_VERSION,
-                })
-                .to_string())
-            }
-            Method::GetRootRecord => {
-                at_most(params, 2)?;
-                // `[config]` alone asks for the newest record, as Solana's methods take a config.
-                let (slot, config) = match params.first() {
-                    Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
-                    first => (opt_slot(first, "slot")?, params.get(1)),
-                };
-                let level = config_commitment(config)?;
-                let (newest, entry) = match slot {
-                    Some(slot) => self.records.get(slot, level).map_err(RecordQueryError::to_rpc)?,
-                    None => {
-                        let e =
-                            self.records.latest(level).ok_or_else(|| RecordQueryError::NothingPublished.to_rpc())?;
-                        (e.slot, e)
-                    }
-                };
-                self.metrics.records_served.inc();
-                Ok(encode::envelope(newest, |o| o.push_str(&entry.json)))
-            }
-            Method::GetRootRecords => {
-                at_most(params, 3)?;
-                let level = config_commitment(params.get(2))?;
-                let start = slot_param(params.first(), "startSlot")?;
-                let end = slot_param(params.get(1), "endSlot")?;
-                if start > end {
-                    return Err(RpcError::invalid_params(format!("startSlot {start} is after endSlot {end}")));
-                }
-                if end - start > self.limits.max_record_range {
-                    return Err(RpcError::with_data(
-                        codes::INVALID_PARAMS,
-                        format!(
-                            "Invalid params: endSlot - startSlot = {} exceeds the limit of {}",
-                            end - start,
-                            self.limits.max_record_range
-                        ),
-                        json!({"max": self.limits.max_record_range, "got": end - start}),
-                    ));
-                }
-                let (newest, entries) = self.records.slots(start, end, level).map_err(RecordQueryError::to_rpc)?;
-                // The documents are already serialised: their lengths are the answer's size.
-                let size = entries.iter().fold(64usize, |n, e| n.saturating_add(e.json.len() + 1));
-                if size > budget {
-                    return Err(self.too_large_error(&format!("{} root records", entries.len())));
-                }
-                if !hold.take(size) {
-                    return Err(busy_error());
-                }
-                self.metrics.records_served.inc_by(entries.len() as u64);
-                Ok(encode::envelope(newest, |o| {
-                    o.push('[');
-                    for (i, e) in entries.iter().enumerate() {
-                        if i > 0 {
-                            o.push(',');
-                        }
-                        o.push_str(&e.json);
-                    }
-                    o.push(']');
-                }))
-            }
-            Method::GetSlotVotes => {
-                at_most(params, 2)?;
-                // `[config]` alone asks for the newest slot with votes, as getStateRoot takes one.
-                let (slot, config) = match params.first() {
-                    Some(Value::Object(_)) if params.len() == 1 => (None, params.first()),
-                    first => (opt_slot(first, "slot")?, params.get(1)),
-                };
-                let (want, selection) = slot_votes_config(config)?;
-                let (info, level, votes) = match slot {
-                    Some(s) => self.slot_votes(s, want, &selection)?,
-                    None => self.newest_slot_votes(want, &selection)?,
-                };
-                if votes.encoded_len() > budget {
-                    return Err(self.too_large_error(&format!("{} votes", votes.votes.len())));
-                }
-                if !hold.take(votes.encoded_len() + 64) {
-                    return Err(busy_error());
-                }
-                self.still_served(&info)?;
-                Ok(encode::envelope(info.slot, |o| votes.write_json(o, level)))
-            }
-            Method::RecordSubscribe | Method::RecordUnsubscribe => {
-                let Some(subs) = subs else {
-                    return Err(RpcError::new(
-                        codes::METHOD_NOT_FOUND,
-                        format!("Method not found: {} is only available over WebSocket", method.name()),
-                    ));
-                };
-                at_most(params, 1)?;
-                if method == Method::RecordSubscribe {
-                    let (from_slot, level) = match params.first() {
-                        None | Some(Value::Null) => (None, None),
-                        Some(Value::Object(o)) => {
-                            if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "fromSlot" | "commitment")) {
-                                return Err(RpcError::invalid_params(format!(
-                                    "unknown config field `{}` (only `fromSlot` and `commitment` are accepted)",
-                                    truncate(k, 64)
-                                )));
-                            }
-                            (opt_slot(o.get("fromSlot"), "fromSlot")?, commitment_field(o.get("commitment"))?)
-                        }
-                        Some(_) => {
-                            return Err(RpcError::invalid_params(
-                                "config must be an object such as {\"fromSlot\": 123}",
-                            ));
-                        }
-                    };
-                    return subs.record_subscribe(from_slot, level).map(|id| id.to_string());
-                }
-                let id = match params.first() {
-                    Some(v) => v
-                        .as_u64()
-                        .ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
-                    None => return Err(RpcError::invalid_params("missing subscription id")),
-                };
-                if subs.record_unsubscribe(id) {
-                    Ok("true".to_string())
-                } else {
-                    Err(RpcError::invalid_params(format!("unknown record subscription id {id}")))
-                }
-            }
-            Method::RootSubscribe | Method::RootUnsubscribe => {
-                let Some(subs) = subs else {
-                    return Err(RpcError::new(
-                        codes::METHOD_NOT_FOUND,
-                        format!("Method not found: {} is only available over WebSocket", method.name()),
-                    ));
-                };
-                if method == Method::RootSubscribe {
-                    at_most(params, 1)?;
-                    let level = config_level(params.first())?;
-                    return subs.subscribe_at(level).map(|id| id.to_string());
-                }
-                at_most(params, 1)?;
-                let id = match params.first() {
-                    Some(v) => v
-                        .as_u64()
-                        .ok_or_else(|| RpcError::invalid_params("subscription id must be a non-negative integer"))?,
-                    None => return Err(RpcError::invalid_params("missing subscription id")),
-                };
-                if subs.unsubscribe(id) {
-                    Ok("true".to_string())
-                } else {
-                    Err(RpcError::invalid_params(format!("unknown subscription id {id}")))
-                }
-            }
-        }
+        // Reborrowed so that the connection's subscriptions live as long as this call's context.
+        let subs = subs.map(|s| s as &mut dyn Subscriptions);
+        method.call(params, &mut Call::new(self, subs, budget, hold))
     }
 
     /// The slot an answer is about, and its level (`None` when the directory has no journal):
@@ -705,7 +427,11 @@ impl Rpc {
     /// Without a journal the files are at the level their writer ran at, `confirmed` or
     /// `finalized`, and they do not say which: `processed` and `confirmed` select as if no level
     /// were given, and `finalized`, which cannot be promised, is invalid params.
-    fn resolve(&self, slot: Option<u64>, want: Option<Level>) -> Result<(SlotInfo, Option<Level>), RpcError> {
+    pub(crate) fn resolve(
+        &self,
+        slot: Option<u64>,
+        want: Option<Level>,
+    ) -> Result<(SlotInfo, Option<Level>), RpcError> {
         let view = self.levels.view();
         if !view.journal() {
             if want == Some(Level::Finalized) {
@@ -747,58 +473,9 @@ impl Rpc {
         }
     }
 
-    /// The vote evidence of `slot`, which must also be served at `want` like a proof: the two are
-    /// joined by the client. The snapshot's root must be the root the bank hash commits to.
-    fn slot_votes(
-        &self,
-        slot: u64,
-        want: Option<Level>,
-        selection: &VoteSelection,
-    ) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
-        let (info, level) = self.resolve(Some(slot), want)?;
-        let votes = self.votes.slot_votes(slot, selection).map_err(|e| e.to_rpc())?;
-        if votes.root != info.root {
-            return Err(self.query_error(QueryError::Corrupt {
-                slot,
-                reason: format!(
-                    "the snapshot's root {} is not the root {} the slot's bank hash commits to",
-                    aldb_verify::json::hash_to_base58(&info.root),
-                    aldb_verify::json::hash_to_base58(&votes.root)
-                ),
-            }));
-        }
-        Ok((info, level, votes))
-    }
-
-    /// The newest slot whose evidence can be served at `want`, with votes on it.
-    fn newest_slot_votes(
-        &self,
-        want: Option<Level>,
-        selection: &VoteSelection,
-    ) -> Result<(SlotInfo, Option<Level>, ServedVotes), RpcError> {
-        let Some((_, newest)) = self.votes.range() else { return Err(self.votes.nothing_recorded().to_rpc()) };
-        let mut first_error = None;
-        for slot in self.votes.banks_down_from(newest, NEWEST_VOTED_TRIES) {
-            match self.slot_votes(slot, want, selection) {
-                Ok(found) => return Ok(found),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        Err(RpcError::with_data(
-            codes::SLOT_NOT_COMMITTED,
-            format!(
-                "no slot voted on yet: none of the newest {NEWEST_VOTED_TRIES} recorded banks has votes and is served{}",
-                first_error.map(|e| format!(" (slot {newest}: {})", e.message)).unwrap_or_default()
-            ),
-            json!({"newestVotedSlot": newest}),
-        ))
-    }
-
     /// Whether `info`'s slot may still be served once a proof was read: a slot abandoned while
     /// its proof was being made is refused rather than answered.
-    fn still_served(&self, info: &SlotInfo) -> Result<(), RpcError> {
+    pub(crate) fn still_served(&self, info: &SlotInfo) -> Result<(), RpcError> {
         match self.levels.view().served(info) {
             Served::At(_) | Served::Unknown => Ok(()),
             _ => Err(self.abandoned(info.slot)),
@@ -843,7 +520,7 @@ impl Rpc {
 
     /// The JSON-RPC form of a query error, with the served range as data so a client can retry
     /// at a slot that exists.
-    fn query_error(&self, e: QueryError) -> RpcError {
+    pub(crate) fn query_error(&self, e: QueryError) -> RpcError {
         let range = |slot: Option<u64>| {
             let (oldest, newest) = (self.hyades.oldest(), self.hyades.latest());
             json!({
@@ -918,12 +595,6 @@ impl Rpc {
     }
 }
 
-/// Room held for one account proof beyond its base64 data: the path of sibling hashes, the
-/// account's fields and the JSON around them (a deep path in base58 is under 3 KiB).
-const PROOF_ROOM: usize = 4096;
-
-/// Where the bytes of a body being built are held: the server's response budget, or nowhere
-/// (the plain [`Rpc::handle`]).
 /// A connection's subscriptions, recording the ones a batch starts so that a batch answered by
 /// one error can end them again.
 struct Started<'a> {
@@ -974,7 +645,9 @@ impl Subscriptions for Started<'_> {
     }
 }
 
-struct Hold<'a> {
+/// Where the bytes of a body being built are held: the server's response budget, or nowhere
+/// (the plain [`Rpc::handle`]).
+pub(crate) struct Hold<'a> {
     held: Option<&'a mut Reservation>,
     /// Bytes of the body before the part being built (a batch's earlier answers).
     base: usize,
@@ -984,7 +657,7 @@ struct Hold<'a> {
 
 impl Hold<'_> {
     /// Holds `len` bytes past the base; false (and `refused` set) if the budget cannot.
-    fn take(&mut self, len: usize) -> bool {
+    pub(crate) fn take(&mut self, len: usize) -> bool {
         let Some(held) = self.held.as_deref_mut() else { return true };
         if held.try_grow_to(self.base.saturating_add(len)) {
             return true;
@@ -1001,176 +674,6 @@ impl Hold<'_> {
 }
 
 /// The error of a part refused by the budget; the body it belonged to is dropped unsent.
-fn busy_error() -> RpcError {
+pub(crate) fn busy_error() -> RpcError {
     RpcError::new(codes::SERVER_BUSY, BUSY_MESSAGE)
-}
-
-/// At most `max` characters of untrusted text, for echoing it in an error.
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
-fn at_most(params: &[Value], max: usize) -> Result<(), RpcError> {
-    if params.len() > max {
-        return Err(RpcError::invalid_params(format!("expected at most {max} params, got {}", params.len())));
-    }
-    Ok(())
-}
-
-fn slot_param(v: Option<&Value>, name: &str) -> Result<u64, RpcError> {
-    match v {
-        None | Some(Value::Null) => Err(RpcError::invalid_params(format!("missing {name}"))),
-        Some(v) => v.as_u64().ok_or_else(|| RpcError::invalid_params(format!("{name} must be a non-negative integer"))),
-    }
-}
-
-fn opt_slot(v: Option<&Value>, name: &str) -> Result<Option<u64>, RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => slot_param(Some(v), name).map(Some),
-    }
-}
-
-/// The level of an optional `{"commitment": "confirmed" | "finalized"}` configuration object of
-/// the record methods; `None` when absent.
-fn config_commitment(v: Option<&Value>) -> Result<Option<Commitment>, RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(o)) => {
-            if let Some(k) = o.keys().find(|k| k.as_str() != "commitment") {
-                return Err(RpcError::invalid_params(format!(
-                    "unknown config field `{}` (only `commitment` is accepted)",
-                    truncate(k, 64)
-                )));
-            }
-            commitment_field(o.get("commitment"))
-        }
-        Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"commitment\": \"finalized\"}")),
-    }
-}
-
-/// A record level by name. `processed` has no records: only what a validator committed is
-/// recorded.
-fn commitment_field(v: Option<&Value>) -> Result<Option<Commitment>, RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s == "confirmed" => Ok(Some(Commitment::Confirmed)),
-        Some(Value::String(s)) if s == "finalized" => Ok(Some(Commitment::Finalized)),
-        Some(_) => Err(RpcError::invalid_params("commitment must be \"confirmed\" or \"finalized\"")),
-    }
-}
-
-/// The slot and level of an optional `{"slot": S, "commitment": L}` configuration object.
-/// Unknown fields are rejected, so a misspelt `slot` is an error rather than a silent answer at
-/// the newest slot.
-fn config_slot(v: Option<&Value>) -> Result<(Option<u64>, Option<Level>), RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok((None, None)),
-        Some(Value::Object(o)) => {
-            if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "slot" | "commitment")) {
-                return Err(RpcError::invalid_params(format!(
-                    "unknown config field `{}` (only `slot` and `commitment` are accepted)",
-                    truncate(k, 64)
-                )));
-            }
-            Ok((opt_slot(o.get("slot"), "slot")?, level_field(o.get("commitment"))?))
-        }
-        Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"slot\": 123}")),
-    }
-}
-
-/// The level of an optional `{"commitment": L}` configuration object (`getStateRoot`,
-/// `rootSubscribe`).
-pub(crate) fn config_level(v: Option<&Value>) -> Result<Option<Level>, RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(o)) => {
-            if let Some(k) = o.keys().find(|k| k.as_str() != "commitment") {
-                return Err(RpcError::invalid_params(format!(
-                    "unknown config field `{}` (only `commitment` is accepted)",
-                    truncate(k, 64)
-                )));
-            }
-            level_field(o.get("commitment"))
-        }
-        Some(_) => Err(RpcError::invalid_params("config must be an object such as {\"commitment\": \"confirmed\"}")),
-    }
-}
-
-/// The level and the vote accounts of `getSlotVotes`'s optional configuration object
-/// `{"commitment"?, "voteAccounts"?: [[voteAccount, authorizedVoter], ...]}`: with
-/// `voteAccounts`, only those accounts' votes signed by their voters are served, one each, so no
-/// number of other votes can crowd them out.
-fn slot_votes_config(v: Option<&Value>) -> Result<(Option<Level>, VoteSelection), RpcError> {
-    let Some(Value::Object(o)) = v else { return Ok((config_level(v)?, VoteSelection::All)) };
-    if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "commitment" | "voteAccounts")) {
-        return Err(RpcError::invalid_params(format!(
-            "unknown config field `{}` (only `commitment` and `voteAccounts` are accepted)",
-            truncate(k, 64)
-        )));
-    }
-    let level = level_field(o.get("commitment"))?;
-    let list = match o.get("voteAccounts") {
-        None | Some(Value::Null) => return Ok((level, VoteSelection::All)),
-        Some(Value::Array(list)) => list,
-        Some(_) => {
-            return Err(RpcError::invalid_params(
-                "voteAccounts must be an array of [voteAccount, authorizedVoter] pairs of base58 keys",
-            ));
-        }
-    };
-    if list.is_empty() || list.len() > MAX_VOTE_ACCOUNTS {
-        return Err(RpcError::with_data(
-            codes::INVALID_PARAMS,
-            format!("Invalid params: voteAccounts holds {} accounts; between 1 and {MAX_VOTE_ACCOUNTS}", list.len()),
-            json!({"max": MAX_VOTE_ACCOUNTS, "got": list.len()}),
-        ));
-    }
-    let mut voters = std::collections::BTreeMap::new();
-    for (i, pair) in list.iter().enumerate() {
-        let Some([account, voter]) = pair.as_array().map(Vec::as_slice) else {
-            return Err(RpcError::invalid_params(format!(
-                "voteAccounts[{i}] must be a pair [voteAccount, authorizedVoter]"
-            )));
-        };
-        let account = pubkey(Some(account), &format!("voteAccounts[{i}][0]"))?;
-        let voter = pubkey(Some(voter), &format!("voteAccounts[{i}][1]"))?;
-        if voters.insert(account, voter).is_some() {
-            return Err(RpcError::invalid_params(format!(
-                "voteAccounts: vote account {} is listed twice",
-                aldb_verify::json::hash_to_base58(&account)
-            )));
-        }
-    }
-    Ok((level, VoteSelection::Voters(voters)))
-}
-
-/// A snapshot level by name, Solana's three.
-fn level_field(v: Option<&Value>) -> Result<Option<Level>, RpcError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Level::from_name(s).map(Some).ok_or_else(|| {
-            RpcError::invalid_params("commitment must be \"processed\", \"confirmed\" or \"finalized\"")
-        }),
-        Some(_) => Err(RpcError::invalid_params("commitment must be \"processed\", \"confirmed\" or \"finalized\"")),
-    }
-}
-
-fn pubkey(v: Option<&Value>, name: &str) -> Result<[u8; 32], RpcError> {
-    match v {
-        Some(Value::String(s)) => match encode::base58_32_decode(s) {
-            Some(key) => Ok(key),
-            // The fast decoder only says no; the verifier's strict decoder says why.
-            None => Err(match hash_from_base58(s) {
-                Err(JsonError::Base58 { error, .. }) => RpcError::invalid_params(format!("{name}: {error}")),
-                Err(other) => RpcError::invalid_params(format!("{name}: {other}")),
-                Ok(_) => RpcError::invalid_params(format!("{name}: not the base58 form of 32 bytes")),
-            }),
-        },
-        Some(_) => Err(RpcError::invalid_params(format!("{name} must be a base58 string"))),
-        None => Err(RpcError::invalid_params(format!("missing {name}"))),
-    }
 }
