@@ -43,7 +43,13 @@ mod roots;
 pub use aldb_core::AccountRef as Account;
 /// The sink's counters: the node pipeline's.
 pub use aldb_node::NodeStats as SinkStats;
+/// The next epoch's set a bank binds (`docs/SPEC.md` §11): [`epoch_set_commitment`] sorts the
+/// members the runtime reads from its `EpochStakes` and returns the set's hash and encoding, so
+/// the encoding has one owner (`aldb_verify::epochs`) and the agave side stays a loop.
+pub use aldb_verify::epochs::set_commitment as epoch_set_commitment;
 pub use aldb_verify::spec::Hash;
+/// A member of an epoch's set: vote account, its authorized voter for the epoch, its stake.
+pub use aldb_verify::votes::Validator as SetMember;
 pub use config::{CONFIG_ENV, ConfigError, RecordLevel, RecordsConfig, SinkConfig, genesis_hash_of_file};
 pub use error::BankError;
 pub use global::{THREADS_ENV, global};

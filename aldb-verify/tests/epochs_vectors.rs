@@ -9,7 +9,7 @@
 use aldb_verify::epochs::{
     Advanced, Checkpoint, ClientState, EpochError, EpochJsonError, EpochSchedule, EpochSet, LightClient,
     MAX_SET_MEMBERS, MINIMUM_SLOTS_PER_EPOCH, Misbehaviour, SET_DOMAIN, SlotEvidence, Transition, bank_hash_with_set,
-    mix_root_and_set, verify_misbehaviour,
+    mix_root_and_set, set_commitment, verify_misbehaviour,
 };
 use aldb_verify::json::{hash_from_base58, hash_to_base58};
 use aldb_verify::votes::{self, MAX_EVIDENCE_VOTES};
@@ -79,6 +79,12 @@ fn sets_encode_and_hash() {
         assert_eq!(set.hash(), hash(&c["hash"]), "{}", name(c));
         assert_eq!(EpochSet::decode(&encoding).expect("decodes"), set, "{}", name(c));
         assert_eq!(set.to_json_value(), c["set"], "{}", name(c));
+        // What a node binds (members in the order a hash map gives them) is the same encoding.
+        let mut members: Vec<_> = set.members().iter().rev().cloned().collect();
+        let half = members.len() / 2;
+        members.rotate_left(half);
+        let bound = set_commitment(set.epoch(), set.total_stake(), &mut members);
+        assert_eq!(bound, (hash(&c["hash"]), encoding), "{}", name(c));
     }
     for c in v["invalid_sets"].as_array().expect("invalid sets") {
         let err = EpochSet::decode(&hex(c["encoding"].as_str().expect("encoding"))).expect_err(name(c));

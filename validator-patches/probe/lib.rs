@@ -2,8 +2,9 @@
 //! what the series adds, one JSON line per event, to `<config file>.jsonl`:
 //!
 //! - `{"slot":S,"parent_slot":P,"bank_hash":..,"parent_bank_hash":..,"signature_count":N,
-//!   "last_blockhash":..,"aldb_root":..|null,"h":..|null}` for each block metadata V0_0_5
-//!   (hashes in hex), `{"slot":S,"version":"older"}` for an older version;
+//!   "last_blockhash":..,"aldb_root":..|null,"h":..|null,"next_set_hash":..|null,
+//!   "next_set":..|null}` for each block metadata V0_0_5 (hashes and the next epoch's set
+//!   encoding in hex, the set `null` unless both aldb features are active), `{"slot":S,"version":"older"}` for an older version;
 //! - `{"end_of_startup":true}`;
 //! - `{"slot":S,"status":"rooted"}` and the other slot statuses.
 //!
@@ -24,7 +25,7 @@ struct Probe {
     out: Mutex<Option<LineWriter<File>>>,
 }
 
-fn hex(b: &[u8; 32]) -> String {
+fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -67,9 +68,14 @@ impl GeyserPlugin for Probe {
                     Some(a) => (format!("\"{}\"", hex(&a.state_root)), format!("\"{}\"", hex(&a.hash_before_root))),
                     None => ("null".to_string(), "null".to_string()),
                 };
+                let (set_hash, set) = match &b.aldb_next_set {
+                    Some(s) => (format!("\"{}\"", hex(&s.hash)), format!("\"{}\"", hex(s.encoding))),
+                    None => ("null".to_string(), "null".to_string()),
+                };
                 format!(
                     "{{\"slot\":{},\"parent_slot\":{},\"bank_hash\":\"{}\",\"parent_bank_hash\":\"{}\",\
-                     \"signature_count\":{},\"last_blockhash\":\"{}\",\"aldb_root\":{root},\"h\":{h}}}",
+                     \"signature_count\":{},\"last_blockhash\":\"{}\",\"aldb_root\":{root},\"h\":{h},\
+                     \"next_set_hash\":{set_hash},\"next_set\":{set}}}",
                     b.slot,
                     b.parent_slot,
                     hex(&b.bank_hash),

@@ -34,7 +34,7 @@ pub use evidence::{SlotEvidence, Transition, Vouched, bank_hash_with_set, mix_ro
 #[cfg(feature = "json")]
 pub use json::EpochJsonError;
 pub use schedule::{EpochSchedule, MINIMUM_SLOTS_PER_EPOCH};
-pub use set::{EpochSet, MAX_SET_MEMBERS, SET_DOMAIN, SET_HEADER_LEN, SET_MEMBER_LEN};
+pub use set::{EpochSet, MAX_SET_MEMBERS, SET_DOMAIN, SET_HEADER_LEN, SET_MEMBER_LEN, set_commitment, set_hash};
 
 /// The version of every JSON object of §11 (checkpoint, transition, slot evidence,
 /// misbehaviour file).

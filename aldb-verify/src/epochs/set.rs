@@ -42,6 +42,41 @@ fn key_at(b: &[u8], at: usize) -> [u8; 32] {
     k
 }
 
+/// `sha256("aldb-epoch-set-v1" || encoding)`, the hash of §11.2, of any bytes.
+pub fn set_hash(encoding: &[u8]) -> Hash {
+    let mut h = Sha256::new();
+    h.update(SET_DOMAIN);
+    h.update(encoding);
+    h.finalize().into()
+}
+
+/// What a node binds for an epoch's set (§11.1, §11.3): the members sorted by vote account, the
+/// encoding of §11.2 and its hash. Unlike [`EpochSet::new`] it refuses nothing: a node binds
+/// whatever set its bank holds, deterministically, and a set a client cannot follow (empty, or
+/// beyond [`MAX_SET_MEMBERS`]) is refused by the client's decoder, never by consensus.
+/// The count field is the member count truncated to 32 bits, which only a set a decoder refuses
+/// reaches.
+pub fn set_commitment(epoch: u64, total_stake: u64, members: &mut [Validator]) -> (Hash, Vec<u8>) {
+    members.sort_unstable_by(|a, b| {
+        (a.vote_account, a.authorized_voter, a.stake).cmp(&(b.vote_account, b.authorized_voter, b.stake))
+    });
+    let encoding = encode_sorted(epoch, total_stake, members);
+    (set_hash(&encoding), encoding)
+}
+
+fn encode_sorted(epoch: u64, total_stake: u64, members: &[Validator]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(SET_HEADER_LEN + SET_MEMBER_LEN * members.len());
+    out.extend_from_slice(&epoch.to_le_bytes());
+    out.extend_from_slice(&total_stake.to_le_bytes());
+    out.extend_from_slice(&(members.len() as u32).to_le_bytes());
+    for m in members {
+        out.extend_from_slice(&m.vote_account);
+        out.extend_from_slice(&m.authorized_voter);
+        out.extend_from_slice(&m.stake.to_le_bytes());
+    }
+    out
+}
+
 impl EpochSet {
     /// A set from members in any order: sorted, then held to the encoding's rules.
     pub fn new(epoch: u64, total_stake: u64, members: &[Validator]) -> Result<Self, EpochSetError> {
@@ -80,10 +115,7 @@ impl EpochSet {
         // Distinct accounts with stake: the §10.4 set cannot refuse them.
         let voters = ValidatorSet::new(&members).map_err(|_| EpochSetError::DuplicateVoteAccount)?;
         let mut set = EpochSet { epoch, total_stake, voters, hash: [0; 32] };
-        let mut h = Sha256::new();
-        h.update(SET_DOMAIN);
-        h.update(set.encode());
-        set.hash = h.finalize().into();
+        set.hash = set_hash(&set.encode());
         Ok(set)
     }
 
@@ -113,18 +145,7 @@ impl EpochSet {
 
     /// The encoding of §11.2.
     pub fn encode(&self) -> Vec<u8> {
-        let members = self.voters.members();
-        let mut out = Vec::with_capacity(SET_HEADER_LEN + SET_MEMBER_LEN * members.len());
-        out.extend_from_slice(&self.epoch.to_le_bytes());
-        out.extend_from_slice(&self.total_stake.to_le_bytes());
-        // At most MAX_SET_MEMBERS, so the count fits a u32.
-        out.extend_from_slice(&(members.len() as u32).to_le_bytes());
-        for m in members {
-            out.extend_from_slice(&m.vote_account);
-            out.extend_from_slice(&m.authorized_voter);
-            out.extend_from_slice(&m.stake.to_le_bytes());
-        }
-        out
+        encode_sorted(self.epoch, self.total_stake, self.voters.members())
     }
 
     /// `sha256("aldb-epoch-set-v1" || encoding)`.

@@ -63,11 +63,20 @@ pub fn verify_account_by_votes(evidence: &VoteEvidence, set: &ValidatorSet) -> R
         evidence.hard_forks,
         &evidence.votes,
     )?;
-    let claim = evidence.proof.verify(&accepted.root, &evidence.pubkey).map_err(VoteChainError::Proof)?;
-    match (&evidence.account, claim) {
-        (Some(a), Claim::Present { value }) if account_value(a.lamports, &a.owner, a.executable, &a.data) == value => {}
-        (None, Claim::Absent) => {}
-        _ => return Err(VoteChainError::AccountMismatch),
-    }
+    verify_account_at(evidence, &accepted.root)?;
     Ok(VerifiedAccount { accepted, pubkey: evidence.pubkey, account: evidence.account.clone() })
+}
+
+/// Checks the evidence's account and proof against a root accepted some other way (an epoch
+/// chain's client, `crate::epochs`): the proof must hold against `root` and commit to exactly
+/// the account the evidence carries (or to its absence).
+pub fn verify_account_at(evidence: &VoteEvidence, root: &Hash) -> Result<(), VoteChainError> {
+    let claim = evidence.proof.verify(root, &evidence.pubkey).map_err(VoteChainError::Proof)?;
+    match (&evidence.account, claim) {
+        (Some(a), Claim::Present { value }) if account_value(a.lamports, &a.owner, a.executable, &a.data) == value => {
+            Ok(())
+        }
+        (None, Claim::Absent) => Ok(()),
+        _ => Err(VoteChainError::AccountMismatch),
+    }
 }

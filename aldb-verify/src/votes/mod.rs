@@ -25,7 +25,7 @@ mod verifier;
 
 pub use bank_hash::{bank_hash, mix_root};
 pub use error::{SetError, VoteChainError, VoteError};
-pub use evidence::{EvidenceAccount, VerifiedAccount, VoteEvidence, verify_account_by_votes};
+pub use evidence::{EvidenceAccount, VerifiedAccount, VoteEvidence, verify_account_at, verify_account_by_votes};
 #[cfg(feature = "json")]
 pub use json::{EvidenceJsonError, validator_set_from_json_value};
 pub use tower::{Lockout, TowerSync};
