@@ -21,6 +21,14 @@
 #     "matches its bank hash", and every slot it replays from the ledger must get run 1's bank
 #     hash, the second workload's transaction slots among them.
 #
+# With ALDB_EPOCH_SET=1, aldb_epoch_set_in_bank_hash is active at genesis too (`--aldb-epoch-set`)
+# and epochs are 32 slots (`--slots-per-epoch 32`), so the run crosses many epoch boundaries:
+# then every bank hash must be sha256(h || root || next_set_hash), every bank's set must decode
+# (docs/SPEC.md §11.2), be for the epoch after the bank's, hash to its next_set_hash and be the one
+# set every bank of that epoch binds, and its members and stakes must be the validator's own
+# (getVoteAccounts, the vote account's authorized voter from getAccountInfo); replay and restart
+# then check that the set is reproduced with every hash.
+#
 # Prints the module's freeze time p50/p99 (the `freeze_us` of run 1's `aldb: slot ...` lines) and
 # a last JSON line with the counts. Exits non-zero at the first failed check.
 # Usage: scripts/validator-patched.sh [SECONDS] (default 20). The ledger, its replay copy, the
@@ -59,10 +67,14 @@ t0=$(date +%s)
 rpc_url="http://127.0.0.1:$RPC_PORT"
 hyades_url="http://127.0.0.1:$HYADES_PORT"
 
+epoch_flags=()
+if [[ "${ALDB_EPOCH_SET:-0}" == 1 ]]; then
+  epoch_flags=(--aldb-epoch-set --slots-per-epoch 32)
+fi
 start_validator() { # start_validator LOG [--geyser-plugin-config FILE]...
   local log=$1
   shift
-  "$bin/solana-test-validator" --aldb-state-root --ledger "$work/ledger" "$@" "${validator_net[@]}" \
+  "$bin/solana-test-validator" --aldb-state-root "${epoch_flags[@]}" --ledger "$work/ledger" "$@" "${validator_net[@]}" \
     --log >"$log" 2>&1 &
   vpid=$!
 }
@@ -110,10 +122,18 @@ sleep "$secs"
 grep -m3 'aldb:' "$work/validator.log" || true
 curl -s "127.0.0.1:$METRICS_PORT/metrics" | grep -E '^aldb_(slots_committed|callback_(errors|panics))' || true
 python3 - "$work" "$RPC_PORT" "$HYADES_PORT" "$HYADES_PORT2" <<'PY'
-import hashlib, json, sys, urllib.request
+import hashlib, json, os, sys, urllib.request
 
 work, rpc_port, hyades_port, hyades_port2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+def b58encode(b):
+    n = int.from_bytes(b, "big")
+    out = ""
+    while n:
+        n, r = divmod(n, 58)
+        out = B58[r] + out
+    return "1" * (len(b) - len(b.lstrip(b"\0"))) + out
 
 def b58decode(s):
     n = 0
@@ -170,16 +190,77 @@ if len(rooted) < 10:
     fail.append(f"only {len(rooted)} rooted slots")
 if older:
     fail.append(f"{older} block metadata of an older version reached the probe")
+epoch_set = os.environ.get("ALDB_EPOCH_SET") == "1"
+sched = call(rpc_port, "getEpochSchedule", [])["result"]
+def epoch_of(slot):
+    # SPEC §11.2's epoch(S); the test validator's schedule with --slots-per-epoch has no warmup.
+    if slot < sched["firstNormalSlot"]:
+        e = 0
+        while 32 * (2 ** (e + 1) - 1) <= slot:
+            e += 1
+        return e
+    return sched["firstNormalEpoch"] + (slot - sched["firstNormalSlot"]) // sched["slotsPerEpoch"]
+
+def decode_set(enc):
+    epoch, total, n = int.from_bytes(enc[0:8], "little"), int.from_bytes(enc[8:16], "little"), int.from_bytes(enc[16:20], "little")
+    assert len(enc) == 20 + 72 * n, f"length {len(enc)} for {n} members"
+    members = [(enc[20 + 72 * i:52 + 72 * i], enc[52 + 72 * i:84 + 72 * i], int.from_bytes(enc[84 + 72 * i:92 + 72 * i], "little")) for i in range(n)]
+    assert [m[0] for m in members] == sorted(m[0] for m in members), "members not sorted"
+    return epoch, total, members
+
 mixed = 0
+sets = {}  # epoch of the set -> (hash, encoding)
 for s, e in sorted(banks.items()):
     if e["aldb_root"] is None:
         fail.append(f"slot {s}: no aldb root"); continue
-    want = hashlib.sha256(bytes.fromhex(e["h"]) + bytes.fromhex(e["aldb_root"])).hexdigest()
+    inputs = bytes.fromhex(e["h"]) + bytes.fromhex(e["aldb_root"])
+    if epoch_set:
+        if e.get("next_set_hash") is None:
+            fail.append(f"slot {s}: no next_set_hash with the epoch-set feature active"); continue
+        nsh = bytes.fromhex(e["next_set_hash"])
+        inputs += nsh
+        enc = bytes.fromhex(e["next_set"])
+        if nsh == bytes(32):
+            fail.append(f"slot {s}: binds no set (the test validator's offset makes every bank hold the next)")
+        elif hashlib.sha256(b"aldb-epoch-set-v1" + enc).digest() != nsh:
+            fail.append(f"slot {s}: the set's encoding does not hash to its next_set_hash")
+        else:
+            epoch, total, members = decode_set(enc)
+            if epoch != epoch_of(s) + 1:
+                fail.append(f"slot {s} (epoch {epoch_of(s)}): binds the set of epoch {epoch}")
+            prev = sets.setdefault(epoch, (nsh, enc))
+            if prev[0] != nsh:
+                fail.append(f"slot {s}: a second set for epoch {epoch} on one fork")
+    elif e.get("next_set_hash") is not None:
+        fail.append(f"slot {s}: a next_set_hash without the epoch-set feature")
+    want = hashlib.sha256(inputs).hexdigest()
     if want != e["bank_hash"]:
-        fail.append(f"slot {s}: bank hash {e['bank_hash']} != sha256(h || root) {want}")
+        fail.append(f"slot {s}: bank hash {e['bank_hash']} != sha256(h || root{' || next_set_hash' if epoch_set else ''}) {want}")
     else:
         mixed += 1
-print(f"bank_hash == sha256(h || aldb_root): {mixed} of {len(banks)} banks")
+print(f"bank_hash == sha256(h || aldb_root{' || next_set_hash' if epoch_set else ''}): {mixed} of {len(banks)} banks")
+if epoch_set:
+    print(f"sets bound: epochs {sorted(sets)}")
+    if len(sets) < 4:
+        fail.append(f"sets of only {len(sets)} epochs bound: the run must cross at least three boundaries")
+    # The set is the validator's own: its vote accounts, their stakes and their voters.
+    va = call(rpc_port, "getVoteAccounts", [])["result"]
+    staked = {v["votePubkey"]: v["activatedStake"] for v in va["current"] + va["delinquent"] if v["activatedStake"] > 0}
+    newest = max(sets)
+    epoch, total, members = decode_set(sets[newest][1])
+    got = {}
+    for vote, voter, stake in members:
+        key = b58encode(vote)
+        got[key] = stake
+        acct = call(rpc_port, "getAccountInfo", [key, {"encoding": "jsonParsed"}])["result"]["value"]
+        voters = acct["data"]["parsed"]["info"]["authorizedVoters"]
+        if b58encode(voter) not in [a["authorizedVoter"] for a in voters]:
+            fail.append(f"set of epoch {epoch}: {key}'s voter {b58encode(voter)} is not among {voters}")
+    if got != staked:
+        fail.append(f"set of epoch {epoch}: members {got} differ from getVoteAccounts' staked {staked}")
+    if sum(got.values()) > total:
+        fail.append(f"set of epoch {epoch}: stakes exceed the total {total}")
+    print(f"set of epoch {epoch}: {len(members)} members, total stake {total}, equal to getVoteAccounts")
 
 # Votes: the validator's TowerSync votes in the blocks of the run carry the bank hash of the slot
 # they vote for.
