@@ -1,6 +1,7 @@
 //! `aldb`: compute state roots, produce and check proofs from account files.
 
 mod accounts;
+mod epochs;
 mod keygen;
 mod remote;
 mod simulate;
@@ -79,7 +80,9 @@ enum Command {
     /// Or --trust votes --validators FILE (with --url, or --evidence FILE): the account is
     /// accepted because vote accounts of FILE holding more than 2/3 of its stake voted for the
     /// slot with a bank hash that commits to the root (a chain running the aldb consensus patch,
-    /// docs/SPEC.md §10); the service's getSlotVotes gives the votes.
+    /// docs/SPEC.md §10); the service's getSlotVotes gives the votes. With --checkpoint FILE
+    /// instead of --validators, the set is each epoch's, followed from FILE on votes alone
+    /// (§11), the client's state kept in a file.
     Proof {
         /// The service's JSON-RPC URL, such as http://127.0.0.1:8899/.
         #[arg(long, required_unless_present = "evidence")]
@@ -111,18 +114,30 @@ enum Command {
         /// is caught only if it contradicts itself).
         #[arg(long)]
         trust_server: bool,
-        /// What vouches for the root: `votes` (the validators' votes, with --validators, from
-        /// --url or --evidence).
-        #[arg(long, value_parser = ["votes"], requires = "validators", conflicts_with_all = ["root", "identities", "trust_server"])]
+        /// What vouches for the root: `votes` (the validators' votes: of the set --validators
+        /// names, from --url or --evidence; or of each epoch's set, followed from --checkpoint).
+        #[arg(long, value_parser = ["votes"], conflicts_with_all = ["root", "identities", "trust_server"])]
         trust: Option<String>,
         /// With --trust votes: the validator set, a JSON array of
         /// {"voteAccount","authorizedVoter","stake"} or one `VOTE_ACCOUNT AUTHORIZED_VOTER STAKE`
         /// per line (`#` comments allowed).
-        #[arg(long, requires = "trust")]
+        #[arg(long, requires = "trust", conflicts_with = "checkpoint")]
         validators: Option<PathBuf>,
+        /// With --trust votes: follow the validator set from this checkpoint (docs/SPEC.md §11.5:
+        /// the schedule, a set you trust, its time and the trusting period) through every epoch
+        /// to the slot's, on the votes of each set for the next (the service's
+        /// getEpochTransition), and accept the root on its epoch's set. The client's state is
+        /// kept in --state, written crash-safely after every step, so later runs catch up from it.
+        #[arg(long, requires_all = ["trust", "url"])]
+        checkpoint: Option<PathBuf>,
+        /// With --checkpoint: the client's state file (default: the checkpoint's name with
+        /// `.state` appended). A frozen client's misbehaviour evidence goes beside it
+        /// (`STATE.misbehaviour.json`).
+        #[arg(long, requires = "checkpoint")]
+        state: Option<PathBuf>,
         /// With --trust votes: the slot's vote evidence for PUBKEY (docs/SPEC.md §10.5) from a
         /// file instead of the service.
-        #[arg(long, requires = "trust", conflicts_with = "url")]
+        #[arg(long, requires = "trust", conflicts_with_all = ["url", "checkpoint"])]
         evidence: Option<PathBuf>,
         /// With --trust votes: refuse votes cast more than SECONDS before this machine's clock
         /// says it is now, by the time vote accounts holding more than 1/3 of the set's stake
@@ -202,12 +217,26 @@ fn main() -> Result<()> {
             trust_server,
             trust,
             validators,
+            checkpoint,
+            state,
             evidence,
             max_age,
         } => {
             let key = decode_key("pubkey", &pubkey)?;
+            if let (Some(_), Some(checkpoint)) = (&trust, checkpoint) {
+                let url = url.context("--checkpoint takes the transitions and votes from --url")?;
+                let file = epochs::StateFile::new(checkpoint, state);
+                let followed = epochs::follow_and_prove(&url, &file, &key, slot)?;
+                if let Some(max_age) = max_age {
+                    epochs::check_age(&followed, max_age)?;
+                }
+                println!("{}", epochs::report(&followed));
+                return Ok(());
+            }
             if trust.is_some() {
-                let set = votes::read_validator_set(&validators.context("--trust votes needs --validators FILE")?)?;
+                let set = votes::read_validator_set(
+                    &validators.context("--trust votes needs --validators FILE or --checkpoint FILE")?,
+                )?;
                 let verified = match (evidence, url) {
                     (Some(evidence), _) => votes::verify_file(&evidence, &key, slot, &set)?,
                     (None, Some(url)) => votes::fetch_and_verify(&url, &key, slot, &set)?,
@@ -217,9 +246,9 @@ fn main() -> Result<()> {
                     ),
                 };
                 if let Some(max_age) = max_age {
-                    votes::check_age(&verified, max_age)?;
+                    votes::check_age(&verified.0, max_age)?;
                 }
-                println!("{}", votes::report(&verified));
+                println!("{}", votes::report(&verified.0, verified.1));
                 return Ok(());
             }
             let url = url.context("--url is required")?;

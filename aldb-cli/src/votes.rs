@@ -11,8 +11,8 @@ use std::path::Path;
 
 use aldb_verify::json::hash_to_base58;
 use aldb_verify::votes::{
-    MAX_EVIDENCE_VOTES, Validator, ValidatorSet, VerifiedAccount, VoteChainError, VoteEvidence, VoteVerifier,
-    bank_hash, validator_set_from_json_value, verify_account_by_votes,
+    EvidenceAccount, MAX_EVIDENCE_VOTES, Validator, ValidatorSet, VerifiedAccount, VoteChainError, VoteEvidence,
+    VoteVerifier, validator_set_from_json_value, verify_account_by_votes,
 };
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -31,8 +31,9 @@ const MAX_EVIDENCE_BYTES: u64 = 24 << 20;
 /// The Hyades method that serves a slot's votes (`docs/SPEC.md` §10.5).
 pub(crate) const SLOT_VOTES_METHOD: &str = "getSlotVotes";
 
-/// The fields of §10.5 that `getSlotVotes` answers; the rest come from `getAccountProof`.
-const SLOT_VOTES_FIELDS: [&str; 6] = ["version", "slot", "h", "root", "hardForks", "votes"];
+/// The fields of §10.5 (and §11.4's `nextSetHash`) that `getSlotVotes` answers; the rest come
+/// from `getAccountProof`.
+const SLOT_VOTES_FIELDS: [&str; 7] = ["version", "slot", "h", "root", "hardForks", "nextSetHash", "votes"];
 
 fn read_bounded(path: &Path, max: u64, what: &str) -> Result<String> {
     let mut text = String::new();
@@ -91,7 +92,7 @@ pub(crate) fn verify_file(
     pubkey: &[u8; 32],
     slot: Option<u64>,
     set: &ValidatorSet,
-) -> Result<VerifiedAccount> {
+) -> Result<(VerifiedAccount, bool)> {
     let text = read_bounded(evidence, MAX_EVIDENCE_BYTES, "vote evidence file")?;
     let ev = VoteEvidence::from_json_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: not vote evidence: {}", evidence.display(), cut(&e.to_string(), 300)))?;
@@ -128,14 +129,34 @@ pub(crate) fn fetch_and_verify(
     pubkey: &[u8; 32],
     slot: Option<u64>,
     set: &ValidatorSet,
-) -> Result<VerifiedAccount> {
-    let agent = remote::agent();
-    let config = json!({"voteAccounts": vote_accounts_param(set)});
+) -> Result<(VerifiedAccount, bool)> {
+    let doc = fetch_evidence_doc(&remote::agent(), url, pubkey, slot, vote_accounts_param(set))?;
+    let ev = VoteEvidence::from_json_value(&doc).map_err(|e| {
+        anyhow::anyhow!(
+            "{SLOT_VOTES_METHOD} and getAccountProof do not make vote evidence: {}",
+            cut(&e.to_string(), 300)
+        )
+    })?;
+    verify(&ev, set)
+}
+
+/// The evidence document for `pubkey` (§10.5, with §11.4's `nextSetHash` when the service gives
+/// one): `getSlotVotes` for `slot` (the newest slot with votes when `None`), asking only for the
+/// votes of `vote_accounts` ([`vote_accounts_param`]), joined with `getAccountProof` at the slot
+/// the votes are for. Nothing in it is trusted yet.
+pub(crate) fn fetch_evidence_doc(
+    agent: &ureq::Agent,
+    url: &str,
+    pubkey: &[u8; 32],
+    slot: Option<u64>,
+    vote_accounts: Value,
+) -> Result<Value> {
+    let config = json!({"voteAccounts": vote_accounts});
     let params = match slot {
         Some(s) => json!([s, config]),
         None => json!([config]),
     };
-    let result = remote::call(&agent, url, SLOT_VOTES_METHOD, params)?;
+    let result = remote::call(agent, url, SLOT_VOTES_METHOD, params)?;
     let votes = result.get("value").with_context(|| format!("{SLOT_VOTES_METHOD}: no `value`"))?;
     let voted_slot = votes
         .get("slot")
@@ -147,7 +168,7 @@ pub(crate) fn fetch_and_verify(
         bail!("asked for the votes of slot {s}, the service answered for slot {voted_slot}");
     }
     let key = hash_to_base58(pubkey);
-    let result = remote::call(&agent, url, "getAccountProof", json!([key, {"slot": voted_slot}]))?;
+    let result = remote::call(agent, url, "getAccountProof", json!([key, {"slot": voted_slot}]))?;
     let proof = result.get("value").context("getAccountProof: no `value`")?;
     let proof_slot = proof.get("slot").and_then(Value::as_u64);
     if proof_slot != Some(voted_slot) {
@@ -169,13 +190,7 @@ pub(crate) fn fetch_and_verify(
             doc.insert(name.to_string(), v.clone());
         }
     }
-    let ev = VoteEvidence::from_json_value(&Value::Object(doc)).map_err(|e| {
-        anyhow::anyhow!(
-            "{SLOT_VOTES_METHOD} and getAccountProof do not make vote evidence: {}",
-            cut(&e.to_string(), 300)
-        )
-    })?;
-    verify(&ev, set)
+    Ok(Value::Object(doc))
 }
 
 /// Refuses an accepted root whose votes were cast more than `max_age` seconds ago by this
@@ -190,8 +205,9 @@ pub(crate) fn check_age(v: &VerifiedAccount, max_age: u64) -> Result<()> {
 }
 
 /// Verifies evidence against `set`; a refusal for too little stake says what became of each vote.
-fn verify(ev: &VoteEvidence, set: &ValidatorSet) -> Result<VerifiedAccount> {
-    verify_account_by_votes(ev, set).map_err(|e| match e {
+fn verify(ev: &VoteEvidence, set: &ValidatorSet) -> Result<(VerifiedAccount, bool)> {
+    let next_set = ev.next_set_hash.is_some();
+    verify_account_by_votes(ev, set).map(|v| (v, next_set)).map_err(|e| match e {
         VoteChainError::InsufficientStake { .. } => {
             anyhow::anyhow!("slot {}: {e} ({})", ev.slot, outcomes(ev, set))
         }
@@ -201,7 +217,7 @@ fn verify(ev: &VoteEvidence, set: &ValidatorSet) -> Result<VerifiedAccount> {
 
 /// What became of the offered votes, by outcome: `3 votes offered: 1 counted, 2 wrong_hash`.
 fn outcomes(ev: &VoteEvidence, set: &ValidatorSet) -> String {
-    let expected = bank_hash(&ev.h, &ev.root, ev.hard_forks);
+    let expected = ev.bank_hash();
     let tally = VoteVerifier::new(set).tally(ev.slot, &expected, &ev.votes);
     let mut counts: Vec<(&'static str, usize)> = Vec::new();
     for o in &tally.outcomes {
@@ -221,11 +237,33 @@ fn outcomes(ev: &VoteEvidence, set: &ValidatorSet) -> String {
     }
 }
 
-/// The lines `aldb proof --trust votes` prints for a verified account.
-pub(crate) fn report(v: &VerifiedAccount) -> String {
-    let key = hash_to_base58(&v.pubkey);
+/// The lines `aldb proof --trust votes` prints for a verified account (`next_set`: its bank hash
+/// binds the next epoch's set, §11.1).
+pub(crate) fn report(v: &VerifiedAccount, next_set: bool) -> String {
+    let mut out = account_lines(&v.pubkey, v.account.as_ref());
+    let r = &v.accepted;
+    out.push_str(&format!(
+        "root trusted: votes of {} vote accounts with stake {} of {} (more than 2/3) for bank hash {} = sha256(h || root{})\n",
+        r.voters,
+        r.stake,
+        r.total_stake,
+        hash_to_base58(&r.bank_hash),
+        if next_set { " || next_set_hash" } else { "" }
+    ));
+    if let Some(t) = r.vouched_time {
+        out.push_str(&format!(
+            "voted at unix time {t} or later (the timestamps of vote accounts holding more than 1/3 of the stake)\n"
+        ));
+    }
+    out.push_str(&format!("verified against root {} at slot {}", hash_to_base58(&r.root), r.slot));
+    out
+}
+
+/// The lines that show an account (or its absence), as every `--trust votes` report begins.
+pub(crate) fn account_lines(pubkey: &[u8; 32], account: Option<&EvidenceAccount>) -> String {
+    let key = hash_to_base58(pubkey);
     let mut out = String::new();
-    match &v.account {
+    match account {
         Some(a) => {
             out.push_str(&format!("account {key}\n"));
             out.push_str(&format!("  lamports: {}\n", a.lamports));
@@ -239,20 +277,6 @@ pub(crate) fn report(v: &VerifiedAccount) -> String {
         }
         None => out.push_str(&format!("account {key}: absent\n")),
     }
-    let r = &v.accepted;
-    out.push_str(&format!(
-        "root trusted: votes of {} vote accounts with stake {} of {} (more than 2/3) for bank hash {} = sha256(h || root)\n",
-        r.voters,
-        r.stake,
-        r.total_stake,
-        hash_to_base58(&r.bank_hash)
-    ));
-    if let Some(t) = r.vouched_time {
-        out.push_str(&format!(
-            "voted at unix time {t} or later (the timestamps of vote accounts holding more than 1/3 of the stake)\n"
-        ));
-    }
-    out.push_str(&format!("verified against root {} at slot {}", hash_to_base58(&r.root), r.slot));
     out
 }
 

@@ -30,6 +30,9 @@ pub struct VoteEvidence {
     pub root: Hash,
     /// The slot's hard-fork count when it has hard-fork data.
     pub hard_forks: Option<u64>,
+    /// The next epoch's set hash the bank hash binds (§11.1; 32 zero bytes when it binds none),
+    /// on a chain with the epoch-set feature; `None` where the bank hash is §10.1's.
+    pub next_set_hash: Option<Hash>,
     /// Vote transactions, as on the wire.
     pub votes: Vec<Vec<u8>>,
     /// The account's public key.
@@ -38,6 +41,17 @@ pub struct VoteEvidence {
     pub account: Option<EvidenceAccount>,
     /// The account's proof against `root`.
     pub proof: Proof,
+}
+
+impl VoteEvidence {
+    /// The bank hash the votes must carry: §10.1's from `h`, the root and the hard forks, or
+    /// §11.1's with the next set's hash when the evidence names one.
+    pub fn bank_hash(&self) -> Hash {
+        match &self.next_set_hash {
+            Some(next) => crate::epochs::bank_hash_with_set(&self.h, &self.root, next, self.hard_forks),
+            None => super::bank_hash(&self.h, &self.root, self.hard_forks),
+        }
+    }
 }
 
 /// An account accepted through the vote chain.
@@ -56,11 +70,10 @@ pub struct VerifiedAccount {
 /// that root: a present account must hash to the value the proof commits to, an absent one must
 /// be proven absent.
 pub fn verify_account_by_votes(evidence: &VoteEvidence, set: &ValidatorSet) -> Result<VerifiedAccount, VoteChainError> {
-    let accepted = VoteVerifier::new(set).verify_root(
+    let accepted = VoteVerifier::new(set).verify_bank_hash(
         evidence.slot,
-        &evidence.h,
+        &evidence.bank_hash(),
         &evidence.root,
-        evidence.hard_forks,
         &evidence.votes,
     )?;
     verify_account_at(evidence, &accepted.root)?;

@@ -132,11 +132,17 @@ impl VoteEvidence {
             Value::Null => None,
             a => Some(account_of(a)?),
         };
+        // §11.4: present (and then always mixed, zero or not) on a chain binding the next set.
+        let next_set_hash = match v.get("nextSetHash") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(key_of(v, "nextSetHash")?),
+        };
         Ok(VoteEvidence {
             slot: u64_of(v, "slot")?,
             h: key_of(v, "h")?,
             root: key_of(v, "root")?,
             hard_forks,
+            next_set_hash,
             votes,
             pubkey: key_of(v, "pubkey")?,
             account,

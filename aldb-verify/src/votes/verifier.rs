@@ -186,10 +186,22 @@ impl<'s> VoteVerifier<'s> {
         hard_forks: Option<u64>,
         votes: &[V],
     ) -> Result<AcceptedRoot, VoteChainError> {
+        self.verify_bank_hash(slot, &bank_hash(h, root, hard_forks), root, votes)
+    }
+
+    /// Accepts `root` for `slot` when votes of more than 2/3 of the set's stake carry `expected`,
+    /// a bank hash the caller computed from `root` (§10.1's, or §11.1's with the next set).
+    pub fn verify_bank_hash<V: AsRef<[u8]>>(
+        &self,
+        slot: u64,
+        expected: &Hash,
+        root: &Hash,
+        votes: &[V],
+    ) -> Result<AcceptedRoot, VoteChainError> {
         if votes.len() > MAX_EVIDENCE_VOTES {
             return Err(VoteChainError::TooManyVotes { count: votes.len() });
         }
-        let expected = bank_hash(h, root, hard_forks);
+        let expected = *expected;
         let tally = self.tally(slot, &expected, votes);
         if !tally.is_supermajority() {
             return Err(VoteChainError::InsufficientStake { stake: tally.stake, total: tally.total_stake });

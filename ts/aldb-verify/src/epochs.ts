@@ -13,7 +13,7 @@ import { Hash, readU64le, u64le } from "./commitment.js";
 import { ascii, base58DecodeExact, base58Encode, base64Decode, base64Encode, bytesEqual, concatBytes } from "./encoding.js";
 import { AldbError, EpochErrorCode } from "./errors.js";
 import { JsonValue, parseJson } from "./json.js";
-import { MAX_EVIDENCE_VOTES, parseVoteTransaction, tallyVotes, Validator, ValidatorSet, validatorSet } from "./votes.js";
+import { bankHashWithSet, MAX_EVIDENCE_VOTES, parseVoteTransaction, tallyVotes, Validator, ValidatorSet, validatorSet } from "./votes.js";
 
 /** The prefix hashed before a set's encoding. */
 export const SET_DOMAIN: Uint8Array = ascii("aldb-epoch-set-v1");
@@ -249,16 +249,9 @@ export function epochSetToJson(s: EpochSet): EpochSetJson {
 // ---------------------------------------------------------------------------------------------
 // §11.1, §11.4: the bank hash with the set, slot evidence, transitions.
 
-/** `sha256(h || root || nextSetHash)`. */
-export function mixRootAndSet(h: Hash, root: Hash, nextSetHash: Hash): Hash {
-  return sha256(concatBytes(h, root, nextSetHash));
-}
-
-/** §11.1: the mix, then the hard-fork count (u64 LE) when the slot has one. */
-export function bankHashWithSet(h: Hash, root: Hash, nextSetHash: Hash, hardForks: bigint | null): Hash {
-  const mixed = mixRootAndSet(h, root, nextSetHash);
-  return hardForks === null ? mixed : sha256(concatBytes(mixed, u64le(hardForks)));
-}
+// mixRootAndSet and bankHashWithSet live beside §10.1's bank hash (votes.ts), since §10 evidence
+// from a chain binding sets uses them too; they are re-exported here.
+export { bankHashWithSet, mixRootAndSet } from "./votes.js";
 
 export interface SlotEvidence {
   slot: bigint;

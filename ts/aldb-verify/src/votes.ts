@@ -37,6 +37,17 @@ export function bankHash(h: Hash, root: Hash, hardForks: bigint | null): Hash {
   return hardForks === null ? mixed : sha256(concatBytes(mixed, u64le(hardForks)));
 }
 
+/** `sha256(h || root || nextSetHash)` (§11.1). */
+export function mixRootAndSet(h: Hash, root: Hash, nextSetHash: Hash): Hash {
+  return sha256(concatBytes(h, root, nextSetHash));
+}
+
+/** §11.1: the mix with the next set, then the hard-fork count (u64 LE) when the slot has one. */
+export function bankHashWithSet(h: Hash, root: Hash, nextSetHash: Hash, hardForks: bigint | null): Hash {
+  const mixed = mixRootAndSet(h, root, nextSetHash);
+  return hardForks === null ? mixed : sha256(concatBytes(mixed, u64le(hardForks)));
+}
+
 export interface Lockout {
   slot: bigint;
   confirmationCount: number;
@@ -356,13 +367,19 @@ export function voteAccountsParam(set: ValidatorSet): [string, string][] {
   return members.map((m) => [base58Encode(m.voteAccount), base58Encode(m.authorizedVoter)]);
 }
 
-/** Accepts `root` for `slot` when more than 2/3 of the set's stake voted `bankHash(h, root, hardForks)`. */
+/**
+ * Accepts `root` for `slot` when more than 2/3 of the set's stake voted `bankHash(h, root, hardForks)`,
+ * or §11.1's `bankHashWithSet` when the evidence carries a `nextSetHash` (§10.5).
+ */
 export function verifyRootByVotes(
   set: ValidatorSet,
-  e: { slot: bigint; h: Hash; root: Hash; hardForks: bigint | null; votes: readonly Uint8Array[] },
+  e: { slot: bigint; h: Hash; root: Hash; hardForks: bigint | null; nextSetHash?: Hash | null; votes: readonly Uint8Array[] },
 ): AcceptedRoot {
   if (e.votes.length > MAX_EVIDENCE_VOTES) throw new AldbError("too_many_votes", `${e.votes.length} votes`);
-  const expected = bankHash(e.h, e.root, e.hardForks);
+  const expected =
+    e.nextSetHash === undefined || e.nextSetHash === null
+      ? bankHash(e.h, e.root, e.hardForks)
+      : bankHashWithSet(e.h, e.root, e.nextSetHash, e.hardForks);
   const t = tallyVotes(set, e.slot, expected, e.votes);
   if (!(3n * t.stake > 2n * t.totalStake)) {
     throw new AldbError("insufficient_stake", `votes of stake ${t.stake} of ${t.totalStake} agree, not more than 2/3`);
@@ -389,6 +406,8 @@ export interface VoteEvidence {
   h: Hash;
   root: Hash;
   hardForks: bigint | null;
+  /** §11.4's next set hash, on a chain whose bank hashes bind it; null otherwise. */
+  nextSetHash: Hash | null;
   votes: Uint8Array[];
   pubkey: Uint8Array;
   account: AccountJson | null;
@@ -424,6 +443,7 @@ export function voteEvidenceFromJson(input: string | unknown): VoteEvidence {
     h: hash("h"),
     root: hash("root"),
     hardForks,
+    nextSetHash: v.nextSetHash === undefined || v.nextSetHash === null ? null : hash("nextSetHash"),
     votes: (votes as string[]).map((s) => base64Decode(s)),
     pubkey: hash("pubkey"),
     account: v.account as unknown as AccountJson | null,
