@@ -426,6 +426,11 @@ impl RecordFeed {
                 if level.entries.get(i).is_some_and(|l| l.seq == e.seq) {
                     level.entries.remove(i);
                 }
+                // Those taken in below it go with it: the level stays a contiguous window of
+                // slots (they stay in the feed until their positions are pruned).
+                while level.entries.front().is_some_and(|l| l.slot < e.slot) {
+                    level.entries.pop_front();
+                }
             }
             store.base += 1;
         }
@@ -685,6 +690,64 @@ mod tests {
         assert_eq!(feed.range(), Some((6, 9)));
         assert!(matches!(feed.get(4, None), Err(RecordQueryError::Pruned { slot: 4, .. })));
         assert!(feed.read().levels.iter().all(|l| l.damaged.is_empty()));
+    }
+
+    #[test]
+    fn a_repaired_span_is_taken_in_and_its_damage_forgotten() {
+        let feed = RecordFeed::new(100);
+        feed.push(&[rec(1), rec(2), rec(6), rec(7)]);
+        feed.note_damage(&[damage(Some(2), Some(6), 200..400)]);
+        assert!(matches!(feed.get(4, None), Err(RecordQueryError::Damaged { slot: 4, .. })));
+        let live = feed.cursor(None, None).unwrap();
+        // Not in a damaged span: below the newest, refused as before.
+        assert_eq!(feed.push(&[rec(0)]), 0);
+        // The segment read again whole once its copy was replaced: what was held is ignored, the
+        // records of the span are taken in (4 was skipped by the chain), the new one appended.
+        assert_eq!(feed.push(&[rec(1), rec(2), rec(3), rec(5), rec(6), rec(7), rec(8)]), 3);
+        feed.forget_damage_in(&[0]);
+        let got = |slot| feed.get(slot, None).map(|(_, e)| e.slot);
+        assert_eq!((got(3), got(5), got(8)), (Ok(3), Ok(5), Ok(8)));
+        assert!(matches!(feed.get(4, None), Err(RecordQueryError::NoRecord { slot: 4, .. })));
+        let (_, listed) = feed.slots(0, 10, None).unwrap();
+        assert_eq!(listed.iter().map(|e| e.slot).collect::<Vec<_>>(), [1, 2, 3, 5, 6, 7, 8]);
+        // A live subscriber gets them as they came; one from slot 3 gets everything from slot 3.
+        let from_live: Vec<u64> = (live.next..feed.head())
+            .map(|q| match feed.entry_at(q) {
+                At::Entry(e) => e.slot,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(from_live, [3, 5, 8]);
+        let c = feed.cursor(Some(3), None).unwrap();
+        let mut from3: Vec<u64> = (c.next..feed.head())
+            .filter_map(|q| match feed.entry_at(q) {
+                At::Entry(e) if e.slot >= 3 => Some(e.slot),
+                _ => None,
+            })
+            .collect();
+        from3.sort_unstable();
+        assert_eq!(from3, [3, 5, 6, 7, 8]);
+        // Damage found after them is placed after the newest record.
+        feed.note_damage(&[damage(Some(8), None, 900..1000)]);
+        assert!(matches!(feed.get(9, None), Err(RecordQueryError::Damaged { slot: 9, after: Some(8), before: None })));
+    }
+
+    #[test]
+    fn records_taken_into_a_span_are_pruned_with_the_older_ones() {
+        let feed = RecordFeed::new(4);
+        feed.push(&[rec(1), rec(2), rec(5), rec(6)]);
+        feed.note_damage(&[damage(Some(2), Some(5), 200..400)]);
+        assert_eq!(feed.push(&[rec(3), rec(4)]), 2);
+        feed.forget_damage_in(&[0]);
+        // Positions 0 and 1 (slots 1, 2) pruned: the level keeps 3 to 6.
+        assert_eq!(feed.range(), Some((3, 6)));
+        feed.push(&[rec(7)]);
+        // Position 2 (slot 5) pruned: 3 and 4 go with it, though their positions are newer.
+        assert_eq!(feed.range(), Some((6, 7)));
+        assert!(matches!(feed.get(4, None), Err(RecordQueryError::Pruned { slot: 4, .. })));
+        assert!(matches!(feed.entry_at(4), At::Entry(e) if e.slot == 3), "still in the feed");
+        feed.push(&[rec(8), rec(9), rec(10)]);
+        assert_eq!(feed.range(), Some((7, 10)));
     }
 
     fn slots_of(entries: &[Arc<FeedEntry>]) -> Vec<(u64, Commitment)> {
