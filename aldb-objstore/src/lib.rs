@@ -27,5 +27,5 @@ pub use bucket::{BucketOptions, open_bucket, parse_url};
 pub use cache::{CacheConfig, Lease, ObjectStoreSource};
 pub use error::{BucketError, ManifestError, ShipError, SourceError};
 pub use manifest::Manifest;
-pub use mirror::{DEFAULT_VOTE_KEEP_SLOTS, LogMirror, LogSync};
+pub use mirror::{DEFAULT_SCRUB_BYTES_PER_SEC, DEFAULT_VOTE_KEEP_SLOTS, LogMirror, LogSync};
 pub use shipper::{ShipConfig, ShipReport, Shipper};

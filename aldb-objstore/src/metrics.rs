@@ -124,6 +124,9 @@ pub struct CacheMetrics {
     /// Record-log, vote-evidence or journal objects whose bytes are not the manifest's: copied
     /// as they are for the log readers, which skip their damaged spans, and fetched again.
     pub log_damaged: IntCounter,
+    /// Record-log or vote-evidence segments whose copy was replaced by one fetched again and
+    /// verified against the manifest (it was copied damaged, or was damaged on the cache's disk).
+    pub log_repaired: IntCounter,
     /// Vote-evidence segments fetched on demand for slots older than the copy of the log.
     pub archive_fetches: IntCounter,
     /// Of those, segments refused because their bytes did not verify (also in `refused`).
@@ -164,6 +167,11 @@ impl CacheMetrics {
                 &r,
                 "aldb_cache_log_damaged_total",
                 "Log objects whose bytes are not the manifest's (their damaged spans are skipped).",
+            )?,
+            log_repaired: counter(
+                &r,
+                "aldb_cache_log_repaired_total",
+                "Log segments whose copy was replaced by one fetched again with the manifest's checksum.",
             )?,
             archive_fetches: counter(
                 &r,

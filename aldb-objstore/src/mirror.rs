@@ -11,10 +11,20 @@
 //! brought to its manifest size before the next one is created, so a follower only ever sees an
 //! older segment complete, and at most the newest one growing. A new journal epoch is written
 //! under a temporary name and renamed into place, which a follower reads as a replaced journal.
+//!
+//! A copy is repaired in place, without a restart. A segment copied while the bucket's object was
+//! damaged (its bytes not the manifest's) is fetched again whole once the object changes (its
+//! ETag, modification time or size), and a copy whose bytes on the cache's disk no longer hash to
+//! what was verified (found by a slow scrub, [`LogMirror::with_scrub_rate`]) is fetched again at
+//! once. Either way the new bytes replace the copy (a temporary file, fsync, rename, fsync of the
+//! directory) only when they have the manifest's size and checksum; the sync names the segment in
+//! [`LogSync::repaired_record_segments`] or [`LogSync::repaired_vote_segments`], for the readers
+//! that read the old bytes to read it again.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path as FsPath, PathBuf};
+use std::time::{Duration, Instant};
 
 use aldb_format::status::STATUS_FILE;
 use xxhash_rust::xxh3::Xxh3;
@@ -22,11 +32,22 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::cache::{ObjectStoreSource, absence, read_bounded};
 use crate::error::SourceError;
 use crate::logs::SegmentLog;
-use crate::manifest::{MAX_LOG_OBJECT_BYTES, Manifest, parse_checksum};
+use crate::manifest::{MAX_LOG_OBJECT_BYTES, Manifest, SegmentObject, parse_checksum};
 
 /// Slots of vote evidence a replica copies by default: about an hour of 400 ms slots. A
 /// mainnet slot's votes are some 450 KB, so this is about 4 GB of disk beside the file cache.
 pub const DEFAULT_VOTE_KEEP_SLOTS: u64 = 9_000;
+
+/// Bytes of the copy a replica hashes again per second by default, to find copies damaged on the
+/// cache's disk: a full pass over the default vote window (about 4 GB) takes some eight minutes.
+pub const DEFAULT_SCRUB_BYTES_PER_SEC: u64 = 8 << 20;
+
+/// How often a segment copied damaged asks the bucket whether its object changed.
+const DAMAGED_CHECK: Duration = Duration::from_secs(1);
+
+/// How often a segment copied damaged is fetched again whole when the bucket says nothing of
+/// the object's version (no ETag, no modification time): a changed object cannot be seen then.
+const DAMAGED_REFETCH: Duration = Duration::from_secs(60);
 
 /// The temporary name a new journal epoch is written under before it is renamed into place.
 const JOURNAL_TMP: &str = ".slot-status.log.mirror.tmp";
@@ -44,12 +65,53 @@ struct Copied {
     len: u64,
     hash: Xxh3,
     damaged: bool,
+    /// Of a damaged copy: the bucket object's version (ETag, modification time, size) when it
+    /// was last fetched again, as a HEAD request said it; it is fetched again when that
+    /// changes.
+    version: Option<String>,
+    /// When a damaged copy last asked the bucket for its object's version, and when it was last
+    /// fetched whole.
+    checked: Option<Instant>,
+    fetched: Option<Instant>,
+}
+
+impl Copied {
+    fn empty() -> Self {
+        Self { len: 0, hash: Xxh3::new(), damaged: false, version: None, checked: None, fetched: None }
+    }
 }
 
 impl std::fmt::Debug for Copied {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Copied").field("len", &self.len).field("damaged", &self.damaged).finish_non_exhaustive()
     }
+}
+
+/// An object's version as the bucket states it, to tell a replaced object from the same one.
+fn version_of(meta: &object_store::ObjectMeta) -> Option<String> {
+    (meta.e_tag.is_some() || meta.version.is_some())
+        .then(|| format!("{:?} {:?} {} {}", meta.e_tag, meta.version, meta.last_modified, meta.size))
+}
+
+/// Whether `path`'s first `len` bytes (and no more) hash to `hash`: the copy is what was
+/// verified.
+fn copy_intact(path: &FsPath, len: u64, hash: &Xxh3) -> std::io::Result<bool> {
+    let mut f = std::fs::File::open(path)?;
+    if f.metadata()?.len() != len {
+        return Ok(false);
+    }
+    let mut h = Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        h.update(&buf[..n]);
+        left = left.saturating_sub(n as u64);
+    }
+    Ok(h.digest128() == hash.digest128())
 }
 
 /// What one [`ObjectStoreSource::sync_logs`] did.
@@ -67,6 +129,12 @@ pub struct LogSync {
     pub new_journal: bool,
     /// Log objects missing, refused or damaged (each named): the rest was copied all the same.
     pub failed: Vec<String>,
+    /// Record-log segments, by first slot, whose copy was replaced whole by bytes verified
+    /// against the manifest (it was copied damaged from the bucket, or was damaged on the
+    /// cache's disk): a reader that read the old bytes reads the segment again.
+    pub repaired_record_segments: Vec<u64>,
+    /// Vote-evidence segments, by first slot, repaired the same way.
+    pub repaired_vote_segments: Vec<u64>,
 }
 
 /// The copy of the bucket's logs in a cache directory. One per directory; its owner calls
@@ -82,6 +150,13 @@ pub struct LogMirror {
     segments: BTreeMap<u64, Copied>,
     votes: BTreeMap<u64, Copied>,
     journal: Option<(u64, Copied)>,
+    /// Bytes of the copy hashed again per second ([`DEFAULT_SCRUB_BYTES_PER_SEC`]).
+    scrub_rate: u64,
+    /// Bytes the scrub may hash now, and when that was last topped up.
+    scrub_credit: u64,
+    scrub_at: Option<Instant>,
+    /// The last segment the scrub checked: it goes on after it.
+    scrubbed: Option<(SegmentLog, u64)>,
 }
 
 impl LogMirror {
@@ -115,7 +190,18 @@ impl LogMirror {
             segments: BTreeMap::new(),
             votes: BTreeMap::new(),
             journal: None,
+            scrub_rate: DEFAULT_SCRUB_BYTES_PER_SEC,
+            scrub_credit: 0,
+            scrub_at: None,
+            scrubbed: None,
         })
+    }
+
+    /// Hashes about `bytes_per_sec` bytes of the copy again per second, to find segments
+    /// damaged on the cache's disk and fetch them again (0: never).
+    pub fn with_scrub_rate(mut self, bytes_per_sec: u64) -> Self {
+        self.scrub_rate = bytes_per_sec;
+        self
     }
 
     /// Keeps about `slots` slots of vote evidence instead: the segments reaching the newest
@@ -150,13 +236,18 @@ fn append(path: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_data()
 }
 
-/// Writes `bytes` as `dest` through `tmp` and a rename, so `dest` appears whole.
+/// Writes `bytes` as `dest` through `tmp` and a rename, so `dest` appears whole, and makes the
+/// rename durable.
 fn replace(tmp: &FsPath, dest: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = std::fs::File::create(tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
-    std::fs::rename(tmp, dest)
+    std::fs::rename(tmp, dest)?;
+    match dest.parent() {
+        Some(dir) => std::fs::File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
 }
 
 impl ObjectStoreSource {
@@ -170,6 +261,7 @@ impl ObjectStoreSource {
             self.sync_segments(mirror, log, &m, &mut out).await?;
         }
         self.sync_journal(mirror, &m, &mut out).await?;
+        self.scrub(mirror, &m, &mut out).await?;
         Ok(out)
     }
 
@@ -218,6 +310,7 @@ impl ObjectStoreSource {
         let mut next = copied.clone();
         next.hash.update(&got);
         next.len = copied.len + got.len() as u64;
+        next.fetched = Some(Instant::now());
         self.metrics().fetched_bytes.inc_by(got.len() as u64);
         if !copied.damaged && (next.len != to || parse_checksum(want) != Some(next.hash.digest128())) {
             self.metrics().refused.inc();
@@ -260,8 +353,11 @@ impl ObjectStoreSource {
             out.dropped_segments += 1;
         }
         for g in wanted {
+            if mirror.copied(log).0.get(&g.first_slot).is_some_and(|c| c.damaged) {
+                self.retry_damaged(mirror, log, g, out).await?;
+            }
             let held = mirror.copied(log).0.get(&g.first_slot).cloned();
-            let copied = held.clone().unwrap_or(Copied { len: 0, hash: Xxh3::new(), damaged: false });
+            let copied = held.clone().unwrap_or_else(Copied::empty);
             if copied.len >= g.size {
                 continue;
             }
@@ -318,8 +414,7 @@ impl ObjectStoreSource {
                 mirror.journal = Some((j.epoch, next));
             }
             _ => {
-                let empty = Copied { len: 0, hash: Xxh3::new(), damaged: false };
-                let (bytes, next) = match self.fetch_extension(&j.name, &empty, j.size, &j.checksum).await {
+                let (bytes, next) = match self.fetch_extension(&j.name, &Copied::empty(), j.size, &j.checksum).await {
                     Ok(got) => got,
                     Err(e @ (SourceError::Missing { .. } | SourceError::Corrupt { .. })) => {
                         out.failed.push(e.to_string());
@@ -331,6 +426,152 @@ impl ObjectStoreSource {
                 out.bytes += bytes.len() as u64;
                 out.new_journal = true;
                 mirror.journal = Some((j.epoch, next));
+            }
+        }
+        Ok(())
+    }
+
+    /// A segment copied damaged: asks the bucket (at most every [`DAMAGED_CHECK`]) whether its
+    /// object changed, and when it did, fetches it again whole ([`Self::refetch`]).
+    async fn retry_damaged(
+        &self,
+        mirror: &mut LogMirror,
+        log: SegmentLog,
+        g: &SegmentObject,
+        out: &mut LogSync,
+    ) -> Result<(), SourceError> {
+        let Some(c) = mirror.copied(log).0.get_mut(&g.first_slot) else { return Ok(()) };
+        if c.checked.is_some_and(|t| t.elapsed() < DAMAGED_CHECK) {
+            return Ok(());
+        }
+        c.checked = Some(Instant::now());
+        let seen = c.version.clone();
+        let stale = c.fetched.is_none_or(|t| t.elapsed() >= DAMAGED_REFETCH);
+        let now = match self.store().head(&self.object_path(&g.name)).await {
+            Ok(meta) => version_of(&meta),
+            // Missing or unreachable: nothing to fetch again yet; the extension reports it.
+            Err(_) => return Ok(()),
+        };
+        let changed = match (&now, &seen) {
+            (Some(n), Some(s)) => n != s,
+            // Not asked yet since the damaged bytes were fetched: the object may have changed
+            // since; fetched again once, and its version noted.
+            (Some(_), None) => true,
+            (None, _) => stale,
+        };
+        if changed
+            && !self.refetch(mirror, log, g, out).await?
+            && let Some(c) = mirror.copied(log).0.get_mut(&g.first_slot)
+        {
+            // The HEAD came before the fetch: bytes of a later version are fetched again.
+            c.version = now;
+        }
+        Ok(())
+    }
+
+    /// Fetches segment `g` again whole. Its bytes replace the copy (a temporary file, fsync,
+    /// rename, fsync of the directory) only when they have the manifest's size and checksum; the
+    /// segment is then named in the sync's repaired segments, for the readers to read again, and
+    /// counted. Otherwise the copy stays as it is, marked damaged, with the version of the object
+    /// just read, and is fetched again when that changes. Returns whether it was replaced.
+    async fn refetch(
+        &self,
+        mirror: &mut LogMirror,
+        log: SegmentLog,
+        g: &SegmentObject,
+        out: &mut LogSync,
+    ) -> Result<bool, SourceError> {
+        let mut fresh = Copied::empty();
+        // Already counted and reported when the copy was found damaged: a fetch that finds the
+        // object still damaged is not counted again.
+        fresh.damaged = true;
+        let got = match self.fetch_extension(&g.name, &fresh, g.size, &g.checksum).await {
+            Ok(got) => Some(got),
+            Err(SourceError::Missing { .. } | SourceError::Corrupt { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let intact = got
+            .as_ref()
+            .filter(|(_, next)| next.len == g.size && parse_checksum(&g.checksum) == Some(next.hash.digest128()));
+        let Some((bytes, next)) = intact else {
+            if let Some(c) = mirror.copied(log).0.get_mut(&g.first_slot) {
+                c.damaged = true;
+                c.fetched = Some(Instant::now());
+            }
+            return Ok(false);
+        };
+        let path = mirror.segment_path(log, g.first_slot);
+        let tmp = mirror.dir.join(log.dir_name()).join(format!(".{}.tmp", log.segment_name(g.first_slot)));
+        replace(&tmp, &path, bytes).map_err(|e| SourceError::Io { op: "write", path: path.clone(), source: e })?;
+        let next = Copied { damaged: false, checked: None, ..next.clone() };
+        mirror.copied(log).0.insert(g.first_slot, next);
+        out.bytes += bytes.len() as u64;
+        match log {
+            SegmentLog::Records => out.repaired_record_segments.push(g.first_slot),
+            SegmentLog::Votes => out.repaired_vote_segments.push(g.first_slot),
+        }
+        self.metrics().log_repaired.inc();
+        log::info!(
+            "log object {}: its copy was replaced by the bucket's, which has the manifest's checksum; the span it \
+             held damaged is served again",
+            g.name
+        );
+        Ok(true)
+    }
+
+    /// Hashes copied segments again, about [`LogMirror::with_scrub_rate`] bytes a second, each in
+    /// turn: one whose bytes on the cache's disk are no longer those verified is counted
+    /// (`aldb_cache_damaged_total`) and fetched again at once ([`Self::refetch`]). The segment
+    /// being copied past is checked as a whole, never in part.
+    async fn scrub(&self, mirror: &mut LogMirror, m: &Manifest, out: &mut LogSync) -> Result<(), SourceError> {
+        if mirror.scrub_rate == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let since = mirror.scrub_at.map_or(Duration::from_secs(1), |t| now.duration_since(t));
+        mirror.scrub_at = Some(now);
+        let earned = (mirror.scrub_rate as f64 * since.as_secs_f64()) as u64;
+        // Enough for the largest segment, never a burst beyond it.
+        mirror.scrub_credit =
+            mirror.scrub_credit.saturating_add(earned).min(MAX_LOG_OBJECT_BYTES.max(mirror.scrub_rate));
+        let order: Vec<(SegmentLog, u64, u64)> = SegmentLog::ALL
+            .iter()
+            .flat_map(|log| {
+                let (map, _) = mirror.copied(*log);
+                map.iter().filter(|(_, c)| !c.damaged).map(|(f, c)| (*log, *f, c.len)).collect::<Vec<_>>()
+            })
+            .collect();
+        if order.is_empty() {
+            return Ok(());
+        }
+        let start = mirror.scrubbed.and_then(|last| order.iter().position(|(l, f, _)| (*l, *f) > last)).unwrap_or(0);
+        for i in 0..order.len() {
+            let (log, first, len) = order[(start + i) % order.len()];
+            if mirror.scrub_credit < len {
+                break;
+            }
+            mirror.scrub_credit -= len;
+            mirror.scrubbed = Some((log, first));
+            let Some(c) = mirror.copied(log).0.get(&first).cloned() else { continue };
+            let path = mirror.segment_path(log, first);
+            let intact = match copy_intact(&path, c.len, &c.hash) {
+                Ok(ok) => ok,
+                // Gone from under the copy: as damaged, it is written again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => return Err(SourceError::Io { op: "read", path, source: e }),
+            };
+            if intact {
+                continue;
+            }
+            let Some(g) = log.entries(m).iter().find(|g| g.first_slot == first) else { continue };
+            self.metrics().cache_damaged.inc();
+            log::warn!(
+                "the cached copy of log object {} is damaged on disk (its bytes are not those verified); fetching it \
+                 again",
+                g.name
+            );
+            if !self.refetch(mirror, log, g, out).await? {
+                out.failed.push(format!("log object {}: the cached copy is damaged and the bucket's too", g.name));
             }
         }
         Ok(())

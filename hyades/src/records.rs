@@ -20,6 +20,12 @@
 //! a span answers "record log damaged" (-32010) instead of "no record". Subscribers get the intact
 //! records in log order with no gap marker: a record whose parent record is missing shows the
 //! gap (its `parent` link names a slot the subscriber never received).
+//!
+//! A span is served again once its segment is: a replica fetches a damaged copy of a segment again
+//! and replaces it when the bucket's bytes verify, its reader reads the segment again, and
+//! [`RecordFeed::push`] takes the records that lie inside a damaged span of their level into that
+//! level in slot order, at new positions (subscribers get them then, after newer records), and
+//! [`RecordFeed::forget_damage_in`] drops the spans found in the replaced bytes.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -60,15 +66,33 @@ fn level_index(c: Commitment) -> usize {
     }
 }
 
+/// A damaged span of the log, as the slots of one level's intact records around it (exclusive;
+/// `None`: unbounded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    after: Option<u64>,
+    before: Option<u64>,
+    /// The first slot of the segment it was found in (by its file name).
+    segment: Option<u64>,
+}
+
+impl Span {
+    fn contains(&self, slot: u64) -> bool {
+        self.after.is_none_or(|a| a < slot) && self.before.is_none_or(|b| slot < b)
+    }
+}
+
 /// One commitment level's records, by slot.
 #[derive(Debug, Default)]
 struct Level {
-    /// Strictly increasing slots (and feed positions).
+    /// Strictly increasing slots (and feed positions, unless `unordered`).
     entries: VecDeque<Arc<FeedEntry>>,
-    /// Damaged spans of the log, as the slots of this level's intact records around them
-    /// (exclusive; `None`: unbounded), oldest first; an open upper bound is closed by the next
-    /// record of the level pushed.
-    damaged: VecDeque<(Option<u64>, Option<u64>)>,
+    /// A record of a repaired span was taken in among the others: positions no longer follow
+    /// slots.
+    unordered: bool,
+    /// Damaged spans of the log, oldest first; an open upper bound is closed by the next record
+    /// of the level pushed.
+    damaged: VecDeque<Span>,
 }
 
 impl Level {
@@ -91,10 +115,25 @@ impl Level {
 
     /// The damaged span around `slot`, if any.
     fn damaged_around(&self, slot: u64) -> Option<(Option<u64>, Option<u64>)> {
-        self.damaged
-            .iter()
-            .copied()
-            .find(|(after, before)| after.is_none_or(|a| a < slot) && before.is_none_or(|b| slot < b))
+        self.damaged.iter().find(|d| d.contains(slot)).map(|d| (d.after, d.before))
+    }
+
+    /// The lowest position among the records at or above `slot`.
+    fn first_seq_from(&self, slot: u64) -> Option<u64> {
+        let i = self.first_at_or_after(slot);
+        if self.unordered { self.entries.range(i..).map(|e| e.seq).min() } else { self.entries.get(i).map(|e| e.seq) }
+    }
+
+    /// The slots of the level's records logged last before position `at` and first from it.
+    fn around_seq(&self, at: u64) -> (Option<u64>, Option<u64>) {
+        if self.unordered {
+            let after = self.entries.iter().filter(|e| e.seq < at).map(|e| e.slot).max();
+            let before = self.entries.iter().filter(|e| e.seq >= at).map(|e| e.slot).min();
+            return (after, before);
+        }
+        let split = self.entries.partition_point(|e| e.seq < at);
+        let after = split.checked_sub(1).and_then(|i| self.entries.get(i)).map(|e| e.slot);
+        (after, self.entries.get(split).map(|e| e.slot))
     }
 
     /// The level's answer for `slot`.
@@ -160,7 +199,7 @@ impl Store {
         }
         for l in &mut self.levels {
             match l.oldest() {
-                Some(oldest) => l.damaged.retain(|(after, _)| after.is_some_and(|a| a >= oldest)),
+                Some(oldest) => l.damaged.retain(|d| d.after.is_some_and(|a| a >= oldest)),
                 // A level with no record kept while others have some: ignored (see `get`).
                 None => l.damaged.clear(),
             }
@@ -314,8 +353,10 @@ impl RecordFeed {
 
     /// Appends newly logged records, in log order, and wakes subscribers. A record at or below
     /// the newest slot already held at its level is ignored (the producer never logs one; a
-    /// damaged log might). Returns how many were new (whether or not they were recent enough to
-    /// keep).
+    /// damaged log might), unless it lies inside a damaged span of its level and is newer than
+    /// the oldest held: read again from a repaired segment, it is taken into its level in slot
+    /// order, at a new position. A record held already is ignored silently (a segment read
+    /// again). Returns how many were new (whether or not they were recent enough to keep).
     pub fn push(&self, records: &[LoggedRecord]) -> usize {
         if records.is_empty() {
             return 0;
@@ -331,13 +372,14 @@ impl RecordFeed {
             })
             .collect();
         let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
-        // The first record of a level read after a damaged span still open bounds it.
+        // The first record of a level read after a damaged span still open bounds it (a
+        // segment read again brings older ones first).
         for c in LEVELS {
-            if let Some(first) = records.iter().find(|r| r.record.commitment == c) {
-                let level = &mut store.levels[level_index(c)];
-                for d in level.damaged.iter_mut().filter(|d| d.1.is_none()) {
-                    d.1 = Some(first.record.slot);
-                }
+            let level = &mut store.levels[level_index(c)];
+            for d in level.damaged.iter_mut().filter(|d| d.before.is_none()) {
+                let first =
+                    records.iter().find(|r| r.record.commitment == c && d.after.is_none_or(|a| a < r.record.slot));
+                d.before = first.map(|r| r.record.slot);
             }
         }
         // Those skipped were new too, only already too old to keep.
@@ -346,8 +388,23 @@ impl RecordFeed {
         let first_seq = store.head();
         for (slot, commitment, json) in encoded {
             let li = level_index(commitment);
-            if store.levels[li].newest().is_some_and(|n| slot <= n) {
-                stale += 1;
+            let level = &store.levels[li];
+            if level.newest().is_some_and(|n| slot <= n) {
+                if level.at(slot).is_some_and(|e| e.json == json) {
+                    continue;
+                }
+                let repaired = level.oldest().is_some_and(|o| o < slot) && level.damaged_around(slot).is_some();
+                if !repaired || level.at(slot).is_some() {
+                    stale += 1;
+                    continue;
+                }
+                let e = Arc::new(FeedEntry { slot, commitment, seq: store.head(), json });
+                let level = &mut store.levels[li];
+                let i = level.first_at_or_after(slot);
+                level.entries.insert(i, e.clone());
+                level.unordered = true;
+                store.entries.push_back(e);
+                added += 1;
                 continue;
             }
             let e = Arc::new(FeedEntry { slot, commitment, seq: store.head(), json });
@@ -362,9 +419,18 @@ impl RecordFeed {
         }
         while store.entries.len() > self.keep {
             if let Some(e) = store.entries.pop_front() {
-                // Log order within a level is slot order: the oldest of the feed is its
-                // level's oldest.
-                store.levels[level_index(e.commitment)].entries.pop_front();
+                let level = &mut store.levels[level_index(e.commitment)];
+                // Log order within a level is slot order, so the oldest of the feed is its
+                // level's oldest, unless records of a repaired span were taken in since.
+                let i = if level.unordered { level.first_at_or_after(e.slot) } else { 0 };
+                if level.entries.get(i).is_some_and(|l| l.seq == e.seq) {
+                    level.entries.remove(i);
+                }
+                // Those taken in below it go with it: the level stays a contiguous window of
+                // slots (they stay in the feed until their positions are pruned).
+                while level.entries.front().is_some_and(|l| l.slot < e.slot) {
+                    level.entries.pop_front();
+                }
             }
             store.base += 1;
         }
@@ -395,11 +461,11 @@ impl RecordFeed {
                     // slots are "no record", not "damaged".
                     continue;
                 }
-                let split = level.entries.partition_point(|e| e.seq < at);
-                let after = split.checked_sub(1).and_then(|i| level.entries.get(i)).map(|e| e.slot);
-                let before = level.entries.get(split).map(|e| e.slot);
+                let (after, before) = level.around_seq(at);
+                let segment =
+                    d.segment.file_name().and_then(|n| n.to_str()).and_then(aldb_format::records::segment_first_slot);
                 let level = &mut store.levels[li];
-                level.damaged.push_back((after, before));
+                level.damaged.push_back(Span { after, before, segment });
                 // At most one span lies between two kept records that follow each other; more
                 // can only come from copies reordering the log.
                 while level.damaged.len() > self.keep + 1 {
@@ -408,6 +474,20 @@ impl RecordFeed {
             }
         }
         store.forget_old_damage();
+    }
+
+    /// Drops the damaged spans found in the segments starting at `segments`, after their records
+    /// were read again and [`push`](Self::push)ed: their files were replaced by bytes verified
+    /// against the manifest, so what the old bytes lost is served now, and a slot with no record
+    /// there has none.
+    pub fn forget_damage_in(&self, segments: &[u64]) {
+        if segments.is_empty() {
+            return;
+        }
+        let mut store = self.store.write().unwrap_or_else(PoisonError::into_inner);
+        for l in &mut store.levels {
+            l.damaged.retain(|d| d.segment.is_none_or(|s| !segments.contains(&s)));
+        }
     }
 
     /// The oldest and newest record slots held, over both levels.
@@ -501,11 +581,7 @@ impl RecordFeed {
         {
             return Err(RecordQueryError::Pruned { slot: from, oldest, newest });
         }
-        let next = wanted
-            .iter()
-            .filter_map(|l| l.entries.get(l.first_at_or_after(from)).map(|e| e.seq))
-            .min()
-            .unwrap_or(live_start);
+        let next = wanted.iter().filter_map(|l| l.first_seq_from(from)).min().unwrap_or(live_start);
         Ok(Cursor { next, live_start })
     }
 
@@ -614,6 +690,64 @@ mod tests {
         assert_eq!(feed.range(), Some((6, 9)));
         assert!(matches!(feed.get(4, None), Err(RecordQueryError::Pruned { slot: 4, .. })));
         assert!(feed.read().levels.iter().all(|l| l.damaged.is_empty()));
+    }
+
+    #[test]
+    fn a_repaired_span_is_taken_in_and_its_damage_forgotten() {
+        let feed = RecordFeed::new(100);
+        feed.push(&[rec(1), rec(2), rec(6), rec(7)]);
+        feed.note_damage(&[damage(Some(2), Some(6), 200..400)]);
+        assert!(matches!(feed.get(4, None), Err(RecordQueryError::Damaged { slot: 4, .. })));
+        let live = feed.cursor(None, None).unwrap();
+        // Not in a damaged span: below the newest, refused as before.
+        assert_eq!(feed.push(&[rec(0)]), 0);
+        // The segment read again whole once its copy was replaced: what was held is ignored, the
+        // records of the span are taken in (4 was skipped by the chain), the new one appended.
+        assert_eq!(feed.push(&[rec(1), rec(2), rec(3), rec(5), rec(6), rec(7), rec(8)]), 3);
+        feed.forget_damage_in(&[0]);
+        let got = |slot| feed.get(slot, None).map(|(_, e)| e.slot);
+        assert_eq!((got(3), got(5), got(8)), (Ok(3), Ok(5), Ok(8)));
+        assert!(matches!(feed.get(4, None), Err(RecordQueryError::NoRecord { slot: 4, .. })));
+        let (_, listed) = feed.slots(0, 10, None).unwrap();
+        assert_eq!(listed.iter().map(|e| e.slot).collect::<Vec<_>>(), [1, 2, 3, 5, 6, 7, 8]);
+        // A live subscriber gets them as they came; one from slot 3 gets everything from slot 3.
+        let from_live: Vec<u64> = (live.next..feed.head())
+            .map(|q| match feed.entry_at(q) {
+                At::Entry(e) => e.slot,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(from_live, [3, 5, 8]);
+        let c = feed.cursor(Some(3), None).unwrap();
+        let mut from3: Vec<u64> = (c.next..feed.head())
+            .filter_map(|q| match feed.entry_at(q) {
+                At::Entry(e) if e.slot >= 3 => Some(e.slot),
+                _ => None,
+            })
+            .collect();
+        from3.sort_unstable();
+        assert_eq!(from3, [3, 5, 6, 7, 8]);
+        // Damage found after them is placed after the newest record.
+        feed.note_damage(&[damage(Some(8), None, 900..1000)]);
+        assert!(matches!(feed.get(9, None), Err(RecordQueryError::Damaged { slot: 9, after: Some(8), before: None })));
+    }
+
+    #[test]
+    fn records_taken_into_a_span_are_pruned_with_the_older_ones() {
+        let feed = RecordFeed::new(4);
+        feed.push(&[rec(1), rec(2), rec(5), rec(6)]);
+        feed.note_damage(&[damage(Some(2), Some(5), 200..400)]);
+        assert_eq!(feed.push(&[rec(3), rec(4)]), 2);
+        feed.forget_damage_in(&[0]);
+        // Positions 0 and 1 (slots 1, 2) pruned: the level keeps 3 to 6.
+        assert_eq!(feed.range(), Some((3, 6)));
+        feed.push(&[rec(7)]);
+        // Position 2 (slot 5) pruned: 3 and 4 go with it, though their positions are newer.
+        assert_eq!(feed.range(), Some((6, 7)));
+        assert!(matches!(feed.get(4, None), Err(RecordQueryError::Pruned { slot: 4, .. })));
+        assert!(matches!(feed.entry_at(4), At::Entry(e) if e.slot == 3), "still in the feed");
+        feed.push(&[rec(8), rec(9), rec(10)]);
+        assert_eq!(feed.range(), Some((7, 10)));
     }
 
     fn slots_of(entries: &[Arc<FeedEntry>]) -> Vec<(u64, Commitment)> {

@@ -16,7 +16,10 @@
 //! not carry the root the manifest listed is refused. The record log, the vote-evidence log and
 //! the slot-status journal are copied into the cache directory ([`LogMirror`]), where the
 //! ordinary followers read them. Vote evidence older than the copy keeps is read on demand from
-//! the bucket's sealed vote segments ([`VoteArchive`]), verified before use.
+//! the bucket's sealed vote segments ([`VoteArchive`]), verified before use. A segment of the copy
+//! replaced by a verified one (it was copied damaged and the bucket's object was repaired, or it
+//! was damaged on the cache's disk) is read again by its reader ([`Replica::take_repaired`]), so
+//! the span it held damaged is served again without a restart.
 //!
 //! Queries are synchronous (the dispatcher is), the bucket is not: a query whose slot is cached
 //! takes its lease without waiting; one that must fetch blocks its thread on the runtime, through
@@ -126,6 +129,8 @@ pub struct Replica {
     /// [`RETRY_REFUSED`] has passed.
     corrupt: Mutex<BTreeMap<u64, Refusal>>,
     mirror: tokio::sync::Mutex<LogMirror>,
+    /// Segments of the copy replaced by verified ones that their readers have not read again yet.
+    repaired: Mutex<Repaired>,
     /// Vote evidence older than the copy of the log, fetched on demand.
     votes: VoteArchive,
     handle: Handle,
@@ -138,6 +143,22 @@ impl std::fmt::Debug for Replica {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Replica").field("dir", &self.dir).finish_non_exhaustive()
     }
+}
+
+/// Segments of the copy of the logs replaced by verified ones, by first slot, for their readers.
+#[derive(Debug, Default)]
+struct Repaired {
+    records: Vec<u64>,
+    votes: Vec<u64>,
+}
+
+/// Which log a repaired segment belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogKind {
+    /// The record log.
+    Records,
+    /// The vote-evidence log.
+    Votes,
 }
 
 /// A bucket failure in the reader's terms, for the poller's error reporting.
@@ -170,6 +191,7 @@ impl Replica {
             index: RwLock::new(Arc::new(Index::default())),
             corrupt: Mutex::new(BTreeMap::new()),
             mirror: tokio::sync::Mutex::new(mirror),
+            repaired: Mutex::new(Repaired::default()),
             handle,
             dir,
             fetch_wait: store.fetch_wait,
@@ -202,8 +224,42 @@ impl Replica {
         let mut mirror = self.mirror.lock().await;
         // Log objects missing or damaged are logged and counted as they are found; the others
         // are copied all the same.
-        self.src.sync_logs(&mut mirror).await?;
+        let synced = self.src.sync_logs(&mut mirror).await?;
+        drop(mirror);
+        if !synced.repaired_record_segments.is_empty() || !synced.repaired_vote_segments.is_empty() {
+            let mut r = self.repaired_map();
+            r.records.extend(synced.repaired_record_segments);
+            r.votes.extend(synced.repaired_vote_segments);
+        }
         Ok(())
+    }
+
+    fn repaired_map(&self) -> std::sync::MutexGuard<'_, Repaired> {
+        self.repaired.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The segments of `log`'s copy (by first slot) replaced by verified ones since the last
+    /// call: their reader must read them again (`reread`), as the old bytes were damaged.
+    pub fn take_repaired(&self, log: LogKind) -> Vec<u64> {
+        let mut r = self.repaired_map();
+        let v = match log {
+            LogKind::Records => &mut r.records,
+            LogKind::Votes => &mut r.votes,
+        };
+        let mut out = std::mem::take(v);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Gives back segments [`Replica::take_repaired`] returned that their reader could not read
+    /// again yet.
+    pub fn requeue_repaired(&self, log: LogKind, segments: Vec<u64>) {
+        let mut r = self.repaired_map();
+        match log {
+            LogKind::Records => r.records.extend(segments),
+            LogKind::Votes => r.votes.extend(segments),
+        }
     }
 
     /// Rereads the manifest and brings the copy of the logs up to it. Blocking: call it from a

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use crate::encode;
 use crate::levels::Level;
 use crate::protocol::{RpcError, codes};
-use crate::replica::Replica;
+use crate::replica::{LogKind, Replica};
 
 /// The vote-evidence log of the served directory, as far as the poller has read it.
 #[derive(Debug)]
@@ -39,7 +39,8 @@ pub struct VoteFeed {
     /// The log followed is a replica's copy of the bucket's: an empty one says the bucket holds
     /// none.
     replica: bool,
-    /// A replica's bucket, asked for slots older than its copy of the log.
+    /// A replica's bucket, asked for slots older than its copy of the log, and for the segments
+    /// of the copy replaced by verified ones, which the reader reads again.
     archive: Option<Arc<Replica>>,
 }
 
@@ -262,12 +263,19 @@ impl VoteFeed {
         self.reader.is_some()
     }
 
-    /// Reads what was appended since the last call; returns how many entries.
+    /// Reads what was appended since the last call, and a replica's segments replaced by verified
+    /// ones again from their start (the span they held damaged is served then); returns how many
+    /// entries.
     pub fn refresh(&self) -> Result<usize, VoteLogError> {
-        match &self.reader {
-            Some(r) => r.write().unwrap_or_else(PoisonError::into_inner).refresh(),
-            None => Ok(0),
+        let Some(r) = &self.reader else { return Ok(0) };
+        let mut r = r.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(replica) = &self.archive {
+            // A segment forgotten stays so until a refresh reads it again.
+            for first in replica.take_repaired(LogKind::Votes) {
+                r.reread(first);
+            }
         }
+        r.refresh()
     }
 
     /// The oldest and newest logged banks.

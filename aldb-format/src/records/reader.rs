@@ -90,6 +90,14 @@ impl RecordLogReader {
         Ok(fresh)
     }
 
+    /// Forgets what was read of the segment starting at `first_slot`: the next
+    /// [`refresh`](Self::refresh) reads it again from its start and returns its records again, as
+    /// new. For a segment whose file was replaced by other bytes (a replica's copy of a damaged
+    /// object, replaced by an intact one): a follower reads only what is appended.
+    pub fn reread(&mut self, first_slot: u64) {
+        self.positions.remove(&first_slot);
+    }
+
     /// Reads what `path` holds past `pos`; `prev_slot` is the last record of older segments.
     fn follow(
         &mut self,

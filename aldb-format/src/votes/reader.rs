@@ -87,6 +87,21 @@ impl VoteLogReader {
         Ok(read)
     }
 
+    /// Forgets what was read of the segment starting at `first_slot` (its banks and where its
+    /// votes lie): the next [`refresh`](Self::refresh) reads it again from its start. For a
+    /// segment whose file was replaced by other bytes (a replica's copy of a damaged object,
+    /// replaced by an intact one): a follower reads only what is appended.
+    pub fn reread(&mut self, first_slot: u64) {
+        if self.positions.remove(&first_slot).is_none() {
+            return;
+        }
+        self.banks.retain(|_, (_, seg)| *seg != first_slot);
+        self.votes.retain(|_, locs| {
+            locs.retain(|(seg, _)| *seg != first_slot);
+            !locs.is_empty()
+        });
+    }
+
     fn read_segment(&mut self, first: u64, path: PathBuf, growing: bool) -> Result<usize, VoteLogError> {
         let pos = self.positions.entry(first).or_insert(Position { path, header_ok: false, end: 0 });
         let mut f = match File::open(&pos.path) {
@@ -115,10 +130,22 @@ impl VoteLogReader {
         let n = s.entries.len();
         for (range, e) in s.entries {
             match e {
-                VoteLogEntry::Bank(b) => {
-                    self.banks.insert(b.slot, (b, first));
+                // A segment read again after newer ones: what they hold stays the newer.
+                VoteLogEntry::Bank(b) => match self.banks.get(&b.slot) {
+                    Some((_, seg)) if *seg > first => {}
+                    _ => {
+                        self.banks.insert(b.slot, (b, first));
+                    }
+                },
+                VoteLogEntry::Votes(v) => {
+                    let locs = self.votes.entry(v.slot).or_default();
+                    locs.push((first, range));
+                    // In log order, also when a segment is read again after newer ones.
+                    let key = |(seg, r): &(u64, Range<usize>)| (*seg, r.start);
+                    if locs.len() > 1 && key(&locs[locs.len() - 2]) > key(&locs[locs.len() - 1]) {
+                        locs.sort_by_key(key);
+                    }
                 }
-                VoteLogEntry::Votes(v) => self.votes.entry(v.slot).or_default().push((first, range)),
             }
         }
         Ok(n)

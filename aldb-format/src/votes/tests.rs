@@ -160,6 +160,46 @@ fn a_corrupted_entry_is_skipped_and_counted_and_the_rest_is_read() {
 }
 
 #[test]
+fn a_segment_replaced_by_intact_bytes_is_read_again_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 4 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+    for s in 2..=9 {
+        log.append(&slot_entries(s)).unwrap();
+    }
+    drop(log);
+    let segs = list_segments(&dir.path().join(VOTES_DIR)).unwrap();
+    let (first, path) = segs[0].clone();
+    let intact = std::fs::read(&path).unwrap();
+    // A copy damaged inside slot 3's votes entry, as a replica may have copied it.
+    let mut damaged = intact.clone();
+    let mut at = VOTES_HEADER_LEN;
+    for _ in 0..3 {
+        at += 4 + u32::from_le_bytes(damaged[at..at + 4].try_into().unwrap()) as usize + 8;
+    }
+    damaged[at + 40] ^= 0xff;
+    std::fs::write(&path, &damaged).unwrap();
+    let mut r = VoteLogReader::new(dir.path());
+    r.refresh().unwrap();
+    assert_eq!(r.slot_votes(2, 8).unwrap().unwrap().votes.len(), 1);
+    // Replaced by the intact bytes (same length): unseen by a follower until it reads it again.
+    let tmp = dir.path().join(VOTES_DIR).join(".tmp");
+    std::fs::write(&tmp, &intact).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    assert_eq!(r.refresh().unwrap(), 0);
+    assert_eq!(r.slot_votes(2, 8).unwrap().unwrap().votes.len(), 1);
+    r.reread(first);
+    assert!(r.refresh().unwrap() > 0);
+    let whole = |r: &VoteLogReader, s| r.slot_votes(s, 8).unwrap().unwrap();
+    let mut fresh = VoteLogReader::new(dir.path());
+    fresh.refresh().unwrap();
+    for s in 2..=8 {
+        assert_eq!(whole(&r, s), whole(&fresh, s), "slot {s}");
+    }
+    assert_eq!((r.oldest_slot(), r.newest_slot()), (Some(2), Some(9)));
+}
+
+#[test]
 fn pruning_deletes_old_segments_and_readers_forget_them() {
     let dir = tempfile::tempdir().unwrap();
     let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };

@@ -17,6 +17,7 @@ use crate::encode;
 use crate::levels::{Levels, View};
 use crate::metrics::Metrics;
 use crate::records::RecordFeed;
+use crate::replica::{LogKind, Replica};
 use crate::source::Source;
 
 /// The poller's view of the slot-status journal.
@@ -165,14 +166,30 @@ pub(super) async fn poll(
     }
 }
 
-/// Reads what was appended to the record log and adds it to the feed.
+/// Reads what was appended to the record log and adds it to the feed; with a replica, first
+/// the segments of its copy that were replaced by verified ones are read again, their records
+/// taken into the spans they held damaged, and those spans dropped.
 pub(super) fn refresh_records(
     reader: &std::sync::Mutex<RecordLogReader>,
     records: &RecordFeed,
     metrics: &Metrics,
+    replica: Option<&Replica>,
 ) -> Result<usize, ReadError> {
     let mut reader = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let fresh = reader.refresh()?;
+    let repaired = replica.map(|r| r.take_repaired(LogKind::Records)).unwrap_or_default();
+    for first in &repaired {
+        reader.reread(*first);
+    }
+    let fresh = match reader.refresh() {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            // Read again (and their spans dropped) at the next refresh that succeeds.
+            if let Some(r) = replica {
+                r.requeue_repaired(LogKind::Records, repaired);
+            }
+            return Err(e);
+        }
+    };
     let damage = reader.take_damage();
     // The reader's totals count every span, also those its bounded report queue dropped.
     metrics.record_log_damage.inc_by(reader.bad_entries().saturating_sub(metrics.record_log_damage.get()));
@@ -183,6 +200,7 @@ pub(super) fn refresh_records(
     reader.forget_before(u64::MAX);
     drop(reader);
     let added = records.push(&fresh);
+    records.forget_damage_in(&repaired);
     records.note_damage(&damage);
     metrics.records_published.inc_by(added as u64);
     metrics.set_record_range(records.range());
@@ -194,6 +212,7 @@ pub(super) async fn poll_records(
     reader: Arc<std::sync::Mutex<RecordLogReader>>,
     records: Arc<RecordFeed>,
     metrics: Arc<Metrics>,
+    replica: Option<Arc<Replica>>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -205,8 +224,8 @@ pub(super) async fn poll_records(
             _ = tick.tick() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-        let (r, f, m) = (reader.clone(), records.clone(), metrics.clone());
-        match tokio::task::spawn_blocking(move || refresh_records(&r, &f, &m)).await {
+        let (r, f, m, b) = (reader.clone(), records.clone(), metrics.clone(), replica.clone());
+        match tokio::task::spawn_blocking(move || refresh_records(&r, &f, &m, b.as_deref())).await {
             Ok(Ok(_)) => {
                 if last_error.take().is_some() {
                     log::info!("record log readable again");

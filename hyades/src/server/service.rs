@@ -77,6 +77,7 @@ impl Service {
                         Box::new(m.cache_damaged.clone()),
                         Box::new(m.manifest_refused.clone()),
                         Box::new(m.log_damaged.clone()),
+                        Box::new(m.log_repaired.clone()),
                         Box::new(m.archive_fetches.clone()),
                         Box::new(m.archive_refused.clone()),
                         Box::new(m.manifest_reads.clone()),
@@ -116,9 +117,11 @@ impl Service {
         let reader = Arc::new(std::sync::Mutex::new(RecordLogReader::new(&config.dir)));
         {
             let (reader, records, metrics) = (reader.clone(), records.clone(), metrics.clone());
-            let first = tokio::task::spawn_blocking(move || refresh_records(&reader, &records, &metrics))
-                .await
-                .map_err(|e| ServeError::Task(e.to_string()))?;
+            let replica = hyades.replica().cloned();
+            let first =
+                tokio::task::spawn_blocking(move || refresh_records(&reader, &records, &metrics, replica.as_deref()))
+                    .await
+                    .map_err(|e| ServeError::Task(e.to_string()))?;
             // A damaged log must not keep the proof service down; the poller keeps trying.
             if let Err(e) = first {
                 log::warn!("cannot read the record log: {e}");
@@ -227,6 +230,7 @@ impl Service {
             reader,
             records.clone(),
             metrics.clone(),
+            hyades.replica().cloned(),
             config.record_poll_interval,
             shutdown_rx.clone(),
         )));
