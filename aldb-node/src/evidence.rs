@@ -251,6 +251,7 @@ fn append(log: &mut Option<VoteLog>, dir: &Path, pending: &mut Pending, counters
                 match e {
                     VoteLogEntry::Bank(_) => counters.banks.fetch_add(1, Relaxed),
                     VoteLogEntry::Votes(v) => counters.votes.fetch_add(v.transactions.len() as u64, Relaxed),
+                    _ => 0,
                 };
             }
         }
@@ -305,6 +306,7 @@ mod tests {
             bank_hash: aldb_verify::votes::mix_root(&h, &root),
             aldb: Some(AldbCommitment { h, root }),
             hard_forks: None,
+            next_set_hash: None,
         };
         ev.send(Item::Bank(bank));
         ev.send(Item::Vote { slot: voted + 1, tx: vote.clone() });
@@ -330,7 +332,14 @@ mod tests {
     fn pruning_waits_for_the_shipper_when_held() {
         use aldb_format::votes::VoteLogOptions;
         let bank = |slot| {
-            VoteLogEntry::Bank(BankEntry { slot, parent: slot - 1, bank_hash: [1; 32], aldb: None, hard_forks: None })
+            VoteLogEntry::Bank(BankEntry {
+                slot,
+                parent: slot - 1,
+                bank_hash: [1; 32],
+                aldb: None,
+                hard_forks: None,
+                next_set_hash: None,
+            })
         };
         let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
         let held = Retention { keep_slots: 5, hold_for_shipper: true };
