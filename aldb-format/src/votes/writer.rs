@@ -53,6 +53,8 @@ pub struct VoteLog {
     /// A follower of this log, made at the first prune that deletes anything: what an epoch
     /// transition needs is found through it and kept (see [`VoteLog::prune`]).
     reader: Option<VoteLogReader>,
+    /// The hashes of the sets the log holds.
+    sets: BTreeSet<aldb_verify::Hash>,
 }
 
 fn sync_dir(dir: &Path) -> Result<(), VoteLogError> {
@@ -76,11 +78,16 @@ impl VoteLog {
         let listed = list_segments(&dir)?;
         let newest = listed.len().checked_sub(1);
         let mut file = None;
+        let mut sets = BTreeSet::new();
         for (i, (first, path)) in listed.into_iter().enumerate() {
             let bytes = std::fs::read(&path).map_err(io("read", &path))?;
             let body = bytes.get(VOTES_HEADER_LEN..).unwrap_or_default();
             let s = scan(body, VOTES_HEADER_LEN, false);
             let max_slot = s.entries.iter().map(|(_, e)| e.slot()).max().unwrap_or(first).max(first);
+            sets.extend(s.entries.iter().filter_map(|(_, e)| match e {
+                VoteLogEntry::Set(set) => Some(set.hash),
+                _ => None,
+            }));
             if Some(i) == newest && header_ok(&bytes) {
                 let f = OpenOptions::new().read(true).append(true).open(&path).map_err(io("open", &path))?;
                 if bytes.len() > s.end {
@@ -92,7 +99,12 @@ impl VoteLog {
             }
             segments.push(Segment { first, path, max_slot });
         }
-        Ok(Self { dir, options, segments, file, reader: None })
+        Ok(Self { dir, options, segments, file, reader: None, sets })
+    }
+
+    /// Whether the log holds the set of hash `hash` (a writer logs each set once).
+    pub fn holds_set(&self, hash: &aldb_verify::Hash) -> bool {
+        self.sets.contains(hash)
     }
 
     /// The directory of the segments.
@@ -133,6 +145,11 @@ impl VoteLog {
     /// entry that cannot be encoded fails the call before anything is written.
     pub fn append(&mut self, entries: &[VoteLogEntry]) -> Result<(), VoteLogError> {
         let encoded: Vec<Vec<u8>> = entries.iter().map(encode_entry).collect::<Result<_, _>>()?;
+        for e in entries {
+            if let VoteLogEntry::Set(s) = e {
+                self.sets.insert(s.hash);
+            }
+        }
         let mut buf = Vec::new();
         for (e, bytes) in entries.iter().zip(encoded) {
             if self.must_roll(e.slot()) {
