@@ -10,12 +10,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { createServer } from "node:http";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { aldb, loadVectors, repoRoot } from "./helpers.mjs";
 import { StateFile, followAndProve, report } from "../examples/follow-epochs.mjs";
+import { answers, serve } from "./epochs-server.mjs";
 
 const v = loadVectors("epochs-v1.json");
 const votesV = loadVectors("votes-v1.json");
@@ -32,51 +32,6 @@ function run(args) {
     child.stderr.on("data", (c) => (stderr += c));
     child.on("close", (status) => resolve({ status, stdout, stderr }));
   });
-}
-
-/** What one service answers: transitions by epoch, slot evidence by slot. */
-function answers(s, stepNames) {
-  const transitions = new Map();
-  const evidence = new Map();
-  for (const st of s.steps) {
-    if (stepNames !== undefined && !stepNames.includes(st.name)) continue;
-    if (st.op === "advance" && st.expect.ok === "advanced") transitions.set(BigInt(st.transition.set.epoch), st.transition);
-    if (st.op === "accept_root" && st.expect.ok === "accepted") evidence.set(BigInt(st.evidence.slot), st.evidence);
-  }
-  return { transitions, evidence };
-}
-
-/** A loopback JSON-RPC server answering as `svc` says (replaceable while it runs). */
-async function serve(svc) {
-  const state = { svc };
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      const { id, method, params } = aldb.parseJson(body);
-      const { transitions, evidence } = state.svc;
-      let result;
-      let error;
-      if (method === "getEpochTransition") {
-        const t = transitions.get(BigInt(params[0]));
-        if (t === undefined) error = { code: -32015, message: "no transition", data: { epoch: params[0] } };
-        else result = { context: { slot: t.evidence.slot }, value: t };
-      } else if (method === "getSlotVotes") {
-        const slot = params.length === 2 ? BigInt(params[0]) : [...evidence.keys()].reduce((a, b) => (b > a ? b : a));
-        const e = evidence.get(slot);
-        if (e === undefined) error = { code: -32004, message: "no such slot" };
-        else result = { context: { slot }, value: e };
-      } else if (method === "getAccountProof") {
-        // A real account and proof, of another root than any here.
-        const c = votesV.evidence.find((x) => x.name === "all_vote").evidence;
-        result = { context: { slot: params[1].slot }, value: { slot: params[1].slot, root: c.root, account: c.account, proof: c.proof } };
-      } else error = { code: -32601, message: "method not found" };
-      res.setHeader("content-type", "application/json");
-      res.end(aldb.stringifyJson(error ? { jsonrpc: "2.0", id, error } : { jsonrpc: "2.0", id, result }));
-    });
-  });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  return { state, url: `http://127.0.0.1:${server.address().port}/`, close: () => new Promise((r) => server.close(r)) };
 }
 
 function files(checkpoint) {
