@@ -39,6 +39,8 @@ BLOCKS = [
         "expect": ["AMC5fovBYEXWh7yfRUvaqoMY9dVqVAEbF8qXJqtjjJr3"]}),
     ("README.md", "cargo build --release --locked -p aldb-cli -p hyades -p aldb-relayer", "setup", None, {}),
     ("README.md", "aldb root FILE", "skip", "usage synopsis with placeholders (FILE, PUBKEY, ROOT)", {}),
+    ("README.md", "aldb proof PUBKEY --url HYADES --trust votes --checkpoint", "skip",
+     "usage synopsis with placeholders (PUBKEY, HYADES); run by aldb-cli/tests/proof_checkpoint.rs", {}),
     ("README.md", "cargo run --release --bin aldb -- simulate --dir /tmp/aldb-snapshots", "run", None,
      {"expect": ["published slot=200 "]}),
     ("README.md", "cargo run --release --bin aldb -- keygen --seed-hex 0707", "run", None,

@@ -30,6 +30,10 @@ pub(crate) const TRANSITION_METHOD: &str = "getEpochTransition";
 /// each) and three slot evidences of 4,096 votes.
 const MAX_STATE_BYTES: u64 = 64 << 20;
 
+/// The error `getEpochTransition` answers when the service holds no transition to the epoch
+/// asked for (§11.4): following as far as the service goes stops there, and nowhere else.
+const NO_TRANSITION: i64 = -32015;
+
 /// Epochs followed in one run at most: a bound on the work a service can make a run do (about 55
 /// years of mainnet epochs).
 const MAX_EPOCHS_PER_RUN: u64 = 10_000;
@@ -68,8 +72,8 @@ impl StateFile {
         let text = read_bounded(&self.checkpoint, "checkpoint file")?;
         let checkpoint = Checkpoint::from_json_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: not a checkpoint: {e}", self.checkpoint.display()))?;
-        let client =
-            LightClient::new(checkpoint).map_err(|e| anyhow::anyhow!("{}: refused: {e}", self.checkpoint.display()))?;
+        let client = LightClient::new(checkpoint)
+            .map_err(|e| anyhow::anyhow!("{}: refused ({}): {e}", self.checkpoint.display(), e.name()))?;
         self.save(&client)?;
         Ok(client)
     }
@@ -92,8 +96,8 @@ impl StateFile {
         });
         match (saved, written) {
             (Ok(()), Some(Ok(()))) => anyhow::anyhow!(
-                "{during}: {err}; the evidence is in {} (hand it to others: `aldb` checks it without a client); \
-                 the client refuses everything until {} is replaced",
+                "{during}: {err}; the evidence is in {} (both evidences and the set that signed them: hand it to \
+                 others, who check it against the set they trust); the client refuses everything until {} is replaced",
                 self.misbehaviour_path().display(),
                 self.state.display()
             ),
@@ -182,8 +186,10 @@ pub(crate) fn follow_and_prove(url: &str, file: &StateFile, pubkey: &[u8; 32], s
         let answer = remote::call(&agent, url, TRANSITION_METHOD, json!([next]));
         let value = match (answer, target) {
             (Ok(v), _) => v,
-            // Following as far as the service goes: it has no transition to `next` yet.
-            (Err(_), None) => break,
+            // Following as far as the service goes: it has no transition to `next` yet. Any
+            // other failure is reported, not taken for the end of the chain.
+            (Err(e), None) if e.to_string().contains(&format!("failed: error {NO_TRANSITION}:")) => break,
+            (Err(e), None) => return Err(e.context(format!("cannot follow the validator set to epoch {next}"))),
             (Err(e), Some(t)) => {
                 return Err(
                     e.context(format!("cannot follow the validator set to epoch {t}: no transition to epoch {next}"))
@@ -209,18 +215,31 @@ pub(crate) fn follow_and_prove(url: &str, file: &StateFile, pubkey: &[u8; 32], s
             Err(e @ EpochError::Misbehaviour(_)) => {
                 return Err(file.frozen(&client, &format!("transition to epoch {next}"), &e));
             }
-            Err(e) => bail!("transition to epoch {next} (slot {}): refused: {e}", transition.evidence.slot),
+            Err(e) => {
+                bail!("transition to epoch {next} (slot {}): refused ({}): {e}", transition.evidence.slot, e.name())
+            }
         }
     }
 
-    let held = client.newest().set.clone();
-    let set = match slot.map(|s| schedule.epoch(s)) {
-        Some(e) if e + 1 == held.epoch() => {
-            client.state().held.first().map(|h| h.set.clone()).context("the client holds one epoch only")?
-        }
-        _ => held,
-    };
-    let doc = votes::fetch_evidence_doc(&agent, url, pubkey, slot, votes::vote_accounts_param(set.validator_set()))?;
+    // The service counts the votes of the vote accounts it is given, so it is given those of the
+    // slot's epoch's set: for the newest slot, which may still be in the epoch before the newest
+    // trusted one, the newest set is a guess, asked again with the right set when it was wrong.
+    let set_of = |epoch: u64| client.state().held.iter().find(|h| h.set.epoch() == epoch).map(|h| h.set.clone());
+    let guess = slot.and_then(|s| set_of(schedule.epoch(s))).unwrap_or_else(|| client.newest().set.clone());
+    let mut doc =
+        votes::fetch_evidence_doc(&agent, url, pubkey, slot, votes::vote_accounts_param(guess.validator_set()))?;
+    if slot.is_none()
+        && let Some(voted) = doc.get("slot").and_then(serde_json::Value::as_u64)
+        && let Some(set) = set_of(schedule.epoch(voted)).filter(|s| s.epoch() != guess.epoch())
+    {
+        doc = votes::fetch_evidence_doc(
+            &agent,
+            url,
+            pubkey,
+            Some(voted),
+            votes::vote_accounts_param(set.validator_set()),
+        )?;
+    }
     let account = VoteEvidence::from_json_value(&doc).map_err(|e| {
         anyhow::anyhow!("{SLOT_VOTES_METHOD} and getAccountProof do not make evidence: {}", cut(&e.to_string(), 300))
     })?;
@@ -231,7 +250,7 @@ pub(crate) fn follow_and_prove(url: &str, file: &StateFile, pubkey: &[u8; 32], s
         Err(e @ EpochError::Misbehaviour(_)) => {
             return Err(file.frozen(&client, &format!("slot {}", evidence.slot), &e));
         }
-        Err(e) => bail!("slot {}: refused: {e}", evidence.slot),
+        Err(e) => bail!("slot {}: refused ({}): {e}", evidence.slot, e.name()),
     };
     file.save(&client)?;
     verify_account_at(&account, &root.root).map_err(|e| anyhow::anyhow!("slot {}: {e}", root.slot))?;

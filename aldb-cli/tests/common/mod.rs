@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub)]
 
+pub mod epochs;
 pub mod service;
 pub mod workload;
 

@@ -54,8 +54,60 @@ async function trustedRoot(url: string, slot: number | null, mode: string): Prom
   return { slot: info.slot, root: info.root, source: "the server's own getStateRoot (not independent)" };
 }
 
+/**
+ * The vote chain of §11: follows the validator set from the pasted checkpoint through each
+ * epoch's transition (getEpochTransition) to the slot's epoch, accepts the slot's root on the
+ * votes of its epoch's set (getSlotVotes), and shows each link. The client lives for one check:
+ * nothing is stored, so every check follows the chain from the checkpoint again.
+ */
+async function votesRoot(url: string, slot: number | null): Promise<Trusted> {
+  const text = $<HTMLTextAreaElement>("checkpoint").value.trim();
+  if (text === "") throw new aldb.AldbError("missing_field", "paste a checkpoint or choose its file");
+  const client = new aldb.LightClient(aldb.checkpointFromJson(text));
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  const ct = $<HTMLTableElement>("chain-table");
+  const enc = aldb.base58Encode;
+  row(ct, ["link", "epoch", "what", "stake that voted"], true);
+  const cp = client.newest.set;
+  row(ct, ["checkpoint", String(cp.epoch), `set ${enc(cp.hash)} (${cp.members.length} validators)`, `total ${cp.totalStake}`]);
+  $("result").hidden = false;
+  const target = slot === null ? null : aldb.epochOf(client.schedule, BigInt(slot));
+  while (target === null || client.epoch < target) {
+    const next = client.epoch + 1n;
+    let answer;
+    try {
+      answer = await rpc(url, "getEpochTransition", [next]);
+    } catch (e) {
+      if (target === null && /error -32015:/.test((e as Error).message)) break;
+      throw e;
+    }
+    const t = aldb.transitionFromJson(answer.value);
+    if (t.set.epoch !== next) throw new Error(`asked for the transition to epoch ${next}, got one to epoch ${t.set.epoch}`);
+    const r = client.advance(t, now);
+    if (r.ok !== "advanced") break;
+    row(ct, ["followed", String(r.epoch), `set ${enc(r.setHash)}, bound at slot ${t.evidence.slot}`, `${r.vouched.stake} of ${r.vouched.totalStake} of epoch ${r.epoch - 1n}'s set`]);
+  }
+  // The service counts the votes of the vote accounts it is given: the slot's epoch's set (for
+  // the newest slot, the newest set first, asked again when the slot is of the epoch before).
+  const setOf = (e: bigint) => client.held.find((h) => h.set.epoch === e)?.set;
+  const ask = async (s: bigint | number | null, set: aldb.EpochSet) => {
+    const config = { voteAccounts: aldb.voteAccountsParam(set.voters) };
+    return (await rpc(url, "getSlotVotes", s === null ? [config] : [s, config])).value;
+  };
+  const guess = (slot === null ? undefined : setOf(aldb.epochOf(client.schedule, BigInt(slot)))) ?? client.newest.set;
+  let votes = await ask(slot, guess);
+  const right = setOf(aldb.epochOf(client.schedule, BigInt(votes.slot)));
+  if (slot === null && right !== undefined && right.epoch !== guess.epoch) votes = await ask(votes.slot, right);
+  if (slot !== null && BigInt(votes.slot) !== BigInt(slot)) throw new Error(`asked for the votes of slot ${slot}, got slot ${votes.slot}`);
+  const root = client.acceptRoot(aldb.slotEvidenceFromJson(votes), now);
+  const v = root.vouched;
+  row(ct, ["bank hash", String(root.epoch), `slot ${root.slot}: ${enc(root.bankHash)} = sha256(h || root || next_set_hash)`, `${v.stake} of ${v.totalStake} (${v.voters} vote accounts)`]);
+  row(ct, ["root", String(root.epoch), enc(root.root), ""]);
+  return { slot: Number(root.slot), root: enc(root.root), source: `the votes of more than 2/3 of epoch ${root.epoch}'s set, followed from the checkpoint (above)` };
+}
+
 async function run(): Promise<void> {
-  for (const id of ["root-table", "account-table", "path-table"]) $<HTMLTableElement>(id).innerHTML = "";
+  for (const id of ["root-table", "account-table", "path-table", "chain-table"]) $<HTMLTableElement>(id).innerHTML = "";
   $("result").hidden = true;
   verdict("error", "working…");
   $("verdict").dataset.verdict = "pending";
@@ -66,7 +118,9 @@ async function run(): Promise<void> {
   try {
     aldb.base58DecodeExact(pubkey, 32, "pubkey");
     if (slotText !== "" && !/^[0-9]{1,15}$/.test(slotText)) throw new Error("the slot is a number");
-    const t = await trustedRoot(url, slotText === "" ? null : Number(slotText), mode);
+    const slot = slotText === "" ? null : Number(slotText);
+    $("chain").hidden = mode !== "votes";
+    const t = mode === "votes" ? await votesRoot(url, slot) : await trustedRoot(url, slot, mode);
     const rt = $<HTMLTableElement>("root-table");
     row(rt, ["slot", String(t.slot)]);
     row(rt, ["root", t.root]);
@@ -104,6 +158,7 @@ function syncMode(): void {
   const mode = (document.querySelector("input[name=trust]:checked") as HTMLInputElement).value;
   $("trust-identities").hidden = mode !== "identities";
   $("trust-root").hidden = mode !== "root";
+  $("trust-votes").hidden = mode !== "votes";
   $("warning").hidden = mode !== "server";
 }
 
@@ -115,6 +170,10 @@ if (q.has("identities")) $<HTMLTextAreaElement>("identities").value = (q.get("id
 if (q.has("trust")) (document.querySelector(`input[name=trust][value=${CSS.escape(q.get("trust") ?? "")}]`) as HTMLInputElement | null)?.click();
 for (const r of document.querySelectorAll("input[name=trust]")) r.addEventListener("change", syncMode);
 syncMode();
+$("checkpoint-file").addEventListener("change", async () => {
+  const f = $<HTMLInputElement>("checkpoint-file").files?.[0];
+  if (f) $<HTMLTextAreaElement>("checkpoint").value = await f.text();
+});
 $("form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   void run();

@@ -2,7 +2,11 @@
 // snapshots and signed root records, `hyades` serves them, page/serve.mjs serves the page, and
 // the browser fills the form and reads the verdict. Cases: a present account and an absent one
 // verified under a quorum-signed record, a tampered root and a stranger's record refused, and the
-// trust-server mode verified with its warning shown. Run through scripts/page-test.sh, which
+// trust-server mode verified with its warning shown. Then the validators' votes: a page server in
+// front of a loopback service answering with tests/vectors/epochs-v1.json's "follow" scenario,
+// where the chain from the genesis checkpoint through epochs 1-5 to slot 1000's bank hash and root
+// is shown (the vectors' roots are random, so the account's proof is refused against it), and
+// the same checkpoint, past its trusting period by this machine's clock, refused as expired. Run through scripts/page-test.sh, which
 // builds what this needs; exits non-zero if a case fails.
 //
 //   CHROMIUM=/usr/bin/chromium node page/page-test.mjs
@@ -13,6 +17,8 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 import * as aldb from "../dist/index.js";
 import { bin, missing, startHyades, workloadPubkey } from "../test/live.mjs";
+import { answers, serve } from "../test/epochs-server.mjs";
+import { loadVectors } from "../test/helpers.mjs";
 
 const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
 
@@ -89,7 +95,41 @@ async function main() {
       console.log(`${ok ? "ok  " : "FAIL"} ${c.name}: ${kind}: ${text}${warning ? " [warning shown]" : ""}${siblings >= 0 ? ` (${siblings} siblings shown)` : ""}`);
       if (!ok) failed++;
     }
-    console.log(JSON.stringify({ cases: cases.length, failed, chromium: browser.version() }));
+
+    // The validators' votes, from the vectors' "follow" scenario.
+    const follow = loadVectors("epochs-v1.json").scenarios.find((x) => x.name === "follow");
+    const svc = await serve(answers(follow));
+    cleanup.push(() => svc.close());
+    const votesPage = await startPageServer(svc.url);
+    cleanup.push(() => votesPage.child.kill());
+    const expect5 = follow.steps.find((x) => x.name === "root_epoch_5").expect;
+    const trusting = { ...follow.checkpoint, trustingPeriod: 1_000_000_000 };
+    const votesCases = [
+      {
+        name: "validators' votes: chain from the checkpoint through epochs 1-5 shown",
+        checkpoint: aldb.stringifyJson(trusting),
+        expect: "refused",
+        text: /./,
+        chain: [/checkpoint\s*0/, ...[1, 2, 3, 4, 5].map((e) => new RegExp(`followed\\s*${e}`)), new RegExp(expect5.bank_hash), new RegExp(expect5.root)],
+      },
+      { name: "validators' votes: a checkpoint past its trusting period", checkpoint: aldb.stringifyJson(follow.checkpoint), expect: "refused", text: /expired/, chain: [/checkpoint\s*0/] },
+    ];
+    for (const c of votesCases) {
+      await tab.goto(votesPage.url);
+      await tab.waitForSelector("body[data-ready='1']");
+      await tab.fill("#pubkey", present);
+      await tab.check("input[name=trust][value=votes]");
+      await tab.fill("#checkpoint", c.checkpoint);
+      await tab.click("#verify");
+      const v = await tab.waitForSelector("#verdict[data-verdict=verified], #verdict[data-verdict=refused], #verdict[data-verdict=error]", { timeout: 20000 });
+      const kind = await v.getAttribute("data-verdict");
+      const text = (await v.textContent()) ?? "";
+      const chain = (await tab.textContent("#chain-table")) ?? "";
+      const ok = kind === c.expect && c.text.test(text) && c.chain.every((re) => re.test(chain)) && (await tab.isVisible("#chain"));
+      console.log(`${ok ? "ok  " : "FAIL"} ${c.name}: ${kind}: ${text} | chain: ${chain.slice(0, 300)}`);
+      if (!ok) failed++;
+    }
+    console.log(JSON.stringify({ cases: cases.length + votesCases.length, failed, chromium: browser.version() }));
     return failed === 0 ? 0 : 1;
   } finally {
     for (const f of cleanup.reverse()) await f();
