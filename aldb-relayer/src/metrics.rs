@@ -51,6 +51,36 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
             g(&stats.rewinds),
         ),
         (
+            "aldb_relayer_frozen",
+            "1 once misbehaviour froze the light client (trust: votes): nothing more is accepted.",
+            false,
+            g(&stats.frozen),
+        ),
+        (
+            "aldb_relayer_epoch",
+            "The newest epoch whose validator set is trusted (trust: votes).",
+            false,
+            g(&stats.epoch),
+        ),
+        (
+            "aldb_relayer_epochs_followed_total",
+            "Epoch transitions followed (trust: votes).",
+            true,
+            g(&stats.epochs_followed),
+        ),
+        (
+            "aldb_relayer_slots_given_up_total",
+            "Slots given up without 2/3 of their epoch's stake (trust: votes).",
+            true,
+            g(&stats.given_up),
+        ),
+        (
+            "aldb_relayer_votes_refused_total",
+            "Answers the light client refused: too little stake, bad transitions (trust: votes).",
+            true,
+            g(&stats.votes_refused),
+        ),
+        (
             "aldb_relayer_log_lines_suppressed_total",
             "Log lines left out by the rate limit.",
             true,
