@@ -215,6 +215,7 @@ fn proof_by_votes_from_a_running_service() {
             bank_hash: hash,
             aldb: Some(AldbCommitment { h, root: roots[&slot] }),
             hard_forks: None,
+            next_set_hash: None,
         };
         let mut votes: Vec<Vec<u8>> = match slot {
             1 => voters[..2].iter().map(|v| v.vote(slot, &hash)).collect(),
@@ -338,6 +339,7 @@ fn outsiders_cannot_crowd_out_the_set_and_max_age_refuses_an_old_newest() {
             bank_hash: bank_hash(&h, &roots[&slot], None),
             aldb: Some(AldbCommitment { h, root: roots[&slot] }),
             hard_forks: None,
+            next_set_hash: None,
         }
     };
     let old = now() - 30 * 24 * 3600;

@@ -16,7 +16,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use aldb_format::votes::{BankEntry, VoteLog, VoteLogEntry, VotesEntry};
+use aldb_format::votes::{BankEntry, SetEntry, VoteLog, VoteLogEntry, VotesEntry};
+use aldb_verify::Hash;
+use aldb_verify::epochs::EpochSet;
 use aldb_verify::votes::VoteTransaction;
 
 use crate::error::NodeError;
@@ -33,8 +35,20 @@ const PRUNE_EVERY: u64 = 64;
 /// What the front end hands the thread.
 #[derive(Debug)]
 pub enum Item {
-    /// A frozen bank, from block metadata V0_0_5.
+    /// A frozen bank, from block metadata V0_0_5 (`next_set_hash` set when its hash binds the
+    /// next epoch's set, `docs/SPEC.md` §11.1).
     Bank(BankEntry),
+    /// The encoding of the set a bank binds (`docs/SPEC.md` §11.2), handed over when its hash
+    /// differs from the last one handed over: the thread checks that it decodes and hashes to
+    /// `hash` and logs it once per distinct hash.
+    NextSet {
+        /// The slot of the bank binding it.
+        slot: u64,
+        /// The bank's `next_set_hash`.
+        hash: Hash,
+        /// The set's canonical encoding.
+        encoding: Vec<u8>,
+    },
     /// A vote transaction of the block of `slot`, as rebuilt from the validator's.
     Vote {
         /// The slot of the block holding the vote.
@@ -62,8 +76,13 @@ pub struct EvidenceCounters {
     pub root_mismatches: AtomicU64,
     /// Slots whose V0_0_5 root the plugin checked against its own.
     pub roots_checked: AtomicU64,
-    /// Banks whose hash does not follow from the `h` and root the validator sent.
+    /// Banks whose hash does not follow from the `h`, root and next set hash the validator sent.
     pub unexplained_bank_hashes: AtomicU64,
+    /// Sets appended to the log.
+    pub sets: AtomicU64,
+    /// Set encodings not logged: they do not decode by §11.2's rules or do not hash to the bank's
+    /// `next_set_hash`.
+    pub set_mismatches: AtomicU64,
 }
 
 /// The running evidence writer.
@@ -107,13 +126,15 @@ impl Evidence {
         Ok(Self { tx: Some(tx), thread: Some(thread), counters, name })
     }
 
-    /// Hands `item` to the thread without waiting; a full queue drops it (counted).
-    pub fn send(&self, item: Item) {
-        let Some(tx) = &self.tx else { return };
+    /// Hands `item` to the thread without waiting; a full queue drops it (counted). Returns
+    /// whether it was queued (a front end hands a set again when it was not).
+    pub fn send(&self, item: Item) -> bool {
+        let Some(tx) = &self.tx else { return false };
         match tx.try_send(item) {
-            Ok(()) => {}
+            Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.counters.dropped.fetch_add(1, Relaxed);
+                false
             }
         }
     }
@@ -136,21 +157,50 @@ impl Drop for Evidence {
     }
 }
 
+/// A hash in hex, for the log.
+fn hex(h: &Hash) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// What the thread gathered since its last append.
 #[derive(Default)]
 struct Pending {
+    sets: Vec<SetEntry>,
     banks: Vec<BankEntry>,
     votes: BTreeMap<u64, Vec<Vec<u8>>>,
 }
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        self.banks.is_empty() && self.votes.is_empty()
+        self.sets.is_empty() && self.banks.is_empty() && self.votes.is_empty()
     }
 
-    fn add(&mut self, item: Item, counters: &EvidenceCounters) {
+    /// Takes `item`; `logged` says whether the log already holds a set.
+    fn add(&mut self, item: Item, logged: &dyn Fn(&Hash) -> bool, counters: &EvidenceCounters) {
         match item {
             Item::Bank(b) => self.banks.push(b),
+            Item::NextSet { slot, hash, encoding } => {
+                if logged(&hash) || self.sets.iter().any(|s| s.hash == hash) {
+                    return;
+                }
+                // A client recomputes the set's hash and rules: only a set that passes them is
+                // worth logging, and one that does not says the validator and plugin disagree.
+                match EpochSet::decode(&encoding) {
+                    Ok(set) if set.hash() == hash => self.sets.push(SetEntry { slot, hash, encoding }),
+                    Ok(set) => {
+                        counters.set_mismatches.fetch_add(1, Relaxed);
+                        log::error!(
+                            "slot {slot}: the set handed over hashes to {}, not to the bank's next_set_hash {}",
+                            hex(&set.hash()),
+                            hex(&hash)
+                        );
+                    }
+                    Err(e) => {
+                        counters.set_mismatches.fetch_add(1, Relaxed);
+                        log::error!("slot {slot}: the set handed over does not decode: {e}");
+                    }
+                }
+            }
             Item::Vote { slot, tx } => {
                 // Only the bytes that were signed are evidence.
                 let signed = VoteTransaction::parse(&tx).is_ok_and(|v| v.verify_signatures().is_ok());
@@ -164,7 +214,9 @@ impl Pending {
     }
 
     fn entries(&mut self) -> Vec<VoteLogEntry> {
-        let mut out: Vec<VoteLogEntry> = self.banks.drain(..).map(VoteLogEntry::Bank).collect();
+        // A set before the banks binding it, so a reader that sees a bank sees its set.
+        let mut out: Vec<VoteLogEntry> = self.sets.drain(..).map(VoteLogEntry::Set).collect();
+        out.extend(self.banks.drain(..).map(VoteLogEntry::Bank));
         for (slot, txs) in std::mem::take(&mut self.votes) {
             for chunk in txs.chunks(VOTES_PER_ENTRY) {
                 out.push(VoteLogEntry::Votes(VotesEntry { slot, transactions: chunk.to_vec() }));
@@ -202,7 +254,7 @@ fn run(
     loop {
         let closed = match rx.recv_timeout(FLUSH_EVERY) {
             Ok(item) => {
-                pending.add(item, counters);
+                pending.add(item, &|h| log.as_ref().is_some_and(|l| l.holds_set(h)), counters);
                 false
             }
             Err(RecvTimeoutError::Timeout) => false,
@@ -251,6 +303,8 @@ fn append(log: &mut Option<VoteLog>, dir: &Path, pending: &mut Pending, counters
                 match e {
                     VoteLogEntry::Bank(_) => counters.banks.fetch_add(1, Relaxed),
                     VoteLogEntry::Votes(v) => counters.votes.fetch_add(v.transactions.len() as u64, Relaxed),
+                    VoteLogEntry::Set(_) => counters.sets.fetch_add(1, Relaxed),
+                    _ => 0,
                 };
             }
         }
@@ -305,6 +359,7 @@ mod tests {
             bank_hash: aldb_verify::votes::mix_root(&h, &root),
             aldb: Some(AldbCommitment { h, root }),
             hard_forks: None,
+            next_set_hash: None,
         };
         ev.send(Item::Bank(bank));
         ev.send(Item::Vote { slot: voted + 1, tx: vote.clone() });
@@ -324,13 +379,61 @@ mod tests {
         assert_eq!(got.votes, [vote]);
     }
 
+    /// A set handed over with its bank is logged once per hash, across a restart of the writer,
+    /// and only when it decodes and hashes to the bank's `next_set_hash`.
+    #[test]
+    fn a_bound_set_is_logged_once_and_only_when_it_is_the_banks() {
+        use aldb_verify::votes::Validator;
+        let dir = tempfile::tempdir().unwrap();
+        let members = [Validator { vote_account: [1; 32], authorized_voter: [2; 32], stake: 5 }];
+        let set = EpochSet::new(3, 9, &members).unwrap();
+        let other = EpochSet::new(4, 9, &members).unwrap();
+        let (h, root) = ([1; 32], [2; 32]);
+        let bank = |slot: u64, next: Hash| BankEntry {
+            slot,
+            parent: slot - 1,
+            bank_hash: aldb_verify::epochs::bank_hash_with_set(&h, &root, &next, None),
+            aldb: Some(AldbCommitment { h, root }),
+            hard_forks: None,
+            next_set_hash: Some(next),
+        };
+        for round in 0..2 {
+            let counters = Arc::new(EvidenceCounters::default());
+            let ev = Evidence::start(dir.path(), 1000, false, counters.clone(), "test").unwrap();
+            for slot in [10 + round * 10, 11 + round * 10] {
+                assert!(ev.send(Item::Bank(bank(slot, set.hash()))));
+                ev.send(Item::NextSet { slot, hash: set.hash(), encoding: set.encode() });
+            }
+            // Another set's encoding for a hash not logged yet, and bytes that are no set. (A
+            // hash already logged is not checked again: its set is in the log.)
+            ev.send(Item::NextSet { slot: 12, hash: [9; 32], encoding: other.encode() });
+            ev.send(Item::NextSet { slot: 12, hash: other.hash(), encoding: vec![0; 19] });
+            drop(ev);
+            assert_eq!(counters.banks.load(Relaxed), 2);
+            assert_eq!(counters.sets.load(Relaxed), u64::from(round == 0), "round {round}");
+            assert_eq!(counters.set_mismatches.load(Relaxed), 2);
+        }
+        let mut r = VoteLogReader::new(dir.path());
+        r.refresh().unwrap();
+        assert_eq!(r.set_epochs(), [3]);
+        assert_eq!(r.set_encoding(&set.hash()).unwrap(), Some(set.encode()));
+        assert_eq!(r.bank(20).unwrap().next_set_hash, Some(set.hash()));
+    }
+
     /// With `hold_for_shipper` the thread's pruning keeps what the shipper has not recorded as
     /// archived, and nothing before it recorded anything; without it `keep_slots` alone rules.
     #[test]
     fn pruning_waits_for_the_shipper_when_held() {
         use aldb_format::votes::VoteLogOptions;
         let bank = |slot| {
-            VoteLogEntry::Bank(BankEntry { slot, parent: slot - 1, bank_hash: [1; 32], aldb: None, hard_forks: None })
+            VoteLogEntry::Bank(BankEntry {
+                slot,
+                parent: slot - 1,
+                bank_hash: [1; 32],
+                aldb: None,
+                hard_forks: None,
+                next_set_hash: None,
+            })
         };
         let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
         let held = Retention { keep_slots: 5, hold_for_shipper: true };

@@ -189,7 +189,7 @@ pub const PLUGIN_RECORDS: [Family<NodeSources>; 5] = [
 ];
 
 /// The geyser plugin's vote-evidence and root cross-check families (zero in a stock build).
-pub const PLUGIN_EVIDENCE: [Family<NodeSources>; 8] = [
+pub const PLUGIN_EVIDENCE: [Family<NodeSources>; 10] = [
     counter("aldb_evidence_banks_total", "Bank entries appended to the vote-evidence log.", |s| {
         n(&s.node.evidence.banks)
     }),
@@ -217,8 +217,16 @@ pub const PLUGIN_EVIDENCE: [Family<NodeSources>; 8] = [
     ),
     counter(
         "aldb_bank_hashes_unexplained_total",
-        "Banks whose hash does not follow from the h and root in block metadata V0_0_5.",
+        "Banks whose hash does not follow from the h, root and next set in block metadata V0_0_5.",
         |s| n(&s.node.evidence.unexplained_bank_hashes),
+    ),
+    counter("aldb_evidence_sets_total", "Next epochs' validator sets appended to the vote-evidence log.", |s| {
+        n(&s.node.evidence.sets)
+    }),
+    counter(
+        "aldb_evidence_set_mismatches_total",
+        "Set encodings not logged: they do not decode, or do not hash to the bank's next_set_hash.",
+        |s| n(&s.node.evidence.set_mismatches),
     ),
 ];
 

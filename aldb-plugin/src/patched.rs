@@ -1,15 +1,17 @@
 //! What a build against the patched geyser interface (`validator-patches/` 0002 and 0003, the
 //! cargo feature `patched-interface`) reads from the validator: block metadata `V0_0_5`, with the
-//! slot's bank hash and the `h` and aldb root it was computed from, and vote transactions as
-//! they are on the wire.
+//! slot's bank hash, the `h` and aldb root it was computed from and, with the epoch-set feature,
+//! the next epoch's set it binds (`docs/SPEC.md` §11.1), and vote transactions as they are on the
+//! wire.
 
 use agave_geyser_plugin_interface::geyser_plugin_interface::{ReplicaBlockInfoV5, ReplicaTransactionInfoVersions};
 use aldb_format::votes::{AldbCommitment, BankEntry};
 use aldb_verify::Hash;
-use aldb_verify::votes::{PACKET_DATA_SIZE, bank_hash, mix_root};
+use aldb_verify::votes::{PACKET_DATA_SIZE, explain_bank_hash};
 
-/// Hard-fork counts tried when a bank hash is not `sha256(h || root)`: a slot's count is the
-/// number of hard forks between its parent and itself, one in every case seen in practice.
+/// Hard-fork counts tried when a bank hash is not `sha256(h || root)` (or
+/// `sha256(h || root || next_set_hash)`): a slot's count is the number of hard forks between its
+/// parent and itself, one in every case seen in practice.
 const MAX_HARD_FORKS: u64 = 64;
 
 /// What V0_0_5 says of a frozen bank.
@@ -20,45 +22,53 @@ pub(crate) struct BankInfo {
     pub(crate) entry: BankEntry,
     /// The aldb root the validator mixed in, as it sent it.
     pub(crate) aldb_root: Option<Hash>,
-    /// The bank hash is neither `sha256(h || root)` nor that with a hard-fork count up to 64 mixed
-    /// in: the evidence would not check, so it is not logged as a commitment.
+    /// The bank hash is neither `sha256(h || root)` (§11.1's `sha256(h || root ||
+    /// next_set_hash)` when the validator sent a next set) nor that with a hard-fork count up to
+    /// 64 mixed in: the evidence would not check, so it is not logged as a commitment.
     pub(crate) unexplained: bool,
 }
 
 /// Decodes a V0_0_5 notification: slot, blockhash (base58 of 32 bytes), block height, and the
-/// bank's hashes.
+/// bank's hashes. The next set's encoding is not copied here (see [`next_set_encoding`]).
 pub(crate) fn block_info_v5(b: &ReplicaBlockInfoV5<'_>) -> Result<(u64, [u8; 32], Option<u64>, BankInfo), String> {
     let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|e| {
         format!("block metadata of slot {}: blockhash {}: {e}", b.slot, aldb_verify::Excerpt(b.blockhash))
     })?;
     let aldb = b.aldb.as_ref().map(|c| (c.hash_before_root, c.state_root));
-    Ok((b.slot, hash, b.block_height, bank_info(b.slot, b.parent_slot, b.bank_hash, aldb)))
+    let next_set_hash = b.aldb_next_set.as_ref().map(|n| n.hash);
+    Ok((b.slot, hash, b.block_height, bank_info(b.slot, b.parent_slot, b.bank_hash, aldb, next_set_hash)))
+}
+
+/// The hash and the borrowed encoding of the set a V0_0_5 bank binds, when it binds one (a
+/// nonzero hash); the caller copies the encoding only when it hands it over.
+pub(crate) fn next_set_encoding<'a>(b: &ReplicaBlockInfoV5<'a>) -> Option<(Hash, &'a [u8])> {
+    let n = b.aldb_next_set.as_ref()?;
+    (n.hash != [0u8; 32]).then_some((n.hash, n.encoding))
 }
 
 /// What the log and the root check take from a frozen bank: its slot, parent, bank hash and, when
-/// it committed to a root, `(h, root)`.
-pub(crate) fn bank_info(slot: u64, parent: u64, bank_hash: Hash, aldb: Option<(Hash, Hash)>) -> BankInfo {
-    let mut entry = BankEntry { slot, parent, bank_hash, aldb: None, hard_forks: None };
+/// it committed to a root, `(h, root)`, with the `next_set_hash` its hash binds when the
+/// validator sent one (both aldb features active, `docs/SPEC.md` §11.1).
+pub(crate) fn bank_info(
+    slot: u64,
+    parent: u64,
+    bank_hash: Hash,
+    aldb: Option<(Hash, Hash)>,
+    next_set_hash: Option<Hash>,
+) -> BankInfo {
+    let mut entry = BankEntry { slot, parent, bank_hash, aldb: None, hard_forks: None, next_set_hash: None };
     let mut unexplained = false;
     if let Some((h, root)) = aldb {
-        match hard_forks(&h, &root, &bank_hash) {
+        match explain_bank_hash(&h, &root, next_set_hash.as_ref(), &bank_hash, MAX_HARD_FORKS) {
             Some(hard_forks) => {
                 entry.aldb = Some(AldbCommitment { h, root });
                 entry.hard_forks = hard_forks;
+                entry.next_set_hash = next_set_hash;
             }
             None => unexplained = true,
         }
     }
     BankInfo { entry, aldb_root: aldb.map(|(_, root)| root), unexplained }
-}
-
-/// The hard-fork count that makes `bank_hash(h, root, count)` the bank hash: `Some(None)` when
-/// none is mixed in, `None` when no count up to [`MAX_HARD_FORKS`] explains it.
-fn hard_forks(h: &Hash, root: &Hash, bank: &Hash) -> Option<Option<u64>> {
-    if mix_root(h, root) == *bank {
-        return Some(None);
-    }
-    (1..=MAX_HARD_FORKS).find(|&n| bank_hash(h, root, Some(n)) == *bank).map(Some)
 }
 
 /// Why a vote transaction's wire bytes could not be taken.
@@ -156,11 +166,18 @@ mod tests {
     }
 
     #[test]
-    fn hard_fork_counts_are_found_and_unexplained_hashes_refused() {
-        let (h, root) = ([1u8; 32], [2u8; 32]);
-        assert_eq!(hard_forks(&h, &root, &mix_root(&h, &root)), Some(None));
-        assert_eq!(hard_forks(&h, &root, &bank_hash(&h, &root, Some(3))), Some(Some(3)));
-        assert_eq!(hard_forks(&h, &root, &h), None);
-        assert_eq!(hard_forks(&h, &root, &bank_hash(&h, &root, Some(MAX_HARD_FORKS + 1))), None);
+    fn banks_are_logged_with_their_next_set_only_when_it_explains_their_hash() {
+        use aldb_verify::votes::{bank_hash, bank_hash_binding};
+        let (h, root, next) = ([1u8; 32], [2u8; 32], [3u8; 32]);
+        let plain = bank_info(5, 4, bank_hash(&h, &root, Some(3)), Some((h, root)), None);
+        assert_eq!((plain.entry.hard_forks, plain.entry.next_set_hash, plain.unexplained), (Some(3), None, false));
+        let bound = bank_info(5, 4, bank_hash_binding(&h, &root, Some(&next), None), Some((h, root)), Some(next));
+        assert_eq!((bound.entry.next_set_hash, bound.unexplained), (Some(next), false));
+        assert!(bound.entry.aldb.is_some());
+        // A bank hash that does not bind the set the validator sent is not logged as evidence.
+        let wrong = bank_info(5, 4, bank_hash(&h, &root, None), Some((h, root)), Some(next));
+        assert!(wrong.unexplained && wrong.entry.aldb.is_none() && wrong.entry.next_set_hash.is_none());
+        let far = bank_info(5, 4, bank_hash(&h, &root, Some(MAX_HARD_FORKS + 1)), Some((h, root)), None);
+        assert!(far.unexplained);
     }
 }

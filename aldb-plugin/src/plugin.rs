@@ -57,6 +57,10 @@ struct Runtime {
     /// The vote-evidence writer (`vote_evidence: true`).
     #[cfg(feature = "patched-interface")]
     evidence: Option<aldb_node::evidence::Evidence>,
+    /// The hash of the last next-epoch set handed to the evidence writer: a set's encoding (some
+    /// 94 KB on mainnet) is copied only when a bank binds another one.
+    #[cfg(feature = "patched-interface")]
+    last_set: std::sync::Mutex<Option<aldb_verify::Hash>>,
 }
 
 impl std::fmt::Debug for AldbPlugin {
@@ -217,6 +221,8 @@ impl AldbPlugin {
             bank_hashes,
             #[cfg(feature = "patched-interface")]
             evidence,
+            #[cfg(feature = "patched-interface")]
+            last_set: std::sync::Mutex::new(None),
         })
     }
 }
@@ -299,7 +305,28 @@ impl AldbPlugin {
     ) -> Result<(), String> {
         let (_, _, _, info) = crate::patched::block_info_v5(b)?;
         self.note_bank(&info);
+        // Only a set the bank hash was checked to bind (the entry keeps its hash) is handed over.
+        if let Some((hash, encoding)) = crate::patched::next_set_encoding(b)
+            && info.entry.next_set_hash == Some(hash)
+        {
+            self.hand_set(info.entry.slot, hash, encoding);
+        }
         Ok(())
+    }
+
+    /// Hands the evidence writer the encoding of the set a bank binds, copying it only when its
+    /// hash is not the last one handed over; a set the full queue dropped is handed again with
+    /// the next bank.
+    fn hand_set(&self, slot: u64, hash: aldb_verify::Hash, encoding: &[u8]) {
+        let Some(rt) = &self.runtime else { return };
+        let Some(ev) = &rt.evidence else { return };
+        let mut last = rt.last_set.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *last == Some(hash) {
+            return;
+        }
+        if ev.send(aldb_node::evidence::Item::NextSet { slot, hash, encoding: encoding.to_vec() }) {
+            *last = Some(hash);
+        }
     }
 
     /// A frozen bank as V0_0_5 described it: to the root check and the evidence log.
@@ -309,7 +336,7 @@ impl AldbPlugin {
         if info.unexplained {
             self.counters.node.evidence.unexplained_bank_hashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             log::error!(
-                "aldb-plugin: slot {slot}: bank hash {} is not sha256(h || root) with the h and root the validator sent",
+                "aldb-plugin: slot {slot}: bank hash {} does not follow from the h, root and next set hash the validator sent",
                 aldb_verify::hash_to_base58(&info.entry.bank_hash)
             );
         }
@@ -328,7 +355,9 @@ impl AldbPlugin {
         let Some(ev) = self.runtime.as_ref().and_then(|r| r.evidence.as_ref()) else { return };
         match crate::patched::vote_wire_bytes(tx) {
             None => {}
-            Some(Ok(tx)) => ev.send(aldb_node::evidence::Item::Vote { slot, tx }),
+            Some(Ok(tx)) => {
+                ev.send(aldb_node::evidence::Item::Vote { slot, tx });
+            }
             Some(Err(why)) => {
                 ev.counters().rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 log::debug!("aldb-plugin: a vote of slot {slot} not logged: {why:?}");
@@ -740,7 +769,7 @@ mod tests {
     fn notify_v5(p: &AldbPlugin, slot: u64, root: [u8; 32]) -> [u8; 32] {
         let h = [slot as u8 + 50; 32];
         let bank_hash = aldb_verify::votes::mix_root(&h, &root);
-        p.note_bank(&crate::patched::bank_info(slot, slot.saturating_sub(1), bank_hash, Some((h, root))));
+        p.note_bank(&crate::patched::bank_info(slot, slot.saturating_sub(1), bank_hash, Some((h, root)), None));
         bank_hash
     }
 

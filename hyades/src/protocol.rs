@@ -45,6 +45,10 @@ pub mod codes {
     /// directory, or (on a replica) an object the bucket's manifest names that the bucket does
     /// not hold, or holds fewer bytes of; `data.file` names it. An operator should restore it.
     pub const SLOT_FILE_MISSING: i64 = -32014;
+    /// `getEpochTransition`: the vote-evidence log holds no transition to the epoch (no set of
+    /// it, or no slot of the epoch before whose bank binds it and whose votes qualify, SPEC
+    /// §11.4); `data` names the epochs whose sets it holds.
+    pub const NO_TRANSITION: i64 = -32015;
     /// The answer would exceed [`Limits::max_response_bytes`](crate::Limits); ask for fewer
     /// items (a smaller range, fewer keys, a shorter batch).
     pub const RESPONSE_TOO_LARGE: i64 = -32020;

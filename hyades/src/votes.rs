@@ -125,6 +125,14 @@ pub enum VoteQueryError {
         /// The missing object, and what the bucket answered.
         file: String,
     },
+    /// No transition to the epoch: the log holds no set of it, or no slot of the epoch before
+    /// that binds it and whose votes qualify (`docs/SPEC.md` §11.4).
+    NoTransition {
+        /// The epoch asked for.
+        epoch: u64,
+        /// The epochs whose sets the log holds, oldest first.
+        held: Vec<u64>,
+    },
     /// The log could not be read; the reason names files, so it goes to the server log only.
     Storage(String),
 }
@@ -197,6 +205,15 @@ impl VoteQueryError {
                     json!({"slot": slot, "file": file}),
                 )
             }
+            VoteQueryError::NoTransition { epoch, held } => RpcError::with_data(
+                codes::NO_TRANSITION,
+                format!(
+                    "no transition to epoch {epoch}: the vote-evidence log holds no set of it, or no slot of epoch {} \
+                     binding it whose votes qualify",
+                    epoch.saturating_sub(1)
+                ),
+                json!({"epoch": epoch, "oldestEpoch": held.first(), "newestEpoch": held.last()}),
+            ),
             VoteQueryError::Storage(reason) => {
                 log::error!("vote evidence not served: {reason}");
                 RpcError::new(
@@ -224,6 +241,8 @@ pub struct ServedVotes {
     pub root: [u8; 32],
     /// The hard-fork count, when the bank hash mixes hard-fork data.
     pub hard_forks: Option<u64>,
+    /// The next epoch's set hash the bank hash binds (`docs/SPEC.md` §11.1), when it binds one.
+    pub next_set_hash: Option<[u8; 32]>,
     /// The vote transactions on the slot, as on the wire.
     pub votes: Vec<Vec<u8>>,
 }
@@ -351,7 +370,47 @@ impl VoteFeed {
                 VoteQueryError::NotVotedYet { slot, searched_to, selected }
             });
         }
-        Ok(ServedVotes { slot, h: aldb.h, root: aldb.root, hard_forks: bank.hard_forks, votes })
+        Ok(ServedVotes {
+            slot,
+            h: aldb.h,
+            root: aldb.root,
+            hard_forks: bank.hard_forks,
+            next_set_hash: bank.next_set_hash,
+            votes,
+        })
+    }
+
+    /// The transition to `epoch` (`docs/SPEC.md` §11.4) as JSON text, with the slot of its
+    /// evidence: the set of `epoch` and the evidence of the slot the log's choice names
+    /// ([`VoteLogReader::transition`]: the earliest slot binding the set whose votes the set of
+    /// `epoch − 1` vouches for, or, without that set, the one with the most vote accounts).
+    pub fn transition(&self, epoch: u64) -> Result<(u64, String), VoteQueryError> {
+        use aldb_verify::epochs::{EpochSet, SlotEvidence, Transition};
+        let Some(r) = &self.reader else { return Err(self.nothing_recorded()) };
+        let r = r.read().unwrap_or_else(PoisonError::into_inner);
+        if r.newest_slot().is_none() && r.set_epochs().is_empty() {
+            return Err(self.nothing_recorded());
+        }
+        let found = r.transition(epoch, self.window).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+        let held = r.set_epochs();
+        drop(r);
+        let no = || VoteQueryError::NoTransition { epoch, held: held.clone() };
+        let Some(t) = found else { return Err(no()) };
+        let set = EpochSet::decode(&t.set_encoding).map_err(|e| {
+            log::error!("the set of epoch {epoch} in the vote-evidence log breaks §11.2 ({e}); not served");
+            no()
+        })?;
+        let bank = t.evidence.bank;
+        let Some(aldb) = bank.aldb else { return Err(no()) };
+        let evidence = SlotEvidence {
+            slot: bank.slot,
+            h: aldb.h,
+            root: aldb.root,
+            hard_forks: bank.hard_forks,
+            next_set_hash: t.set_hash,
+            votes: t.evidence.votes,
+        };
+        Ok((bank.slot, Transition { set, evidence }.to_json_value().to_string()))
     }
 }
 
@@ -373,6 +432,10 @@ impl ServedVotes {
                 let _ = write!(out, r#","hardForks":{n}"#);
             }
             None => out.push_str(r#","hardForks":null"#),
+        }
+        if let Some(next) = &self.next_set_hash {
+            out.push_str(r#","nextSetHash":"#);
+            encode::quoted_base58(out, next);
         }
         out.push_str(r#","votes":["#);
         for (i, v) in self.votes.iter().enumerate() {

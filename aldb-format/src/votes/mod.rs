@@ -22,8 +22,11 @@ mod entry;
 mod reader;
 mod writer;
 
-pub use entry::{AldbCommitment, BankEntry, MAX_PAYLOAD, VoteLogEntry, VotesEntry, encode_entry};
-pub use reader::{SlotVotes, VoteLogReader, VoteSelection};
+pub use entry::{
+    AldbCommitment, BankEntry, KeptEvidence, MAX_PAYLOAD, MAX_SET_PAYLOAD, SetEntry, VoteLogEntry, VotesEntry,
+    encode_entry, set_hash,
+};
+pub use reader::{EpochTransition, SlotVotes, TRANSITION_TRIES, VoteLogReader, VoteSelection};
 pub use writer::{VoteLog, VoteLogOptions};
 
 use std::path::{Path, PathBuf};

@@ -11,6 +11,8 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use aldb_verify::Hash;
+use aldb_verify::epochs::{EpochSet, SlotEvidence};
 use aldb_verify::votes::{MAX_EVIDENCE_VOTES, VoteTransaction};
 
 use super::entry::{BankEntry, Parsed, VoteLogEntry, parse_entry, scan};
@@ -28,6 +30,37 @@ pub struct SlotVotes {
     /// The newest slot whose votes the log held when the query was answered: blocks up to
     /// `S+window` above it may still bring votes on `S`.
     pub searched_to: u64,
+}
+
+/// Candidate slots a transition's choice tries at most (`VoteLogReader::transition`): each costs
+/// a read of its votes and their signatures, and the earliest slots of an epoch are voted on by
+/// then.
+pub const TRANSITION_TRIES: usize = 64;
+
+/// The transition to an epoch (`docs/SPEC.md` §11.4) as the log holds it: the set, and the
+/// evidence of the slot of the epoch before chosen to prove it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochTransition {
+    /// The set's `set_hash`.
+    pub set_hash: Hash,
+    /// The set's canonical encoding (§11.2).
+    pub set_encoding: Vec<u8>,
+    /// The chosen slot's bank and votes (`searched_to` the chosen slot's window end).
+    pub evidence: SlotVotes,
+    /// The segments the evidence was read from: the bank's (or the kept entry's) first.
+    pub segments: Vec<u64>,
+    /// The evidence is a kept entry (carried past pruning), not the slot's bank and blocks.
+    pub kept: bool,
+}
+
+/// Where an entry lies: its segment and byte range.
+type Loc = (u64, Range<usize>);
+
+/// Where a set's entries lie, and its epoch.
+#[derive(Debug)]
+struct SetLoc {
+    epoch: u64,
+    locs: Vec<(u64, Range<usize>)>,
 }
 
 /// A follower's position in one segment.
@@ -50,6 +83,10 @@ pub struct VoteLogReader {
     banks: BTreeMap<u64, (BankEntry, u64)>,
     /// Where each block's vote entries lie: `(segment, byte range)`.
     votes: BTreeMap<u64, Vec<(u64, Range<usize>)>>,
+    /// Sets by hash: their epoch and where their entries lie.
+    sets: BTreeMap<Hash, SetLoc>,
+    /// Kept evidence by slot: its bank, and where it lies.
+    kept: BTreeMap<u64, Vec<(BankEntry, u64, Range<usize>)>>,
     damaged: u64,
 }
 
@@ -61,6 +98,8 @@ impl VoteLogReader {
             positions: BTreeMap::new(),
             banks: BTreeMap::new(),
             votes: BTreeMap::new(),
+            sets: BTreeMap::new(),
+            kept: BTreeMap::new(),
             damaged: 0,
         }
     }
@@ -76,6 +115,14 @@ impl VoteLogReader {
             self.banks.retain(|_, (_, seg)| *seg != first);
             self.votes.retain(|_, locs| {
                 locs.retain(|(seg, _)| *seg != first);
+                !locs.is_empty()
+            });
+            self.sets.retain(|_, s| {
+                s.locs.retain(|(seg, _)| *seg != first);
+                !s.locs.is_empty()
+            });
+            self.kept.retain(|_, locs| {
+                locs.retain(|(_, seg, _)| *seg != first);
                 !locs.is_empty()
             });
         }
@@ -119,6 +166,11 @@ impl VoteLogReader {
                     self.banks.insert(b.slot, (b, first));
                 }
                 VoteLogEntry::Votes(v) => self.votes.entry(v.slot).or_default().push((first, range)),
+                VoteLogEntry::Set(set) => {
+                    let epoch = set.epoch();
+                    self.sets.entry(set.hash).or_insert(SetLoc { epoch, locs: Vec::new() }).locs.push((first, range));
+                }
+                VoteLogEntry::Kept(k) => self.kept.entry(k.bank.slot).or_default().push((k.bank, first, range)),
             }
         }
         Ok(n)
@@ -191,6 +243,179 @@ impl VoteLogReader {
         let searched_to = self.votes.keys().next_back().copied().unwrap_or(slot).min(last).max(slot);
         Ok(Some(SlotVotes { bank: *bank, votes: picks.into_votes(), searched_to }))
     }
+
+    /// Reads back the entry at `range` of segment `seg`; `None` when the segment is gone or the
+    /// entry no longer checks.
+    fn read_entry(&self, seg: u64, range: &Range<usize>) -> Result<Option<VoteLogEntry>, VoteLogError> {
+        let Some(pos) = self.positions.get(&seg) else { return Ok(None) };
+        let f = match File::open(&pos.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("open", &pos.path)(e)),
+        };
+        let mut buf = vec![0u8; range.len()];
+        f.read_exact_at(&mut buf, range.start as u64).map_err(io("read", &pos.path))?;
+        Ok(match parse_entry(&buf) {
+            Parsed::Entry(e, _) => Some(e),
+            _ => None,
+        })
+    }
+
+    /// The epochs whose sets the log holds, oldest first.
+    pub fn set_epochs(&self) -> Vec<u64> {
+        let epochs: BTreeSet<u64> = self.sets.values().map(|s| s.epoch).collect();
+        epochs.into_iter().collect()
+    }
+
+    /// The segments holding the entries of the set `hash`.
+    pub fn set_segments(&self, hash: &Hash) -> Vec<u64> {
+        self.sets.get(hash).map(|s| s.locs.iter().map(|(seg, _)| *seg).collect()).unwrap_or_default()
+    }
+
+    /// The hashes of the sets of `epoch` the log holds.
+    pub fn sets_of(&self, epoch: u64) -> Vec<Hash> {
+        self.sets.iter().filter(|(_, s)| s.epoch == epoch).map(|(h, _)| *h).collect()
+    }
+
+    /// The epochs of the sets whose entries, or whose binding banks or kept evidence, lie in
+    /// segment `seg`.
+    pub fn epochs_touching(&self, seg: u64) -> BTreeSet<u64> {
+        let epoch_of = |h: &Hash| self.sets.get(h).map(|s| s.epoch);
+        let mut out: BTreeSet<u64> =
+            self.sets.values().filter(|s| s.locs.iter().any(|(g, _)| *g == seg)).map(|s| s.epoch).collect();
+        for (b, g) in self.banks.values() {
+            if *g == seg
+                && let Some(e) = b.next_set_hash.as_ref().and_then(epoch_of)
+            {
+                out.insert(e);
+            }
+        }
+        for locs in self.kept.values() {
+            for (b, g, _) in locs {
+                if *g == seg
+                    && let Some(e) = b.next_set_hash.as_ref().and_then(epoch_of)
+                {
+                    out.insert(e);
+                }
+            }
+        }
+        out
+    }
+
+    /// The entry of the set `hash`, its first that still reads.
+    pub fn set_entry(&self, hash: &Hash) -> Result<Option<super::SetEntry>, VoteLogError> {
+        let Some(s) = self.sets.get(hash) else { return Ok(None) };
+        for (seg, range) in &s.locs {
+            if let Some(VoteLogEntry::Set(e)) = self.read_entry(*seg, range)?
+                && e.hash == *hash
+            {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The encoding of the set `hash`.
+    pub fn set_encoding(&self, hash: &Hash) -> Result<Option<Vec<u8>>, VoteLogError> {
+        Ok(self.set_entry(hash)?.map(|e| e.encoding))
+    }
+
+    /// The transition to `epoch` (`docs/SPEC.md` §11.4) the log can prove: a set of `epoch` it
+    /// holds and the evidence of a slot whose bank binds that set (so a slot of `epoch − 1`,
+    /// §11.3), with its votes from the blocks of the `window` slots after it. The slot chosen is
+    /// the earliest whose votes a set of `epoch − 1` the log holds vouches for (more than 2/3 of
+    /// its stake, §10.4's rules, signatures included); when the log holds no set of `epoch − 1`
+    /// (the epoch the feature activated in), the one with the most distinct vote accounts voting
+    /// for its bank hash, the earliest among equals. Kept evidence (carried past pruning) counts
+    /// as its slot. At most [`TRANSITION_TRIES`] slots are tried per set. `None` when nothing
+    /// qualifies, and for epoch 0.
+    pub fn transition(&self, epoch: u64, window: u64) -> Result<Option<EpochTransition>, VoteLogError> {
+        let Some(before) = epoch.checked_sub(1) else { return Ok(None) };
+        let mut signers = Vec::new();
+        for h in self.sets_of(before) {
+            if let Some(set) = self.set_encoding(&h)?.and_then(|enc| EpochSet::decode(&enc).ok()) {
+                signers.push(set);
+            }
+        }
+        let mut best: Option<(usize, EpochTransition)> = None;
+        for target in self.sets_of(epoch) {
+            let Some(encoding) = self.set_encoding(&target)? else { continue };
+            // Candidates in slot order, a slot's own bank and blocks before its kept copy.
+            let mut candidates: Vec<(u64, Option<Loc>)> = self
+                .banks
+                .values()
+                .filter(|(b, _)| b.aldb.is_some() && b.next_set_hash == Some(target))
+                .map(|(b, _)| (b.slot, None))
+                .collect();
+            for locs in self.kept.values() {
+                for (b, seg, range) in locs {
+                    if b.aldb.is_some() && b.next_set_hash == Some(target) {
+                        candidates.push((b.slot, Some((*seg, range.clone()))));
+                    }
+                }
+            }
+            candidates.sort_by_key(|(slot, kept)| (*slot, kept.is_some()));
+            for (slot, kept) in candidates.into_iter().take(TRANSITION_TRIES) {
+                let found = match &kept {
+                    Some((seg, range)) => match self.read_entry(*seg, range)? {
+                        Some(VoteLogEntry::Kept(k)) => Some((k.bank, k.votes, vec![*seg])),
+                        _ => None,
+                    },
+                    None => self.slot_votes_for(slot, window, &VoteSelection::All)?.map(|sv| {
+                        let segs = self.banks.get(&slot).map(|(_, g)| vec![*g]).unwrap_or_default();
+                        (sv.bank, sv.votes, segs)
+                    }),
+                };
+                let Some((bank, votes, mut segments)) = found else { continue };
+                let Some(aldb) = bank.aldb else { continue };
+                let ev = SlotEvidence {
+                    slot,
+                    h: aldb.h,
+                    root: aldb.root,
+                    hard_forks: bank.hard_forks,
+                    next_set_hash: target,
+                    votes: Vec::new(),
+                };
+                let make = |votes: Vec<Vec<u8>>, segments: Vec<u64>| EpochTransition {
+                    set_hash: target,
+                    set_encoding: encoding.clone(),
+                    evidence: SlotVotes { bank, votes, searched_to: slot.saturating_add(window) },
+                    segments,
+                    kept: kept.is_some(),
+                };
+                if signers.is_empty() {
+                    let voters = distinct_voters(slot, &ev.bank_hash(), &votes);
+                    if voters > 0
+                        && best
+                            .as_ref()
+                            .is_none_or(|(n, t)| voters > *n || (voters == *n && slot < t.evidence.bank.slot))
+                    {
+                        best = Some((voters, make(votes, segments)));
+                    }
+                    continue;
+                }
+                for set in &signers {
+                    // Each signing set is asked for its own members' votes, so no outsider
+                    // crowds them out of the evidence.
+                    let votes = match &kept {
+                        Some(_) => votes.clone(),
+                        None => {
+                            let voters = set.members().iter().map(|m| (m.vote_account, m.authorized_voter)).collect();
+                            match self.slot_votes_for(slot, window, &VoteSelection::Voters(voters))? {
+                                Some(sv) => sv.votes,
+                                None => continue,
+                            }
+                        }
+                    };
+                    if (SlotEvidence { votes: votes.clone(), ..ev.clone() }).vouch(set).is_ok() {
+                        segments.dedup();
+                        return Ok(Some(make(votes, segments)));
+                    }
+                }
+            }
+        }
+        Ok(best.map(|(_, t)| t))
+    }
 }
 
 /// Which of the votes on a slot a query serves (`docs/SPEC.md` §10.5). Either way each key
@@ -209,6 +434,18 @@ pub enum VoteSelection {
     /// Only these vote accounts, each with the key that must sign its votes (its authorized
     /// voter): one vote per account among those the voter signed, whatever else the blocks hold.
     Voters(BTreeMap<[u8; 32], [u8; 32]>),
+}
+
+/// How many distinct vote accounts voted for `slot` with `bank_hash` among `votes` (decoded by
+/// §10.3; signatures are not checked: the log holds only votes that verified when logged).
+fn distinct_voters(slot: u64, bank_hash: &Hash, votes: &[Vec<u8>]) -> usize {
+    let accounts: BTreeSet<[u8; 32]> = votes
+        .iter()
+        .filter_map(|tx| VoteTransaction::parse(tx).ok())
+        .filter(|t| t.tower.slot() == slot && t.tower.hash == *bank_hash)
+        .map(|t| t.vote_account)
+        .collect();
+    accounts.len()
 }
 
 /// One selected vote: where it lies in the window, and whether it carries the bank hash.

@@ -55,6 +55,7 @@ fn bank(slot: u64) -> BankEntry {
         bank_hash: mix_root(&h, &root),
         aldb: Some(AldbCommitment { h, root }),
         hard_forks: None,
+        next_set_hash: None,
     }
 }
 
@@ -363,4 +364,158 @@ fn every_accounts_selection_serves_one_vote_per_account_and_signer() {
     r.refresh().unwrap();
     let got = r.slot_votes(s, DEFAULT_WINDOW).unwrap().unwrap();
     assert_eq!(got.votes, [forged, honest(0), honest(1)]);
+}
+
+/// The encoding of a set of `epoch` whose members are `members` vote accounts of [`vote_tx`]'s
+/// voters `0..members` (vote account `[v + 100; 32]`, voter `[v; 32]`), each of stake 10.
+fn set_of(epoch: u64, members: u8) -> Vec<u8> {
+    use aldb_verify::votes::Validator;
+    let m: Vec<Validator> = (0..members)
+        .map(|v| Validator { vote_account: [v.wrapping_add(100); 32], authorized_voter: [v; 32], stake: 10 })
+        .collect();
+    aldb_verify::epochs::EpochSet::new(epoch, 10 * u64::from(members), &m).unwrap().encode()
+}
+
+/// Slot `slot`'s bank binding `next` (§11.1).
+fn bank_binding(slot: u64, next: [u8; 32]) -> BankEntry {
+    let mut b = bank(slot);
+    let c = b.aldb.unwrap();
+    b.next_set_hash = Some(next);
+    b.bank_hash = aldb_verify::votes::bank_hash_binding(&c.h, &c.root, Some(&next), None);
+    b
+}
+
+#[test]
+fn banks_binding_a_set_sets_and_kept_evidence_round_trip_beside_old_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    let set = SetEntry::new(3, set_of(2, 3));
+    assert_eq!(set.epoch(), 2);
+    let binding = bank_binding(3, set.hash);
+    let mut unbound = bank_binding(4, [0; 32]);
+    unbound.hard_forks = Some(1);
+    let kept = KeptEvidence { bank: binding, votes: vec![vote_tx(3, binding.bank_hash, 1)] };
+    let entries = vec![
+        VoteLogEntry::Bank(bank(2)),
+        VoteLogEntry::Set(set.clone()),
+        VoteLogEntry::Bank(binding),
+        VoteLogEntry::Bank(unbound),
+        VoteLogEntry::Kept(kept.clone()),
+    ];
+    log.append(&entries).unwrap();
+    // A bank entry without a next set is byte for byte the first format's: old logs read alike.
+    assert_eq!(encode_entry(&entries[0]).unwrap().len(), 4 + 122 + 8);
+    assert_eq!(encode_entry(&entries[2]).unwrap().len(), 4 + 154 + 8);
+    let seg = newest_segment(dir.path());
+    let bytes = std::fs::read(&seg).unwrap();
+    let s = entry::scan(&bytes[VOTES_HEADER_LEN..], VOTES_HEADER_LEN, false);
+    assert_eq!(s.entries.into_iter().map(|(_, e)| e).collect::<Vec<_>>(), entries);
+    assert_eq!(binding.computed_bank_hash(), Some(binding.bank_hash));
+    assert_eq!(bank(2).computed_bank_hash(), Some(bank(2).bank_hash));
+
+    let mut r = VoteLogReader::new(dir.path());
+    assert_eq!(r.refresh().unwrap(), 5);
+    assert_eq!(r.bank(3), Some(&binding));
+    assert_eq!(r.bank(4).unwrap().next_set_hash, Some([0; 32]));
+    assert_eq!(r.set_epochs(), [2]);
+    assert_eq!(r.set_encoding(&set.hash).unwrap(), Some(set.encoding.clone()));
+    // Kept evidence is not a bank: the slots logged are those of the bank entries.
+    assert_eq!((r.oldest_slot(), r.newest_slot()), (Some(2), Some(4)));
+
+    // A next set without a root is refused before anything is written.
+    let mut bad = bank(5);
+    bad.aldb = None;
+    bad.next_set_hash = Some([1; 32]);
+    assert!(matches!(log.append(&[VoteLogEntry::Bank(bad)]), Err(VoteLogError::Input(_))));
+    assert_eq!(r.refresh().unwrap(), 0);
+}
+
+#[test]
+fn a_set_entry_whose_encoding_is_not_its_hash_is_skipped_as_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = VoteLog::open(dir.path()).unwrap();
+    let set = SetEntry::new(3, set_of(2, 3));
+    let other = SetEntry::new(3, set_of(3, 2));
+    log.append(&[VoteLogEntry::Set(set.clone()), VoteLogEntry::Set(other.clone())]).unwrap();
+    drop(log);
+    let seg = newest_segment(dir.path());
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Change a stake in the first set's encoding and make its checksum right again: only the
+    // hash can tell.
+    let at = VOTES_HEADER_LEN;
+    let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    bytes[at + 4 + 9 + 32 + 20 + 64] ^= 1;
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[at + 4..at + 4 + len]);
+    bytes[at + 4 + len..at + 4 + len + 8].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&seg, &bytes).unwrap();
+    let mut r = VoteLogReader::new(dir.path());
+    assert_eq!(r.refresh().unwrap(), 1);
+    assert_eq!(r.damaged_entries(), 1);
+    assert_eq!(r.set_epochs(), [3]);
+    assert_eq!(r.set_encoding(&set.hash).unwrap(), None);
+    assert_eq!(r.set_encoding(&other.hash).unwrap(), Some(other.encoding));
+}
+
+/// Epochs of ten slots: slots `10e..10e+9` are epoch `e` and bind the set of `e + 1`. Voters 0
+/// to 2 vote on every slot in the next block. No set of epoch 1 is logged (the feature activated
+/// in epoch 1), so the transition to 2 is the slot with the most voters: slot 13, where a fourth
+/// voter joins. After pruning everything but the newest segments, every transition is still
+/// found, from kept evidence, and a reader started afresh finds the same.
+#[test]
+fn transitions_are_kept_past_the_pruning_of_their_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+    let sets: Vec<SetEntry> = (2..=5).map(|e| SetEntry::new(10 * (e - 1), set_of(e, 4))).collect();
+    let mut banks = BTreeMap::new();
+    for s in 10..50u64 {
+        let epoch = s / 10;
+        let mut entries = Vec::new();
+        let set = &sets[(epoch - 1) as usize];
+        if s % 10 == 0 {
+            entries.push(VoteLogEntry::Set(set.clone()));
+        }
+        let b = bank_binding(s, set.hash);
+        banks.insert(s, b);
+        entries.push(VoteLogEntry::Bank(b));
+        if let Some(prev) = banks.get(&(s - 1)) {
+            let voters: u8 = if s - 1 == 13 { 4 } else { 3 };
+            let txs = (0..voters).map(|v| vote_tx(s - 1, prev.bank_hash, v)).collect();
+            entries.push(VoteLogEntry::Votes(VotesEntry { slot: s, transactions: txs }));
+        }
+        log.append(&entries).unwrap();
+    }
+    let mut r = VoteLogReader::new(dir.path());
+    r.refresh().unwrap();
+    assert_eq!(r.set_epochs(), [2, 3, 4, 5]);
+    assert!(r.transition(1, DEFAULT_WINDOW).unwrap().is_none(), "no set of epoch 1");
+    assert!(r.transition(0, DEFAULT_WINDOW).unwrap().is_none());
+    let before = r.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
+    assert_eq!(before.evidence.bank.slot, 13, "the most voters, no set of epoch 1 to vouch");
+    assert_eq!(before.evidence.votes.len(), 4);
+    assert_eq!((before.set_hash, &before.set_encoding), (sets[0].hash, &sets[0].encoding));
+    assert!(!before.kept);
+    // These votes' signatures are not real: with the set of the epoch before held, only a slot it
+    // vouches for qualifies, and none does.
+    for e in 3..=5 {
+        assert!(r.transition(e, DEFAULT_WINDOW).unwrap().is_none(), "epoch {e}");
+    }
+
+    assert_eq!(log.prune(45).unwrap(), 3);
+    r.refresh().unwrap();
+    assert_eq!(r.set_epochs(), [2, 3, 4, 5], "every set is kept");
+    let after = r.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
+    assert!(after.kept);
+    assert_eq!((after.evidence.bank, &after.evidence.votes), (before.evidence.bank, &before.evidence.votes));
+    // Pruned again, the kept entries are kept again, and a fresh reader finds them.
+    for s in 50..90u64 {
+        log.append(&[VoteLogEntry::Bank(bank(s))]).unwrap();
+    }
+    assert!(log.prune(85).unwrap() >= 2);
+    let mut fresh = VoteLogReader::new(dir.path());
+    fresh.refresh().unwrap();
+    assert_eq!(fresh.oldest_slot(), Some(80));
+    assert_eq!(fresh.set_epochs(), [2, 3, 4, 5]);
+    let again = fresh.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
+    assert_eq!((again.evidence.bank, &again.evidence.votes), (before.evidence.bank, &before.evidence.votes));
 }

@@ -5,8 +5,14 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::entry::{VoteLogEntry, encode_entry, scan};
-use super::{VOTES_DIR, VOTES_HEADER_LEN, VoteLogError, header_ok, io, list_segments, segment_header, segment_name};
+use std::collections::BTreeSet;
+
+use super::entry::{KeptEvidence, VoteLogEntry, encode_entry, scan};
+use super::reader::VoteLogReader;
+use super::{
+    DEFAULT_WINDOW, VOTES_DIR, VOTES_HEADER_LEN, VoteLogError, header_ok, io, list_segments, segment_header,
+    segment_name,
+};
 
 /// When the writer starts a new segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +50,11 @@ pub struct VoteLog {
     segments: Vec<Segment>,
     /// The newest segment, open for appending, and its length.
     file: Option<(File, u64)>,
+    /// A follower of this log, made at the first prune that deletes anything: what an epoch
+    /// transition needs is found through it and kept (see [`VoteLog::prune`]).
+    reader: Option<VoteLogReader>,
+    /// The hashes of the sets the log holds.
+    sets: BTreeSet<aldb_verify::Hash>,
 }
 
 fn sync_dir(dir: &Path) -> Result<(), VoteLogError> {
@@ -67,11 +78,16 @@ impl VoteLog {
         let listed = list_segments(&dir)?;
         let newest = listed.len().checked_sub(1);
         let mut file = None;
+        let mut sets = BTreeSet::new();
         for (i, (first, path)) in listed.into_iter().enumerate() {
             let bytes = std::fs::read(&path).map_err(io("read", &path))?;
             let body = bytes.get(VOTES_HEADER_LEN..).unwrap_or_default();
             let s = scan(body, VOTES_HEADER_LEN, false);
             let max_slot = s.entries.iter().map(|(_, e)| e.slot()).max().unwrap_or(first).max(first);
+            sets.extend(s.entries.iter().filter_map(|(_, e)| match e {
+                VoteLogEntry::Set(set) => Some(set.hash),
+                _ => None,
+            }));
             if Some(i) == newest && header_ok(&bytes) {
                 let f = OpenOptions::new().read(true).append(true).open(&path).map_err(io("open", &path))?;
                 if bytes.len() > s.end {
@@ -83,7 +99,12 @@ impl VoteLog {
             }
             segments.push(Segment { first, path, max_slot });
         }
-        Ok(Self { dir, options, segments, file })
+        Ok(Self { dir, options, segments, file, reader: None, sets })
+    }
+
+    /// Whether the log holds the set of hash `hash` (a writer logs each set once).
+    pub fn holds_set(&self, hash: &aldb_verify::Hash) -> bool {
+        self.sets.contains(hash)
     }
 
     /// The directory of the segments.
@@ -124,6 +145,11 @@ impl VoteLog {
     /// entry that cannot be encoded fails the call before anything is written.
     pub fn append(&mut self, entries: &[VoteLogEntry]) -> Result<(), VoteLogError> {
         let encoded: Vec<Vec<u8>> = entries.iter().map(encode_entry).collect::<Result<_, _>>()?;
+        for e in entries {
+            if let VoteLogEntry::Set(s) = e {
+                self.sets.insert(s.hash);
+            }
+        }
         let mut buf = Vec::new();
         for (e, bytes) in entries.iter().zip(encoded) {
             if self.must_roll(e.slot()) {
@@ -184,13 +210,25 @@ impl VoteLog {
     }
 
     /// Deletes every segment but the newest whose entries are all below `keep_from` and whose
-    /// name (first slot) is below `hold`.
+    /// name (first slot) is below `hold`. What an epoch transition needs and lies only in those
+    /// segments is appended again first ([`Self::keep_transitions`]).
     fn prune_below(&mut self, keep_from: u64, hold: u64) -> Result<usize, VoteLogError> {
         let newest = self.segments.len().saturating_sub(1);
+        let doomed: BTreeSet<u64> = self
+            .segments
+            .iter()
+            .enumerate()
+            .filter(|(i, seg)| *i < newest && seg.max_slot < keep_from && seg.first < hold)
+            .map(|(_, seg)| seg.first)
+            .collect();
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        self.keep_transitions(&doomed)?;
         let mut deleted = 0;
         let mut kept = Vec::with_capacity(self.segments.len());
-        for (i, seg) in std::mem::take(&mut self.segments).into_iter().enumerate() {
-            if i < newest && seg.max_slot < keep_from && seg.first < hold {
+        for seg in std::mem::take(&mut self.segments) {
+            if doomed.contains(&seg.first) {
                 match std::fs::remove_file(&seg.path) {
                     Ok(()) => deleted += 1,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => deleted += 1,
@@ -209,5 +247,44 @@ impl VoteLog {
             sync_dir(&self.dir)?;
         }
         Ok(deleted)
+    }
+
+    /// Before the segments `doomed` are deleted: for every epoch whose set, or a bank binding
+    /// it, or kept evidence of it, lies in one of them, appends (durably) what its transition
+    /// needs and would lose: the set's entry when every copy of it is doomed, and the chosen
+    /// slot's evidence ([`VoteLogReader::transition`]) as a [`KeptEvidence`] unless it already is
+    /// kept evidence outside them. An epoch without a transition yet keeps every set of it.
+    /// So a transition stays servable for every epoch whose set the log ever held, from the
+    /// newest segments, which every copy of the log keeps.
+    fn keep_transitions(&mut self, doomed: &BTreeSet<u64>) -> Result<(), VoteLogError> {
+        let reader = self.reader.get_or_insert_with(|| VoteLogReader::new(self.dir.parent().unwrap_or(&self.dir)));
+        reader.refresh()?;
+        let epochs: BTreeSet<u64> = doomed.iter().flat_map(|seg| reader.epochs_touching(*seg)).collect();
+        let only_doomed = |segs: &[u64]| segs.iter().all(|s| doomed.contains(s));
+        let mut carry = Vec::new();
+        for epoch in epochs {
+            let sets = match reader.transition(epoch, DEFAULT_WINDOW)? {
+                Some(t) => {
+                    if !t.kept || only_doomed(&t.segments) {
+                        let ev = t.evidence;
+                        carry.push(VoteLogEntry::Kept(KeptEvidence { bank: ev.bank, votes: ev.votes }));
+                    }
+                    vec![t.set_hash]
+                }
+                None => reader.sets_of(epoch),
+            };
+            for h in sets {
+                if only_doomed(&reader.set_segments(&h))
+                    && let Some(entry) = reader.set_entry(&h)?
+                {
+                    carry.push(VoteLogEntry::Set(entry));
+                }
+            }
+        }
+        if !carry.is_empty() {
+            log::info!("keeping {} entries of epoch transitions past the pruning of their segments", carry.len());
+            self.append(&carry)?;
+        }
+        Ok(())
     }
 }

@@ -18,5 +18,6 @@ pub fn bank(slot: u64) -> BankEntry {
         bank_hash: aldb_verify::votes::bank_hash(&h, &root, None),
         aldb: Some(AldbCommitment { h, root }),
         hard_forks: None,
+        next_set_hash: None,
     }
 }

@@ -23,7 +23,7 @@ mod tower;
 mod transaction;
 mod verifier;
 
-pub use bank_hash::{bank_hash, mix_root};
+pub use bank_hash::{bank_hash, bank_hash_binding, explain_bank_hash, mix_root};
 pub use error::{SetError, VoteChainError, VoteError};
 pub use evidence::{EvidenceAccount, VerifiedAccount, VoteEvidence, verify_account_at, verify_account_by_votes};
 #[cfg(feature = "json")]

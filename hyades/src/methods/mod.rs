@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::rpc::{Hold, Limits, Rpc, RpcError, Subscriptions, codes};
 
+mod epoch_transition;
 mod info;
 pub(crate) mod params;
 mod proofs;
@@ -40,6 +41,7 @@ const METHODS: &[Spec] = &[
     Spec::of::<subscriptions::RecordSubscribe>(),
     Spec::of::<subscriptions::RecordUnsubscribe>(),
     Spec::of::<slot_votes::GetSlotVotes>(),
+    Spec::of::<epoch_transition::GetEpochTransition>(),
 ];
 
 /// How a method's work grows, which decides where [`Execution::Auto`](crate::Execution::Auto)
@@ -206,6 +208,7 @@ mod tests {
                 "recordSubscribe",
                 "recordUnsubscribe",
                 "getSlotVotes",
+                "getEpochTransition",
             ]
         );
         for (i, m) in Method::all().enumerate() {

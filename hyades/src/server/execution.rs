@@ -131,6 +131,9 @@ mod tests {
                 heavy.push(m.name());
             }
         }
-        assert_eq!(heavy, ["getMultipleAccountProofs", "getStateRoots", "getRootRecords", "getSlotVotes"]);
+        assert_eq!(
+            heavy,
+            ["getMultipleAccountProofs", "getStateRoots", "getRootRecords", "getSlotVotes", "getEpochTransition"]
+        );
     }
 }

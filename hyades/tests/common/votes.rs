@@ -30,5 +30,6 @@ pub fn bank(slot: u64, root: [u8; 32], hard_forks: Option<u64>) -> BankEntry {
         bank_hash: bank_hash(&h, &root, hard_forks),
         aldb: Some(AldbCommitment { h, root }),
         hard_forks,
+        next_set_hash: None,
     }
 }
