@@ -451,7 +451,6 @@ impl Acceptor {
     }
 
     fn freeze(&mut self, during: &str) -> Outcome {
-        self.stats.frozen.store(1, Ordering::Relaxed);
         let saved = state::save(&self.state_path, &self.client, self.accepted.as_ref(), self.next_slot);
         let written = self.client.misbehaviour().map(|m| state::write_misbehaviour(&self.state_path, m));
         let kind = self.client.misbehaviour().map_or("?", |m| m.kind.name());
@@ -465,6 +464,8 @@ impl Acceptor {
              is FROZEN and accepts nothing more; {wrote}; replace {} (from a checkpoint you trust) to go on",
             self.state_path.display()
         );
+        // After the files: whoever sees the metric finds the evidence written.
+        self.stats.frozen.store(1, Ordering::Relaxed);
         Outcome::Frozen
     }
 
