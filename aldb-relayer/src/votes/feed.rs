@@ -139,7 +139,7 @@ async fn session(
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut heard = tokio::time::Instant::now();
-    let Some(stats) = shared.stats.endpoints.get(endpoint) else { return None };
+    let stats = shared.stats.endpoints.get(endpoint)?;
     loop {
         let msg = tokio::select! {
             m = stream.next() => m,
