@@ -188,7 +188,9 @@ mod tests {
         assert!(text.contains("aldb_relayer_endpoint_dropped_total{endpoint=\"ws://a/ws\",reason=\"unsigned\"} 5\n"));
         assert!(text.contains("aldb_relayer_dropped_total{reason=\"identity_quota\"} 6\n"));
         assert!(text.contains("aldb_relayer_candidates 7\n"));
-        assert_eq!(text.matches("# TYPE").count(), 21);
+        // 21 families, and the votes mode's five (frozen, epoch, followed, given up, refused).
+        assert_eq!(text.matches("# TYPE").count(), 26);
+        assert!(text.contains("aldb_relayer_frozen 0\n"));
         assert!(text.contains("aldb_relayer_endpoint_quiet_warnings_total{endpoint=\"ws://a/ws\"} 0\n"));
         let silent = text
             .lines()
