@@ -29,6 +29,30 @@
 //! }
 //! ```
 //!
+//! On a chain with the aldb patches (the epoch set bound in every bank hash, `docs/SPEC.md` §11),
+//! `trust: "votes"` accepts a root on the votes of its epoch's validator set instead, trusting
+//! only a checkpoint:
+//!
+//! ```json5
+//! {
+//!   endpoints: ["ws://10.0.0.1:8899/ws", "ws://10.0.0.2:8899/ws"],
+//!   trust: "votes",
+//!   // The §11.5 checkpoint: the schedule, a set the operator trusts, its time, the trusting period.
+//!   checkpoint: "checkpoint.json",
+//!   // The light client's state and the cursor, replaced atomically after every change.
+//!   state_file: "relayer.state.json",
+//!   output_file: "roots.txt",
+//!   // "confirmed" (default in this mode) or "finalized": the level of the root feed followed.
+//!   commitment: "confirmed",
+//!   // Give up on a slot whose votes have not reached 2/3 after this long. Default 60000.
+//!   slot_timeout_ms: 60000,
+//! }
+//! ```
+//!
+//! `identities`, `threshold`, `genesis_hash` and `cursor_file` belong to the k-of-n mode and are
+//! refused with `trust: "votes"`; `checkpoint`, `state_file` and `slot_timeout_ms` are refused
+//! without it.
+//!
 //! Unknown fields are errors. Relative paths are resolved against the file's directory.
 
 use std::net::SocketAddr;
@@ -71,8 +95,10 @@ fn default_quiet_warning_ms() -> u64 {
     30_000
 }
 
-fn default_commitment() -> String {
-    "finalized".to_string()
+/// A slot's votes land within the 32 slots after it (some 13 s); a minute is more than four
+/// times that, room for a feed or a service that lags.
+fn default_slot_timeout_ms() -> u64 {
+    60_000
 }
 
 /// The file's fields, before checking.
@@ -81,17 +107,33 @@ fn default_commitment() -> String {
 pub struct RawConfig {
     /// Hyades WebSocket (or HTTP) URLs.
     pub endpoints: Vec<String>,
-    /// Attesting identities, base58 public keys.
-    pub identities: Vec<String>,
-    /// How many distinct identities must sign one record.
-    pub threshold: usize,
-    /// The cluster's genesis hash, base58.
-    pub genesis_hash: String,
-    /// `finalized` (default) or `confirmed`.
-    #[serde(default = "default_commitment")]
-    pub commitment: String,
-    /// The cursor file.
-    pub cursor_file: PathBuf,
+    /// `"k-of-n"` (default) or `"votes"`.
+    #[serde(default)]
+    pub trust: Option<String>,
+    /// Attesting identities, base58 public keys (k-of-n).
+    #[serde(default)]
+    pub identities: Option<Vec<String>>,
+    /// How many distinct identities must sign one record (k-of-n).
+    #[serde(default)]
+    pub threshold: Option<usize>,
+    /// The cluster's genesis hash, base58 (k-of-n).
+    #[serde(default)]
+    pub genesis_hash: Option<String>,
+    /// `finalized` (default for k-of-n) or `confirmed` (default for votes).
+    #[serde(default)]
+    pub commitment: Option<String>,
+    /// The cursor file (k-of-n).
+    #[serde(default)]
+    pub cursor_file: Option<PathBuf>,
+    /// The §11.5 checkpoint file (votes).
+    #[serde(default)]
+    pub checkpoint: Option<PathBuf>,
+    /// The light client's state and cursor (votes).
+    #[serde(default)]
+    pub state_file: Option<PathBuf>,
+    /// Give up on a slot after this many milliseconds without 2/3 of its votes (votes).
+    #[serde(default)]
+    pub slot_timeout_ms: Option<u64>,
     /// The output file.
     pub output_file: PathBuf,
     /// First slot considered when there is no cursor.
@@ -111,22 +153,50 @@ pub struct RawConfig {
     pub quiet_warning_ms: u64,
 }
 
-/// A checked configuration.
+/// What a root is accepted on.
 #[derive(Clone, Debug)]
-pub struct Config {
-    /// WebSocket URLs (`ws://`), one per Hyades server.
-    pub endpoints: Vec<String>,
+#[non_exhaustive]
+pub enum Trust {
+    /// Signed root records attested by `k` of `n` identities (`docs/SPEC.md` §9.4).
+    Signers(Signers),
+    /// The votes of the slot's epoch set, followed from a checkpoint (`docs/SPEC.md` §11).
+    Votes(VotesTrust),
+}
+
+/// The k-of-n mode's settings.
+#[derive(Clone, Debug)]
+pub struct Signers {
     /// The configured identities, in the file's order.
     pub identities: Vec<[u8; 32]>,
     /// The k-of-n rule over them.
     pub quorum: Quorum,
     /// The cluster's genesis hash.
     pub genesis_hash: Hash,
-    /// The commitment level whose record chain is followed; records of the other level are
-    /// ignored.
-    pub commitment: Commitment,
     /// The cursor file.
     pub cursor_file: PathBuf,
+}
+
+/// The votes mode's settings.
+#[derive(Clone, Debug)]
+pub struct VotesTrust {
+    /// The §11.5 checkpoint file, read when there is no state file yet.
+    pub checkpoint: PathBuf,
+    /// The light client's state and the cursor, one JSON file replaced atomically.
+    pub state_file: PathBuf,
+    /// A slot whose votes do not reach 2/3 within this long is given up.
+    pub slot_timeout: Duration,
+}
+
+/// A checked configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// WebSocket URLs (`ws://`), one per Hyades server.
+    pub endpoints: Vec<String>,
+    /// What a root is accepted on, and that mode's settings.
+    pub trust: Trust,
+    /// The commitment level followed: the record chain's (k-of-n; records of the other level are
+    /// ignored), or the root feed's (votes).
+    pub commitment: Commitment,
     /// The output file.
     pub output_file: PathBuf,
     /// First slot considered when there is no cursor.
@@ -221,33 +291,28 @@ impl Config {
             }
             endpoints.push(url);
         }
-        let mut identities = Vec::with_capacity(raw.identities.len());
-        for id in &raw.identities {
-            let key = aldb_verify::hash_from_base58(id.trim())
-                .map_err(|e| invalid("identities", format!("{:?} is not a base58 public key: {e}", clip(id))))?;
-            // The quorum rule refuses a repeat too, but cannot say which: name it here.
-            if identities.contains(&key) {
-                return Err(invalid("identities", format!("{} is listed twice", aldb_verify::hash_to_base58(&key))));
+        let votes = match raw.trust.as_deref().map(str::trim) {
+            None | Some("k-of-n") => false,
+            Some("votes") => true,
+            Some(other) => {
+                return Err(invalid("trust", format!("{:?} is neither \"k-of-n\" nor \"votes\"", clip(other))));
             }
-            identities.push(key);
-        }
-        let quorum = Quorum::new(&identities, raw.threshold).map_err(|e| invalid("threshold", e.to_string()))?;
-        let genesis_hash = aldb_verify::hash_from_base58(raw.genesis_hash.trim())
-            .map_err(|e| invalid("genesis_hash", format!("not a base58 hash: {e}")))?;
-        let commitment = Commitment::from_name(raw.commitment.trim()).ok_or_else(|| {
-            invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", clip(&raw.commitment)))
-        })?;
-        if raw.cursor_file.as_os_str().is_empty() {
-            return Err(invalid("cursor_file", "must not be empty"));
-        }
+        };
         if raw.output_file.as_os_str().is_empty() {
             return Err(invalid("output_file", "must not be empty"));
         }
-        let cursor_file = base.join(&raw.cursor_file);
         let output_file = base.join(&raw.output_file);
-        if cursor_file == output_file {
+        let trust = if votes { Trust::Votes(votes_trust(&raw, base, &output_file)?) } else { signers(&raw, base)? };
+        if let Trust::Signers(s) = &trust
+            && s.cursor_file == output_file
+        {
             return Err(invalid("cursor_file", "must differ from output_file"));
         }
+        let default_level = if votes { "confirmed" } else { "finalized" };
+        let level = raw.commitment.as_deref().unwrap_or(default_level);
+        let commitment = Commitment::from_name(level.trim()).ok_or_else(|| {
+            invalid("commitment", format!("{:?} is neither \"confirmed\" nor \"finalized\"", clip(level)))
+        })?;
         if raw.reconnect.initial_ms == 0 || raw.reconnect.max_ms < raw.reconnect.initial_ms {
             return Err(invalid("reconnect", "need 1 <= initial_ms <= max_ms"));
         }
@@ -272,11 +337,8 @@ impl Config {
             metrics_addr,
             roots_addr,
             endpoints,
-            identities,
-            quorum,
-            genesis_hash,
+            trust,
             commitment,
-            cursor_file,
             output_file,
             start_slot: raw.start_slot,
             backoff_initial: Duration::from_millis(raw.reconnect.initial_ms),
@@ -284,6 +346,74 @@ impl Config {
             quiet_warning: (raw.quiet_warning_ms > 0).then(|| Duration::from_millis(raw.quiet_warning_ms)),
         })
     }
+}
+
+/// The k-of-n settings; the votes mode's fields are refused here.
+fn signers(raw: &RawConfig, base: &Path) -> Result<Trust, ConfigError> {
+    for (field, given) in [
+        ("checkpoint", raw.checkpoint.is_some()),
+        ("state_file", raw.state_file.is_some()),
+        ("slot_timeout_ms", raw.slot_timeout_ms.is_some()),
+    ] {
+        if given {
+            return Err(invalid(field, "belongs to trust: \"votes\" (this config follows k-of-n signed records)"));
+        }
+    }
+    let missing = |field: &'static str| invalid(field, "missing (required with k-of-n signed records)");
+    let raw_ids = raw.identities.as_ref().ok_or_else(|| missing("identities"))?;
+    let mut identities = Vec::with_capacity(raw_ids.len());
+    for id in raw_ids {
+        let key = aldb_verify::hash_from_base58(id.trim())
+            .map_err(|e| invalid("identities", format!("{:?} is not a base58 public key: {e}", clip(id))))?;
+        // The quorum rule refuses a repeat too, but cannot say which: name it here.
+        if identities.contains(&key) {
+            return Err(invalid("identities", format!("{} is listed twice", aldb_verify::hash_to_base58(&key))));
+        }
+        identities.push(key);
+    }
+    let threshold = raw.threshold.ok_or_else(|| missing("threshold"))?;
+    let quorum = Quorum::new(&identities, threshold).map_err(|e| invalid("threshold", e.to_string()))?;
+    let genesis = raw.genesis_hash.as_ref().ok_or_else(|| missing("genesis_hash"))?;
+    let genesis_hash = aldb_verify::hash_from_base58(genesis.trim())
+        .map_err(|e| invalid("genesis_hash", format!("not a base58 hash: {e}")))?;
+    let cursor = raw.cursor_file.as_ref().ok_or_else(|| missing("cursor_file"))?;
+    if cursor.as_os_str().is_empty() {
+        return Err(invalid("cursor_file", "must not be empty"));
+    }
+    Ok(Trust::Signers(Signers { identities, quorum, genesis_hash, cursor_file: base.join(cursor) }))
+}
+
+/// The votes settings; the k-of-n fields are refused here.
+fn votes_trust(raw: &RawConfig, base: &Path, output_file: &Path) -> Result<VotesTrust, ConfigError> {
+    for (field, given) in [
+        ("identities", raw.identities.is_some()),
+        ("threshold", raw.threshold.is_some()),
+        ("genesis_hash", raw.genesis_hash.is_some()),
+        ("cursor_file", raw.cursor_file.is_some()),
+    ] {
+        if given {
+            return Err(invalid(
+                field,
+                "belongs to k-of-n signed records; with trust: \"votes\" the checkpoint is all that is trusted \
+                 and the cursor lives in state_file",
+            ));
+        }
+    }
+    let path = |field: &'static str, p: &Option<PathBuf>| match p {
+        Some(p) if !p.as_os_str().is_empty() => Ok(base.join(p)),
+        Some(_) => Err(invalid(field, "must not be empty")),
+        None => Err(invalid(field, "missing (required with trust: \"votes\")")),
+    };
+    let checkpoint = path("checkpoint", &raw.checkpoint)?;
+    let state_file = path("state_file", &raw.state_file)?;
+    if state_file == output_file || state_file == checkpoint {
+        return Err(invalid("state_file", "must differ from output_file and checkpoint"));
+    }
+    let timeout = raw.slot_timeout_ms.unwrap_or_else(default_slot_timeout_ms);
+    if timeout == 0 {
+        return Err(invalid("slot_timeout_ms", "must be at least 1"));
+    }
+    Ok(VotesTrust { checkpoint, state_file, slot_timeout: Duration::from_millis(timeout) })
 }
 
 /// Whether a record committed at `level` satisfies the configured `required` level.
@@ -317,7 +447,8 @@ mod tests {
         let c = Config::parse(&text(""), Path::new("/base")).expect("valid");
         assert_eq!(c.endpoints, ["ws://127.0.0.1:1/", "ws://127.0.0.1:2/ws"]);
         assert_eq!(c.commitment, Commitment::Finalized);
-        assert_eq!(c.cursor_file, Path::new("/base/c"));
+        let Trust::Signers(signers) = &c.trust else { panic!("k-of-n is the default") };
+        assert_eq!(signers.cursor_file, Path::new("/base/c"));
         assert_eq!(c.start_slot, 0);
         assert_eq!(c.backoff_initial, Duration::from_millis(100));
         assert_eq!(c.quiet_warning, Some(Duration::from_secs(30)));
@@ -385,6 +516,53 @@ mod tests {
         }
         let ids = text("").replace("identities: [\"", &format!("identities: [\"{}", "2".repeat(10_000)));
         assert!(Config::from_json5_str(&ids).expect_err("invalid").to_string().len() < 400);
+    }
+
+    fn votes_text(extra: &str) -> String {
+        format!(
+            r#"{{ endpoints: ["ws://127.0.0.1:1/ws"], trust: "votes", checkpoint: "cp.json", state_file: "s.json",
+                 output_file: "o", {extra} }}"#
+        )
+    }
+
+    #[test]
+    fn parses_the_votes_mode_and_keeps_each_mode_to_its_fields() {
+        let c = Config::parse(&votes_text(""), Path::new("/base")).expect("valid");
+        let Trust::Votes(v) = &c.trust else { panic!("votes") };
+        assert_eq!(
+            (v.checkpoint.as_path(), v.state_file.as_path()),
+            (Path::new("/base/cp.json"), Path::new("/base/s.json"))
+        );
+        assert_eq!(v.slot_timeout, Duration::from_secs(60));
+        assert_eq!(c.commitment, Commitment::Confirmed, "votes follow the confirmed feed by default");
+        let c =
+            Config::parse(&votes_text("slot_timeout_ms: 5, commitment: \"finalized\","), Path::new("")).expect("valid");
+        assert_eq!(c.commitment, Commitment::Finalized);
+        let id = aldb_verify::hash_to_base58(&[1; 32]);
+        for (extra, field) in [
+            (format!("identities: [\"{id}\"],"), "identities"),
+            ("threshold: 1,".to_string(), "threshold"),
+            (format!("genesis_hash: \"{id}\","), "genesis_hash"),
+            ("cursor_file: \"c\",".to_string(), "cursor_file"),
+            ("slot_timeout_ms: 0,".to_string(), "slot_timeout_ms"),
+        ] {
+            let e = Config::parse(&votes_text(&extra), Path::new("")).expect_err(&extra);
+            assert!(matches!(&e, ConfigError::Invalid { field: f, .. } if *f == field), "{extra}: {e}");
+        }
+        let e =
+            Config::parse(&votes_text("").replace("state_file: \"s.json\",", ""), Path::new("")).expect_err("no state");
+        assert!(matches!(&e, ConfigError::Invalid { field: "state_file", .. }), "{e}");
+        let e = Config::parse(&votes_text("").replace("\"s.json\"", "\"o\""), Path::new("")).expect_err("same file");
+        assert!(matches!(&e, ConfigError::Invalid { field: "state_file", .. }), "{e}");
+        let e = Config::parse(&votes_text("").replace("\"votes\"", "\"stake\""), Path::new("")).expect_err("mode");
+        assert!(matches!(&e, ConfigError::Invalid { field: "trust", .. }), "{e}");
+        for extra in ["checkpoint: \"x\",", "state_file: \"x\",", "slot_timeout_ms: 9,"] {
+            let e = Config::parse(&text(extra), Path::new("")).expect_err(extra);
+            assert!(e.to_string().contains("belongs to trust: \"votes\""), "{e}");
+        }
+        let e = Config::parse(&text("").replace("threshold: 1,", ""), Path::new("")).expect_err("k-of-n needs k");
+        assert!(matches!(&e, ConfigError::Invalid { field: "threshold", .. }), "{e}");
+        assert!(Config::parse(&text("trust: \"k-of-n\","), Path::new("")).is_ok());
     }
 
     #[test]

@@ -110,6 +110,17 @@ pub enum RelayError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The votes mode's state or checkpoint file cannot be read or written.
+    #[error("{}: {reason}", path.display())]
+    State {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The trusted set is older than the trusting period: nothing can be accepted safely.
+    #[error("trusting period lapsed: {0}")]
+    Expired(String),
     /// An internal task ended unexpectedly.
     #[error("relayer task failed: {0}")]
     Task(String),

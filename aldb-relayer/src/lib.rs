@@ -1,6 +1,8 @@
 //! aldb-relayer: follows the signed root records of several Hyades servers and accepts a state
 //! root once `k` of `n` configured identities attested the same record and that record extends
-//! the chain accepted so far (`docs/SPEC.md` §9.4).
+//! the chain accepted so far (`docs/SPEC.md` §9.4); or, with `trust: "votes"`, follows their root
+//! feeds and accepts a root on the votes of more than 2/3 of its epoch's validator set, the set
+//! followed from a checkpoint (`docs/SPEC.md` §11, [`votes`]).
 //!
 //! - [`config`]: the JSON5 configuration file.
 //! - [`chain`]: merging attestations across endpoints, the quorum and chain rules, faults.
@@ -31,10 +33,12 @@ mod relayer;
 pub mod roots;
 pub mod stats;
 pub mod store;
+pub mod votes;
 mod waiting;
 
 pub use chain::{Accepted, Acceptor, Rules, Start, Tip};
-pub use config::Config;
+pub use config::{Config, Trust};
 pub use error::{ConfigError, RelayError, StoreError};
 pub use relayer::{AcceptHook, Relayer};
 pub use stats::Stats;
+pub use votes::RootHook;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use aldb_relayer::{AcceptHook, Accepted, Config, Relayer};
+use aldb_relayer::roots::AcceptedRoot;
+use aldb_relayer::{Config, Relayer, RootHook, Trust};
 use anyhow::{Context, Result};
 use clap::Parser;
 
@@ -14,7 +15,7 @@ use clap::Parser;
 #[command(
     name = "aldb-relayer",
     version,
-    about = "Follow Hyades record feeds and accept roots signed by k of n identities"
+    about = "Follow Hyades feeds and accept roots signed by k of n identities, or on the validators' votes"
 )]
 struct Cli {
     /// The JSON5 configuration file.
@@ -24,7 +25,8 @@ struct Cli {
     #[arg(long, default_value_t = 60)]
     stats_secs: u64,
     /// Also print each accepted root on stdout as one JSON object per line (slot, root,
-    /// recordHash, commitment, signers, bankHash), once its output line is durable.
+    /// recordHash, commitment, signers, bankHash; with trust "votes" also the votes and their
+    /// evidence), once its output line is durable.
     #[arg(long)]
     json_lines: bool,
 }
@@ -36,19 +38,30 @@ fn main() -> Result<()> {
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     rt.block_on(async move {
-        log::info!(
-            "following {} endpoint(s), {} of {} identities, commitment {}, output {}, cursor {}",
-            config.endpoints.len(),
-            config.quorum.threshold(),
-            config.identities.len(),
-            config.commitment.name(),
-            config.output_file.display(),
-            config.cursor_file.display()
-        );
+        match &config.trust {
+            Trust::Signers(s) => log::info!(
+                "following {} endpoint(s), {} of {} identities, commitment {}, output {}, cursor {}",
+                config.endpoints.len(),
+                s.quorum.threshold(),
+                s.identities.len(),
+                config.commitment.name(),
+                config.output_file.display(),
+                s.cursor_file.display()
+            ),
+            Trust::Votes(v) => log::info!(
+                "following {} endpoint(s) on votes, checkpoint {}, commitment {}, output {}, state {}",
+                config.endpoints.len(),
+                v.checkpoint.display(),
+                config.commitment.name(),
+                config.output_file.display(),
+                v.state_file.display()
+            ),
+            _ => {}
+        }
         let urls = config.endpoints.clone();
         let mut relayer = Relayer::new(config);
         if cli.json_lines {
-            relayer = relayer.on_accept(json_lines());
+            relayer = relayer.on_root(json_lines());
         }
         let stats = relayer.stats();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -72,11 +85,11 @@ fn main() -> Result<()> {
 
 /// Prints each accepted root as a JSON line on stdout, flushed at once so a reading process sees
 /// it. A closed stdout (the reader went away) is reported once; accepting goes on.
-fn json_lines() -> AcceptHook {
+fn json_lines() -> RootHook {
     let failed = AtomicBool::new(false);
-    Arc::new(move |a: &Accepted| {
+    Arc::new(move |a: &AcceptedRoot| {
         let mut out = std::io::stdout().lock();
-        let line = aldb_relayer::roots::accepted_json(a);
+        let line = a.to_json();
         if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush())
             && !failed.swap(true, Ordering::Relaxed)
         {

@@ -51,6 +51,36 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
             g(&stats.rewinds),
         ),
         (
+            "aldb_relayer_frozen",
+            "1 once misbehaviour froze the light client (trust: votes): nothing more is accepted.",
+            false,
+            g(&stats.frozen),
+        ),
+        (
+            "aldb_relayer_epoch",
+            "The newest epoch whose validator set is trusted (trust: votes).",
+            false,
+            g(&stats.epoch),
+        ),
+        (
+            "aldb_relayer_epochs_followed_total",
+            "Epoch transitions followed (trust: votes).",
+            true,
+            g(&stats.epochs_followed),
+        ),
+        (
+            "aldb_relayer_slots_given_up_total",
+            "Slots given up without 2/3 of their epoch's stake (trust: votes).",
+            true,
+            g(&stats.given_up),
+        ),
+        (
+            "aldb_relayer_votes_refused_total",
+            "Answers the light client refused: too little stake, bad transitions (trust: votes).",
+            true,
+            g(&stats.votes_refused),
+        ),
+        (
             "aldb_relayer_log_lines_suppressed_total",
             "Log lines left out by the rate limit.",
             true,
@@ -158,7 +188,9 @@ mod tests {
         assert!(text.contains("aldb_relayer_endpoint_dropped_total{endpoint=\"ws://a/ws\",reason=\"unsigned\"} 5\n"));
         assert!(text.contains("aldb_relayer_dropped_total{reason=\"identity_quota\"} 6\n"));
         assert!(text.contains("aldb_relayer_candidates 7\n"));
-        assert_eq!(text.matches("# TYPE").count(), 21);
+        // 21 families, and the votes mode's five (frozen, epoch, followed, given up, refused).
+        assert_eq!(text.matches("# TYPE").count(), 26);
+        assert!(text.contains("aldb_relayer_frozen 0\n"));
         assert!(text.contains("aldb_relayer_endpoint_quiet_warnings_total{endpoint=\"ws://a/ws\"} 0\n"));
         let silent = text
             .lines()

@@ -8,13 +8,14 @@ use aldb_verify::hash_to_base58;
 use tokio::sync::{mpsc, watch};
 
 use crate::chain::{Accepted, Acceptor, Fault, IDENTITY_QUOTA, Ignored, MAX_CANDIDATES_PER_SLOT, Rules, Start};
-use crate::config::Config;
+use crate::config::{Config, Trust};
 use crate::error::RelayError;
 use crate::follow::{Incoming, Shared, follow};
 use crate::ratelog::{LOG_INTERVAL, RateLog};
 use crate::roots::{AcceptedRoot, RootLog};
 use crate::stats::{Stats, inc};
 use crate::store::Store;
+use crate::votes::RootHook;
 use crate::waiting::{WAITING_INTERVAL, Waiting};
 
 /// Records queued from the followers to the acceptor.
@@ -28,6 +29,7 @@ pub struct Relayer {
     config: Config,
     stats: Arc<Stats>,
     on_accept: Option<AcceptHook>,
+    on_root: Option<RootHook>,
 }
 
 impl std::fmt::Debug for Relayer {
@@ -45,12 +47,20 @@ impl Relayer {
     /// A relayer for `config`.
     pub fn new(config: Config) -> Self {
         let stats = Arc::new(Stats::new(config.endpoints.len()));
-        Self { config, stats, on_accept: None }
+        Self { config, stats, on_accept: None, on_root: None }
     }
 
-    /// Calls `hook` for every accepted record once it is written.
+    /// Calls `hook` for every accepted record once it is written (k-of-n only: a relayer on votes
+    /// accepts no records; see [`on_root`](Self::on_root)).
     pub fn on_accept(mut self, hook: AcceptHook) -> Self {
         self.on_accept = Some(hook);
+        self
+    }
+
+    /// Calls `hook` for every accepted root once it is written, in either mode, as `/roots`
+    /// and `--json-lines` show it.
+    pub fn on_root(mut self, hook: RootHook) -> Self {
+        self.on_root = Some(hook);
         self
     }
 
@@ -62,8 +72,24 @@ impl Relayer {
     /// Runs until `shutdown` turns true, or the output cannot be written (or a stored root
     /// conflicts with an accepted one), which is an error.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), RelayError> {
-        let Relayer { config, stats, mut on_accept } = self;
-        let (store, resume) = Store::open(&config.output_file, &config.cursor_file)?;
+        let Relayer { config, stats, mut on_accept, on_root } = self;
+        let signers = match &config.trust {
+            Trust::Signers(s) => s.clone(),
+            Trust::Votes(v) => {
+                let v = v.clone();
+                return crate::votes::run(config, v, stats, on_root, shutdown).await;
+            }
+        };
+        if let Some(root_hook) = on_root {
+            let next = on_accept.take();
+            on_accept = Some(Arc::new(move |a: &Accepted| {
+                if let Some(h) = &next {
+                    h(a);
+                }
+                root_hook(&AcceptedRoot::from_accepted(a));
+            }));
+        }
+        let (store, resume) = Store::open(&config.output_file, &signers.cursor_file)?;
         // Read after the store cut any torn line, and before anything is accepted.
         let roots = match config.roots_addr {
             Some(addr) => {
@@ -85,7 +111,7 @@ impl Relayer {
             Start::Anchor { from_slot } => {
                 log::info!(
                     "no cursor: the first record at or after slot {from_slot} signed by {} identities is the trust anchor",
-                    config.quorum.threshold()
+                    signers.quorum.threshold()
                 )
             }
         }
@@ -98,7 +124,7 @@ impl Relayer {
             );
         }
         let acceptor = Acceptor::new(
-            Rules { quorum: config.quorum.clone(), genesis_hash: config.genesis_hash, commitment: config.commitment },
+            Rules { quorum: signers.quorum.clone(), genesis_hash: signers.genesis_hash, commitment: config.commitment },
             start,
         );
         let shared = Arc::new(Shared {
@@ -106,7 +132,7 @@ impl Relayer {
             anchored: AtomicBool::new(acceptor.tip().is_some()),
             window_end: watch::Sender::new(acceptor.window_end()),
             rewind: watch::Sender::new(u64::MAX),
-            quorum: config.quorum.clone(),
+            quorum: signers.quorum.clone(),
             stats: stats.clone(),
             backoff_initial: config.backoff_initial,
             backoff_max: config.backoff_max,

@@ -6,6 +6,12 @@
 //! from the output file's last lines, which carry only a slot and a root: entries accepted by an
 //! earlier run show `null` for the record hash, commitment, signers and bank hash until the chain
 //! accepts that slot again.
+//!
+//! With `trust: "votes"` an entry also carries what a destination chain's verifier needs to check
+//! the root again ([`VotesProof`]): the slot evidence and, on the first root of each epoch, the
+//! transition that proved the epoch's set. Evidence is large (some 800 KB at mainnet's 1,300
+//! voters), so only the newest [`EVIDENCE_BUDGET`] bytes of it are held; older entries show
+//! `"evidence": null` and `"transition": null`, and a page stops before [`PAGE_EVIDENCE_BYTES`].
 
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom};
@@ -27,6 +33,12 @@ pub const RETAIN: usize = 65_536;
 /// The most roots one `GET /roots` answers with, and the default `limit`.
 pub const MAX_PAGE: usize = 1000;
 
+/// Evidence bytes (JSON, approximately) held for `GET /roots` in votes mode.
+pub const EVIDENCE_BUDGET: usize = 256 << 20;
+
+/// Evidence bytes one page carries at most (a page holds at least one root).
+pub const PAGE_EVIDENCE_BYTES: usize = 16 << 20;
+
 /// The longest output line: a 20-digit slot, a space, 44 base58 characters and a newline.
 const MAX_LINE: u64 = 20 + 1 + 44 + 1;
 
@@ -44,8 +56,51 @@ pub struct AcceptedRoot {
     /// The identities whose attestations counted, sorted; `None` likewise.
     pub signers: Option<Vec<[u8; 32]>>,
     /// The slot's own bank hash, when the accepted record carries it (`SLOT_BANK_HASH`); `None`
-    /// otherwise and for a root read back from the output file.
+    /// otherwise and for a root read back from the output file. In votes mode, the bank hash the
+    /// votes are for.
     pub bank_hash: Option<Hash>,
+    /// Votes mode: how the root was accepted, and the evidence to check it again.
+    pub votes: Option<VotesProof>,
+}
+
+/// How a root was accepted on votes (`docs/SPEC.md` §11.5), and the evidence to check it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VotesProof {
+    /// The slot's epoch, whose set vouched.
+    pub epoch: u64,
+    /// The next epoch's set hash the bank hash binds (zero when it binds none).
+    pub next_set_hash: Hash,
+    /// The stake of the counted vote accounts.
+    pub stake: u128,
+    /// The epoch set's total stake.
+    pub total_stake: u128,
+    /// How many vote accounts counted.
+    pub voters: usize,
+    /// The vouched time (§11.4), when the votes carry one.
+    pub time: Option<i64>,
+    /// The slot evidence (§11.4 JSON); `None` once no longer held.
+    pub evidence: Option<std::sync::Arc<Value>>,
+    /// On the first root of an epoch past the checkpoint's: the transition (§11.4 JSON) that
+    /// proved its set; `None` otherwise, and once no longer held.
+    pub transition: Option<std::sync::Arc<Value>>,
+}
+
+impl VotesProof {
+    /// Bytes its evidence and transition take in JSON, approximately.
+    fn held_bytes(&self) -> usize {
+        let len = |v: &Option<std::sync::Arc<Value>>| v.as_ref().map_or(0, |v| approx_len(v));
+        len(&self.evidence) + len(&self.transition)
+    }
+}
+
+/// A JSON value's encoded length, near enough for a budget (strings dominate evidence).
+fn approx_len(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => a.iter().map(|x| approx_len(x) + 1).sum::<usize>() + 2,
+        Value::Object(o) => o.iter().map(|(k, x)| k.len() + 4 + approx_len(x)).sum::<usize>() + 2,
+        _ => 20,
+    }
 }
 
 impl AcceptedRoot {
@@ -58,20 +113,37 @@ impl AcceptedRoot {
             commitment: Some(a.record.commitment),
             signers: Some(a.signers.clone()),
             bank_hash: a.record.bank_hash,
+            votes: None,
         }
     }
 
     /// `{"slot", "root", "recordHash", "commitment", "signers", "bankHash"}`, hashes and
-    /// identities in base58.
+    /// identities in base58; in votes mode followed by `"trust": "votes"`, `"epoch"`,
+    /// `"nextSetHash"`, `"stake"`, `"totalStake"`, `"voters"`, `"votedAt"` (the vouched time or
+    /// `null`), `"evidence"` (§11.4 slot evidence or `null`) and `"transition"` (§11.4 or `null`).
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "slot": self.slot,
             "root": hash_to_base58(&self.root),
             "recordHash": self.record_hash.map(|h| hash_to_base58(&h)),
             "commitment": self.commitment.map(|c| c.name()),
             "signers": self.signers.as_ref().map(|s| s.iter().map(hash_to_base58).collect::<Vec<_>>()),
             "bankHash": self.bank_hash.map(|h| hash_to_base58(&h)),
-        })
+        });
+        if let (Some(p), Value::Object(o)) = (&self.votes, &mut v) {
+            let held = |x: &Option<std::sync::Arc<Value>>| x.as_ref().map_or(Value::Null, |x| (**x).clone());
+            o.insert("trust".into(), "votes".into());
+            o.insert("epoch".into(), p.epoch.into());
+            o.insert("nextSetHash".into(), hash_to_base58(&p.next_set_hash).into());
+            // Stakes are u64 sums below the set's total, itself a u64.
+            o.insert("stake".into(), u64::try_from(p.stake).unwrap_or(u64::MAX).into());
+            o.insert("totalStake".into(), u64::try_from(p.total_stake).unwrap_or(u64::MAX).into());
+            o.insert("voters".into(), p.voters.into());
+            o.insert("votedAt".into(), p.time.map_or(Value::Null, Value::from));
+            o.insert("evidence".into(), held(&p.evidence));
+            o.insert("transition".into(), held(&p.transition));
+        }
+        v
     }
 }
 
@@ -96,6 +168,29 @@ struct Inner {
     entries: VecDeque<AcceptedRoot>,
     /// Whether accepted roots older than the first entry exist that are not held.
     truncated: bool,
+    /// Evidence bytes held ([`VotesProof::held_bytes`] summed).
+    evidence_bytes: usize,
+    /// Entries below this slot hold no evidence any more.
+    evidence_from: u64,
+}
+
+impl Inner {
+    /// Drops the oldest entries' evidence until the rest fits [`EVIDENCE_BUDGET`].
+    fn trim_evidence(&mut self) {
+        let start = self.entries.partition_point(|e| e.slot < self.evidence_from);
+        for i in start..self.entries.len() {
+            if self.evidence_bytes <= EVIDENCE_BUDGET {
+                break;
+            }
+            let e = &mut self.entries[i];
+            if let Some(p) = &mut e.votes {
+                self.evidence_bytes = self.evidence_bytes.saturating_sub(p.held_bytes());
+                p.evidence = None;
+                p.transition = None;
+            }
+            self.evidence_from = e.slot.saturating_add(1);
+        }
+    }
 }
 
 /// The newest accepted roots, in slot order.
@@ -139,6 +234,7 @@ impl RootLog {
                     commitment: None,
                     signers: None,
                     bank_hash: None,
+                    votes: None,
                 }),
                 None => skipped = true,
             }
@@ -155,22 +251,30 @@ impl RootLog {
     /// only fills in what the output file could not say, if the root agrees.
     pub fn push(&self, entry: AcceptedRoot) {
         let Ok(mut g) = self.inner.lock() else { return };
+        let bytes = entry.votes.as_ref().map_or(0, VotesProof::held_bytes);
         match g.entries.back() {
             Some(last) if entry.slot <= last.slot => {
                 if let Ok(i) = g.entries.binary_search_by_key(&entry.slot, |e| e.slot)
                     && g.entries[i].root == entry.root
                 {
+                    let old = g.entries[i].votes.as_ref().map_or(0, VotesProof::held_bytes);
+                    g.evidence_bytes = g.evidence_bytes.saturating_sub(old).saturating_add(bytes);
                     g.entries[i] = entry;
                 }
             }
             _ => {
                 g.entries.push_back(entry);
-                if g.entries.len() > RETAIN {
-                    g.entries.pop_front();
+                g.evidence_bytes = g.evidence_bytes.saturating_add(bytes);
+                if g.entries.len() > RETAIN
+                    && let Some(gone) = g.entries.pop_front()
+                {
+                    let freed = gone.votes.as_ref().map_or(0, VotesProof::held_bytes);
+                    g.evidence_bytes = g.evidence_bytes.saturating_sub(freed);
                     g.truncated = true;
                 }
             }
         }
+        g.trim_evidence();
     }
 
     /// Up to `limit` roots (at most [`MAX_PAGE`]) from slot `from` up, oldest first.
@@ -183,7 +287,16 @@ impl RootLog {
             return Err(PageError::Gone { oldest: first.slot });
         }
         let start = g.entries.partition_point(|e| e.slot < from);
-        Ok(g.entries.range(start..).take(limit.min(MAX_PAGE)).cloned().collect())
+        let mut bytes = 0usize;
+        let mut page = Vec::new();
+        for e in g.entries.range(start..).take(limit.min(MAX_PAGE)) {
+            bytes = bytes.saturating_add(e.votes.as_ref().map_or(0, VotesProof::held_bytes));
+            if !page.is_empty() && bytes > PAGE_EVIDENCE_BYTES {
+                break;
+            }
+            page.push(e.clone());
+        }
+        Ok(page)
     }
 
     /// The answer to one request target.
@@ -266,6 +379,7 @@ mod tests {
             commitment: Some(Commitment::Finalized),
             signers: Some(vec![[2; 32]]),
             bank_hash: None,
+            votes: None,
         }
     }
 

@@ -91,6 +91,16 @@ pub struct Stats {
     pub rewinds: AtomicU64,
     /// Log lines left out by the rate limit (their events are still counted).
     pub log_suppressed: AtomicU64,
+    /// Votes mode: the newest trusted epoch (a gauge).
+    pub epoch: AtomicU64,
+    /// Votes mode: 1 once misbehaviour froze the light client (a gauge).
+    pub frozen: AtomicU64,
+    /// Votes mode: epoch transitions followed.
+    pub epochs_followed: AtomicU64,
+    /// Votes mode: slots given up without a root.
+    pub given_up: AtomicU64,
+    /// Votes mode: answers the light client refused (too little stake, bad transitions).
+    pub votes_refused: AtomicU64,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -115,7 +125,7 @@ impl Stats {
     pub fn summary(&self, urls: &[String]) -> String {
         let mut s = format!(
             "accepted={} conflicts={} equivocations={} candidates={} pending_slots={} displaced={} quota_evictions={} \
-             window_pruned={} log_suppressed={}",
+             window_pruned={} log_suppressed={} epoch={} frozen={} epochs_followed={} given_up={} votes_refused={}",
             get(&self.accepted),
             get(&self.conflicts),
             get(&self.equivocations),
@@ -125,6 +135,11 @@ impl Stats {
             get(&self.quota_evictions),
             get(&self.window_pruned),
             get(&self.log_suppressed),
+            get(&self.epoch),
+            get(&self.frozen),
+            get(&self.epochs_followed),
+            get(&self.given_up),
+            get(&self.votes_refused),
         );
         for (i, e) in self.endpoints.iter().enumerate() {
             let _ = write!(

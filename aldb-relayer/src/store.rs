@@ -114,6 +114,17 @@ impl Store {
     /// two agree.
     pub fn open(output_path: &Path, cursor_path: &Path) -> Result<(Self, Resume), StoreError> {
         let cursor = read_cursor(cursor_path)?;
+        Self::open_with_cursor(output_path, cursor_path, cursor)
+    }
+
+    /// As [`open`](Self::open), with the cursor kept elsewhere (the votes mode's state file at
+    /// `cursor_path`, its bank hash standing for the record hash): only [`append`](Self::append)
+    /// is used then, and the caller replaces the cursor.
+    pub fn open_with_cursor(
+        output_path: &Path,
+        cursor_path: &Path,
+        cursor: Option<Tip>,
+    ) -> Result<(Self, Resume), StoreError> {
         let mut output = OpenOptions::new()
             .read(true)
             .append(true)
@@ -200,6 +211,15 @@ impl Store {
     /// slot (then checks it is the same root), then replaces the cursor. Returns whether a line
     /// was written.
     pub fn commit(&mut self, slot: u64, root: &Hash, record_hash: &Hash) -> Result<bool, StoreError> {
+        let wrote = self.append(slot, root)?;
+        write_cursor(&self.cursor_path, &Tip { slot, record_hash: *record_hash })?;
+        Ok(wrote)
+    }
+
+    /// Appends an accepted root's output line unless the output already holds the slot (then
+    /// checks it is the same root); the caller replaces the cursor. Returns whether a line was
+    /// written.
+    pub fn append(&mut self, slot: u64, root: &Hash) -> Result<bool, StoreError> {
         let wrote = if self.written_through.is_some_and(|w| slot <= w) {
             match self.replay.remove(&slot) {
                 Some(written) if written == *root => false,
@@ -229,7 +249,6 @@ impl Store {
             true
         };
         self.replay.retain(|s, _| *s > slot);
-        write_cursor(&self.cursor_path, &Tip { slot, record_hash: *record_hash })?;
         Ok(wrote)
     }
 

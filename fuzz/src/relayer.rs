@@ -13,7 +13,7 @@ use aldb_relayer::follow::{FeedMessage, parse_message};
 const QUOTE_MAX: usize = 200;
 
 /// `Config::parse`: what it accepts holds together (a valid quorum, distinct ws:// endpoints,
-/// distinct files, ordered backoff).
+/// distinct files, ordered backoff), in either trust mode.
 pub fn relayer_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(config) = Config::parse(text, Path::new("/nonexistent/aldb-fuzz")) else { return };
@@ -22,8 +22,17 @@ pub fn relayer_config(data: &[u8]) {
         assert!(e.starts_with("ws://"), "endpoint {e:?} is not a ws:// URL");
         assert!(!config.endpoints[..i].contains(e));
     }
-    assert!(config.quorum.threshold() >= 1 && config.quorum.threshold() <= config.identities.len());
-    assert_ne!(config.cursor_file, config.output_file);
+    match &config.trust {
+        aldb_relayer::Trust::Signers(s) => {
+            assert!(s.quorum.threshold() >= 1 && s.quorum.threshold() <= s.identities.len());
+            assert_ne!(s.cursor_file, config.output_file);
+        }
+        aldb_relayer::Trust::Votes(v) => {
+            assert_ne!(v.state_file, config.output_file);
+            assert_ne!(v.state_file, v.checkpoint);
+        }
+        _ => {}
+    }
     assert!(config.backoff_initial <= config.backoff_max);
 }
 
