@@ -44,8 +44,10 @@ pub use aldb_core::AccountRef as Account;
 /// The sink's counters: the node pipeline's.
 pub use aldb_node::NodeStats as SinkStats;
 pub use aldb_verify::spec::Hash;
-pub use config::{CONFIG_ENV, ConfigError, RecordLevel, RecordsConfig, SinkConfig, genesis_hash_of_file};
-pub use error::BankError;
+pub use config::{
+    CONFIG_ENV, ConfigError, ConfigProblem, HashError, RecordLevel, RecordsConfig, SinkConfig, genesis_hash_of_file,
+};
+pub use error::{BankError, SinkStartError};
 pub use global::{THREADS_ENV, global};
 pub use meta::BankMeta;
 pub use roots::BankRoots;

@@ -8,6 +8,8 @@ use aldb_format::votes::{AldbCommitment, BankEntry};
 use aldb_verify::Hash;
 use aldb_verify::votes::{PACKET_DATA_SIZE, bank_hash, mix_root};
 
+use crate::error::CallbackError;
+
 /// Hard-fork counts tried when a bank hash is not `sha256(h || root)`: a slot's count is the
 /// number of hard forks between its parent and itself, one in every case seen in practice.
 const MAX_HARD_FORKS: u64 = 64;
@@ -27,9 +29,13 @@ pub(crate) struct BankInfo {
 
 /// Decodes a V0_0_5 notification: slot, blockhash (base58 of 32 bytes), block height, and the
 /// bank's hashes.
-pub(crate) fn block_info_v5(b: &ReplicaBlockInfoV5<'_>) -> Result<(u64, [u8; 32], Option<u64>, BankInfo), String> {
-    let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|e| {
-        format!("block metadata of slot {}: blockhash {}: {e}", b.slot, aldb_verify::Excerpt(b.blockhash))
+pub(crate) fn block_info_v5(
+    b: &ReplicaBlockInfoV5<'_>,
+) -> Result<(u64, [u8; 32], Option<u64>, BankInfo), CallbackError> {
+    let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|source| CallbackError::Blockhash {
+        slot: b.slot,
+        excerpt: aldb_verify::Excerpt(b.blockhash).to_string(),
+        source,
     })?;
     let aldb = b.aldb.as_ref().map(|c| (c.hash_before_root, c.state_root));
     Ok((b.slot, hash, b.block_height, bank_info(b.slot, b.parent_slot, b.bank_hash, aldb)))

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use aldb_format::{AccountProof, QueryError, ReadError, SlotInfo};
+use aldb_format::{AccountProof, QueryError, SlotInfo, SnapshotError};
 use aldb_objstore::{
     ArchivedVotes, BucketOptions, CacheConfig, Lease, LogMirror, Manifest, ObjectStoreSource, SourceError, VoteArchive,
 };
@@ -141,8 +141,8 @@ impl std::fmt::Debug for Replica {
 }
 
 /// A bucket failure in the reader's terms, for the poller's error reporting.
-fn read_error(dir: &std::path::Path, e: SourceError) -> ReadError {
-    ReadError::io("read the bucket into", dir, std::io::Error::other(e.to_string()))
+fn read_error(dir: &std::path::Path, e: SourceError) -> SnapshotError {
+    SnapshotError::io("read the bucket into", dir, std::io::Error::other(e.to_string()))
 }
 
 impl Replica {
@@ -208,7 +208,7 @@ impl Replica {
 
     /// Rereads the manifest and brings the copy of the logs up to it. Blocking: call it from a
     /// blocking thread (the poller's).
-    pub fn sync(&self) -> Result<(), ReadError> {
+    pub fn sync(&self) -> Result<(), SnapshotError> {
         self.handle.block_on(self.sync_async()).map_err(|e| read_error(&self.dir, e))
     }
 
