@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -22,12 +23,75 @@ const MAX_GENESIS_FILE_BYTES: u64 = 256 << 20;
 /// validator stops at its first bank with the message rather than run without what the operator
 /// asked for.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("aldb-bank config {}: {reason}", path.display())]
+#[error("aldb-bank config {}: {problem}", path.display())]
 pub struct ConfigError {
     /// The config file (or the environment variable, when it names nothing usable).
     pub path: PathBuf,
     /// What is wrong.
-    pub reason: String,
+    #[source]
+    pub problem: ConfigProblem,
+}
+
+/// What is wrong with a config file ([`ConfigError`]). The error is handed to every call the
+/// module refuses, so the causes it keeps are shared rather than copied.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigProblem {
+    /// The file could not be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] Arc<std::io::Error>),
+    /// The file is not the JSON this config takes.
+    #[error("invalid: {0}")]
+    Json(#[source] Arc<serde_json::Error>),
+    /// `snapshot_dir` is empty.
+    #[error("`snapshot_dir` must not be empty")]
+    EmptySnapshotDir,
+    /// A count that must be at least 1 is 0.
+    #[error("`{0}` must be at least 1")]
+    Zero(&'static str),
+    /// `metrics_addr` is not an address and port.
+    #[error("`metrics_addr`: {text:?} is not an IP address and port such as \"127.0.0.1:9101\": {source}")]
+    MetricsAddr {
+        /// The value (at most its first 100 characters).
+        text: String,
+        /// What the parser refused.
+        source: std::net::AddrParseError,
+    },
+    /// Both `genesis_hash` and `ledger_path` are set.
+    #[error("`genesis_hash` and `ledger_path` are both set; set one")]
+    GenesisTwice,
+    /// `genesis_hash` is not base58 of 32 bytes.
+    #[error("`genesis_hash`: {0}")]
+    GenesisHash(#[source] HashError),
+    /// The ledger's `genesis.bin` could not be hashed.
+    #[error("cannot hash {}: {source}", file.display())]
+    GenesisFile {
+        /// The file.
+        file: PathBuf,
+        /// The underlying error.
+        source: Arc<std::io::Error>,
+    },
+    /// `records` is set with no genesis hash to put in them.
+    #[error("`records` is set but neither `genesis_hash` nor `ledger_path`: records need it")]
+    RecordsWithoutGenesis,
+    /// `records.levels` is empty.
+    #[error("`records.levels` is empty; leave `records` out to produce none")]
+    NoRecordLevels,
+    /// The signing key `records.keypair` names cannot be read.
+    #[error("`records.keypair`: {0}")]
+    Keypair(#[source] Arc<aldb_snapshot::records::RecordsError>),
+}
+
+/// Why a hash in the config is refused.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HashError {
+    /// Not base58.
+    #[error("not base58: {0}")]
+    Base58(#[source] bs58::decode::Error),
+    /// Base58 of the wrong length.
+    #[error("{0} bytes, a hash has 32")]
+    Length(usize),
 }
 
 /// A commitment level a root record is produced at.
@@ -210,20 +274,20 @@ impl SinkConfig {
     /// Reads and checks a config file: the JSON is parsed strictly (unknown fields refused), the
     /// signing key is read and the genesis hash resolved, so a mistake stops the node at start.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let bad = |reason: String| ConfigError { path: path.to_path_buf(), reason };
-        let text = read_small(path, MAX_CONFIG_BYTES).map_err(|e| bad(format!("cannot read: {e}")))?;
-        let raw: Raw = serde_json::from_str(&text).map_err(|e| bad(format!("invalid: {e}")))?;
+        let bad = |problem: ConfigProblem| ConfigError { path: path.to_path_buf(), problem };
+        let text = read_small(path, MAX_CONFIG_BYTES).map_err(|e| bad(ConfigProblem::Read(Arc::new(e))))?;
+        let raw: Raw = serde_json::from_str(&text).map_err(|e| bad(ConfigProblem::Json(Arc::new(e))))?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::from_raw(raw, base).map_err(bad)
     }
 
-    fn from_raw(raw: Raw, base: &Path) -> Result<Self, String> {
+    fn from_raw(raw: Raw, base: &Path) -> Result<Self, ConfigProblem> {
         let d = Self::new(base.join(&raw.snapshot_dir));
         if raw.snapshot_dir.as_os_str().is_empty() {
-            return Err("`snapshot_dir` must not be empty".into());
+            return Err(ConfigProblem::EmptySnapshotDir);
         }
-        let at_least_one = |name: &str, v: Option<u64>, default: u64| match v {
-            Some(0) => Err(format!("`{name}` must be at least 1")),
+        let at_least_one = |name: &'static str, v: Option<u64>, default: u64| match v {
+            Some(0) => Err(ConfigProblem::Zero(name)),
             Some(v) => Ok(v),
             None => Ok(default),
         };
@@ -232,20 +296,25 @@ impl SinkConfig {
         let queue_bound = at_least_one("queue_bound", raw.queue_bound.map(|v| v as u64), d.queue_bound as u64)?;
         let queue_bytes = at_least_one("queue_bytes", raw.queue_bytes.map(|v| v as u64), d.queue_bytes as u64)?;
         if raw.threads == Some(0) {
-            return Err("`threads` must be at least 1".into());
+            return Err(ConfigProblem::Zero("threads"));
         }
         let metrics_addr = match raw.metrics_addr.as_deref() {
             None => None,
-            Some(a) => Some(a.trim().parse::<SocketAddr>().map_err(|e| {
-                format!("`metrics_addr`: {:?} is not an IP address and port such as \"127.0.0.1:9101\": {e}", clip(a))
-            })?),
+            Some(a) => Some(
+                a.trim()
+                    .parse::<SocketAddr>()
+                    .map_err(|source| ConfigProblem::MetricsAddr { text: clip(a).to_string(), source })?,
+            ),
         };
         let genesis_hash = match (raw.genesis_hash.as_deref(), raw.ledger_path.as_ref()) {
-            (Some(_), Some(_)) => return Err("`genesis_hash` and `ledger_path` are both set; set one".into()),
-            (Some(h), None) => Some(parse_hash(h).map_err(|e| format!("`genesis_hash`: {e}"))?),
+            (Some(_), Some(_)) => return Err(ConfigProblem::GenesisTwice),
+            (Some(h), None) => Some(parse_hash(h).map_err(ConfigProblem::GenesisHash)?),
             (None, Some(ledger)) => {
                 let file = base.join(ledger).join("genesis.bin");
-                Some(genesis_hash_of_file(&file).map_err(|e| format!("cannot hash {}: {e}", file.display()))?)
+                match genesis_hash_of_file(&file) {
+                    Ok(h) => Some(h),
+                    Err(e) => return Err(ConfigProblem::GenesisFile { file, source: Arc::new(e) }),
+                }
             }
             (None, None) => None,
         };
@@ -253,19 +322,19 @@ impl SinkConfig {
             None => None,
             Some(mut r) => {
                 if genesis_hash.is_none() {
-                    return Err("`records` is set but neither `genesis_hash` nor `ledger_path`: records need it".into());
+                    return Err(ConfigProblem::RecordsWithoutGenesis);
                 }
                 if r.levels.is_empty() {
-                    return Err("`records.levels` is empty; leave `records` out to produce none".into());
+                    return Err(ConfigProblem::NoRecordLevels);
                 }
                 if r.keep_slots == 0 {
-                    return Err("`records.keep_slots` must be at least 1".into());
+                    return Err(ConfigProblem::Zero("records.keep_slots"));
                 }
                 r.keypair = r.keypair.map(|k| base.join(k));
                 if let Some(k) = &r.keypair {
                     // Read now, so a bad key stops the node here rather than leave records unsigned.
                     aldb_snapshot::records::Signer::from_keypair_file(k)
-                        .map_err(|e| format!("`records.keypair`: {e}"))?;
+                        .map_err(|e| ConfigProblem::Keypair(Arc::new(e)))?;
                 }
                 Some(r)
             }
@@ -292,9 +361,9 @@ fn clip(s: &str) -> &str {
     s.char_indices().nth(100).map_or(s, |(i, _)| s.get(..i).unwrap_or(s))
 }
 
-fn parse_hash(s: &str) -> Result<[u8; 32], String> {
-    let v = bs58::decode(s).into_vec().map_err(|e| format!("not base58: {e}"))?;
-    <[u8; 32]>::try_from(v.as_slice()).map_err(|_| format!("{} bytes, a hash has 32", v.len()))
+fn parse_hash(s: &str) -> Result<[u8; 32], HashError> {
+    let v = bs58::decode(s).into_vec().map_err(HashError::Base58)?;
+    <[u8; 32]>::try_from(v.as_slice()).map_err(|_| HashError::Length(v.len()))
 }
 
 /// A regular file of at most `max` bytes, as text. The type is checked before opening, since

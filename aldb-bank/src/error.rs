@@ -1,5 +1,8 @@
 //! Why the module refused a call.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 /// A refused call. The caller (a validator with the feature active) halts on any of them: a bank
 /// hash is never produced without the root.
 #[derive(Debug, thiserror::Error)]
@@ -28,5 +31,22 @@ pub enum BankError {
     /// The sink could not start with a valid config (its directory, its record log, its thread).
     /// Every call returns it, as for [`BankError::Config`].
     #[error("aldb-bank sink cannot start: {0}")]
-    SinkStart(String),
+    SinkStart(#[source] Arc<SinkStartError>),
+}
+
+/// Why the sink could not start with a valid config ([`BankError::SinkStart`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkStartError {
+    /// The node pipeline could not start (its directory, its record log, its thread).
+    #[error(transparent)]
+    Node(#[from] aldb_node::NodeError),
+    /// The metrics address could not be served.
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics {
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why it could not be served.
+        source: aldb_metrics::ServeError,
+    },
 }

@@ -50,8 +50,10 @@ pub use aldb_verify::epochs::set_commitment as epoch_set_commitment;
 pub use aldb_verify::spec::Hash;
 /// A member of an epoch's set: vote account, its authorized voter for the epoch, its stake.
 pub use aldb_verify::votes::Validator as SetMember;
-pub use config::{CONFIG_ENV, ConfigError, RecordLevel, RecordsConfig, SinkConfig, genesis_hash_of_file};
-pub use error::BankError;
+pub use config::{
+    CONFIG_ENV, ConfigError, ConfigProblem, HashError, RecordLevel, RecordsConfig, SinkConfig, genesis_hash_of_file,
+};
+pub use error::{BankError, SinkStartError};
 pub use global::{THREADS_ENV, global};
 pub use meta::BankMeta;
 pub use roots::BankRoots;

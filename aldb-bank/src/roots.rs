@@ -15,7 +15,7 @@ use aldb_verify::spec::Hash;
 use crate::Account;
 use crate::SinkStats;
 use crate::config::{ConfigError, SinkConfig};
-use crate::error::BankError;
+use crate::error::{BankError, SinkStartError};
 use crate::meta::BankMeta;
 use crate::metrics::{MetricsServer, ModuleStats, Sources, render};
 
@@ -29,7 +29,7 @@ const MAX_EARLY_CONFIRMED: usize = 4096;
 #[derive(Clone, Debug)]
 enum Refused {
     Config(ConfigError),
-    Start(String),
+    Start(Arc<SinkStartError>),
 }
 
 impl From<&Refused> for BankError {
@@ -92,10 +92,13 @@ impl BankRoots {
     /// A module that also writes snapshot files and root records as `config` says: its writer
     /// thread is started and its record log opened now.
     pub fn with_sink(config: &SinkConfig) -> Result<Self, BankError> {
+        Self::start_sink(config).map_err(|e| BankError::SinkStart(Arc::new(e)))
+    }
+
+    fn start_sink(config: &SinkConfig) -> Result<Self, SinkStartError> {
         let mut roots = Self::new(config.threads.unwrap_or_else(default_threads));
         roots.pin_workers = config.pin_workers;
-        let sink = Queued::start(&config.node_config(), config.queue_bounds())
-            .map_err(|e| BankError::SinkStart(e.to_string()))?;
+        let sink = Queued::start(&config.node_config(), config.queue_bounds())?;
         if let Some(addr) = config.metrics_addr {
             let sources = Sources {
                 module: roots.stats.clone(),
@@ -105,7 +108,7 @@ impl BankRoots {
                 },
             };
             let server = MetricsServer::start(addr, "aldb-bank", "aldb-bank-metrics", move || render(&sources))
-                .map_err(|e| BankError::SinkStart(format!("cannot serve metrics on {addr}: {e}")))?;
+                .map_err(|source| SinkStartError::Metrics { addr, source })?;
             log::info!("aldb-bank: metrics at http://{}/metrics", server.addr());
             roots.metrics = Some(server);
         }
@@ -124,10 +127,9 @@ impl BankRoots {
         };
         match SinkConfig::from_env() {
             Ok(None) => Self::new(default_threads()),
-            Ok(Some(config)) => match Self::with_sink(&config) {
+            Ok(Some(config)) => match Self::start_sink(&config) {
                 Ok(roots) => roots,
-                Err(BankError::SinkStart(s)) => refuse(Refused::Start(s)),
-                Err(e) => refuse(Refused::Start(e.to_string())),
+                Err(e) => refuse(Refused::Start(Arc::new(e))),
             },
             Err(e) => refuse(Refused::Config(e)),
         }

@@ -1,6 +1,7 @@
 //! Errors of reading and writing aldb files, and of queries.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::format::HeaderError;
 
@@ -66,7 +67,7 @@ pub enum SnapshotError {
     Input(String),
     /// The writer thread has stopped (after an earlier error, or shutdown).
     #[error("snapshot writer stopped: {0}")]
-    Stopped(String),
+    Stopped(#[source] WriterStop),
     /// Fork mode: a bank's parent has no written bank the writer holds (never submitted, refused,
     /// failed, dropped, or below the finalized base), so the bank's changes cannot be placed.
     #[error("slot {slot} not written: its parent {} has no written bank", parent.map_or("(unknown)".to_string(), |p| p.to_string()))]
@@ -95,8 +96,41 @@ pub enum SnapshotError {
     },
 }
 
-/// The name readers knew [`SnapshotError`] by while reading and writing had an error type each.
-pub type ReadError = SnapshotError;
+/// Why a snapshot writer refuses work ([`SnapshotError::Stopped`]).
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriterStop {
+    /// The writer was shut down.
+    #[error("shut down")]
+    ShutDown,
+    /// The writer thread has exited.
+    #[error("writer thread exited")]
+    ThreadExited,
+    /// The writer thread panicked while holding its state.
+    #[error("writer panicked")]
+    Panicked,
+    /// Writing failed, and the writer holds the slots since until a retry succeeds. The error is
+    /// shared: every caller until then is told the same one.
+    #[error("{0}")]
+    Failed(#[source] Arc<SnapshotError>),
+    /// A failing writer held more account data than its bound allows and stopped until restart.
+    #[error(
+        "snapshot writer stopped until restart: {held} bytes of account data held since slot {} could not be \
+         written (max_recovery_bytes {max_recovery_bytes})",
+        gap_after.map_or("start".to_string(), |s| s.to_string())
+    )]
+    OverBound {
+        /// Account bytes held.
+        held: usize,
+        /// The newest slot published before the failure.
+        gap_after: Option<u64>,
+        /// The writer's `max_recovery_bytes`.
+        max_recovery_bytes: usize,
+    },
+    /// Stopped, with no reason recorded.
+    #[error("")]
+    Unknown,
+}
 
 impl SnapshotError {
     /// An [`SnapshotError::Io`] error: `op` on `path` failed with `source`.

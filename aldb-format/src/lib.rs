@@ -31,7 +31,7 @@ pub mod status;
 pub mod store;
 pub mod votes;
 
-pub use error::{QueryError, ReadError, SnapshotError};
+pub use error::{QueryError, SnapshotError, WriterStop};
 pub use format::FORMAT_VERSION;
 pub use reader::{Account, AccountProof, SlotInfo, SnapshotReader};
 pub use slots::SlotIndex;

@@ -111,9 +111,8 @@ impl Evidence {
         counters: Arc<EvidenceCounters>,
         name: &'static str,
     ) -> Result<Self, NodeError> {
-        let log = VoteLog::open(snapshot_dir).map_err(|e| {
-            NodeError::Start(format!("cannot open the vote-evidence log in {}: {e}", snapshot_dir.display()))
-        })?;
+        let log = VoteLog::open(snapshot_dir)
+            .map_err(|source| NodeError::EvidenceLog { dir: snapshot_dir.to_path_buf(), source })?;
         let (tx, rx) = sync_channel(QUEUE_BOUND);
         let thread = {
             let counters = counters.clone();
@@ -121,7 +120,7 @@ impl Evidence {
             std::thread::Builder::new()
                 .name("aldb-evidence".into())
                 .spawn(move || run(&rx, Some(log), &dir, Retention { keep_slots, hold_for_shipper }, &counters, name))
-                .map_err(|e| NodeError::Start(format!("cannot start the evidence thread: {e}")))?
+                .map_err(|source| NodeError::Thread { thread: "evidence", source })?
         };
         Ok(Self { tx: Some(tx), thread: Some(thread), counters, name })
     }

@@ -218,7 +218,7 @@ impl ObjectStoreSource {
                     let checked = if cached_matches(&path, o) {
                         self.verify_cached(o, &path)
                     } else {
-                        Err("its size or footer is not the manifest's".to_string())
+                        Err(FileRefusal::SizeOrFooter)
                     };
                     match checked {
                         Ok(h) => Some((o.size, o.clone(), h)),
@@ -580,8 +580,8 @@ impl ObjectStoreSource {
         Ok(())
     }
 
-    fn refuse(&self, o: &SnapshotObject, reason: impl Into<String>) -> SourceError {
-        let reason = reason.into();
+    fn refuse(&self, o: &SnapshotObject, reason: impl ToString) -> SourceError {
+        let reason = reason.to_string();
         self.inner.report(format!("object {} is refused: {reason}", o.name));
         self.inner.metrics.refused.inc();
         SourceError::Corrupt { object: o.name.clone(), reason }
@@ -762,7 +762,7 @@ impl ObjectStoreSource {
             return Err(self.refuse(o, format!("{n} bytes fetched, the manifest names {}", o.size)));
         }
         let want = parse_checksum(&o.checksum).ok_or_else(|| self.refuse(o, "bad checksum in the manifest"))?;
-        let f = MappedFile::open(path, true).map_err(|e| self.refuse(o, strip_path(e, path)))?;
+        let f = MappedFile::open(path, true).map_err(|e| self.refuse(o, FileRefusal::unreadable(e, path)))?;
         let h = f.header;
         drop(f);
         self.check_header(o, &h, serving)?;
@@ -775,8 +775,8 @@ impl ObjectStoreSource {
     }
 
     /// A cached file's whole-file checks, without counting it as refused by the bucket.
-    fn verify_cached(&self, o: &SnapshotObject, path: &FsPath) -> Result<Header, String> {
-        let f = MappedFile::open(path, true).map_err(|e| strip_path(e, path))?;
+    fn verify_cached(&self, o: &SnapshotObject, path: &FsPath) -> Result<Header, FileRefusal> {
+        let f = MappedFile::open(path, true).map_err(|e| FileRefusal::unreadable(e, path))?;
         let h = f.header;
         drop(f);
         let size = (HEADER_LEN as u64).checked_add(h.body_len).and_then(|s| s.checked_add(FOOTER_LEN as u64));
@@ -786,7 +786,7 @@ impl ObjectStoreSource {
             && u64::from(h.oldest_seq) == o.oldest_seq
             && size == Some(o.size);
         if !identity {
-            return Err("its header is not the manifest entry's".into());
+            return Err(FileRefusal::Header);
         }
         Ok(h)
     }
@@ -858,14 +858,14 @@ pub(crate) fn absence(e: &object_store::Error) -> Option<String> {
 }
 
 /// A footer's checksum against the manifest's, and its end magic.
-fn check_footer(tail: &[u8], want: u128) -> Result<(), String> {
+fn check_footer(tail: &[u8], want: u128) -> Result<(), FileRefusal> {
     if tail.len() != FOOTER_LEN || tail[24..32] != END_MAGIC {
-        return Err("its footer is not a snapshot file's".into());
+        return Err(FileRefusal::NotAFooter);
     }
     let mut sum = [0u8; 16];
     sum.copy_from_slice(&tail[..16]);
     if u128::from_le_bytes(sum) != want {
-        return Err("its footer's checksum is not the manifest's".into());
+        return Err(FileRefusal::FooterChecksum);
     }
     Ok(())
 }
@@ -887,8 +887,30 @@ fn read_tail(path: &FsPath, size: u64) -> std::io::Result<u128> {
     Ok(u128::from_le_bytes(sum))
 }
 
+/// Why a downloaded or cached file is not the manifest's object.
+#[derive(Debug, thiserror::Error)]
+enum FileRefusal {
+    /// The reader refused the file (told without its cache path: the object is named).
+    #[error("{}", strip_path(.source, .path))]
+    Unreadable { source: aldb_format::SnapshotError, path: PathBuf },
+    #[error("its header is not the manifest entry's")]
+    Header,
+    #[error("its size or footer is not the manifest's")]
+    SizeOrFooter,
+    #[error("its footer is not a snapshot file's")]
+    NotAFooter,
+    #[error("its footer's checksum is not the manifest's")]
+    FooterChecksum,
+}
+
+impl FileRefusal {
+    fn unreadable(source: aldb_format::SnapshotError, path: &FsPath) -> Self {
+        Self::Unreadable { source, path: path.to_path_buf() }
+    }
+}
+
 /// A reader error about the temporary download, without its cache path (the object is named).
-fn strip_path(e: aldb_format::ReadError, tmp: &FsPath) -> String {
+fn strip_path(e: &aldb_format::SnapshotError, tmp: &FsPath) -> String {
     let s = e.to_string();
     let p = tmp.display().to_string();
     s.replace(&format!("corrupt snapshot {p}: "), "").replace(&p, "the download")

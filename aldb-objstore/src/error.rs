@@ -47,6 +47,17 @@ pub enum ShipError {
     /// does not understand.
     #[error("the bucket's manifest is unusable: {0}")]
     Manifest(String),
+    /// The bucket's manifest is refused as it is read.
+    #[error("the bucket's manifest is unusable: {0}")]
+    ManifestRefused(#[source] ManifestError),
+    /// A sealed segment the bucket's manifest names is refused.
+    #[error("the bucket's manifest is unusable: sealed segment {name}: {source}")]
+    SegmentRefused {
+        /// The segment's object name.
+        name: String,
+        /// Why it is refused.
+        source: ManifestError,
+    },
 }
 
 /// Why a manifest head or sealed segment is refused: what it does not understand, or entries
@@ -202,5 +213,5 @@ pub enum SourceError {
     Query(#[from] aldb_format::QueryError),
     /// The cached files could not be indexed.
     #[error(transparent)]
-    Read(#[from] aldb_format::ReadError),
+    Read(#[from] aldb_format::SnapshotError),
 }

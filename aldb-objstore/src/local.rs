@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use aldb_format::ReadError;
+use aldb_format::SnapshotError;
 use aldb_format::format::{FOOTER_LEN, FileKind, Header, parse_published_name};
 use aldb_format::records::{RECORDS_DIR, list_segments, parse_segment};
 use aldb_format::store::MappedFile;
@@ -58,11 +58,11 @@ pub(crate) struct VerifiedSnapshot {
 /// Checks `s` as `SnapshotReader` checks a file it indexes (size, magics, version, reserved
 /// bytes, checksum, and a header naming the file's own sequence number, slot and kind), so the
 /// shipper never archives a file no reader would serve.
-pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, ReadError> {
+pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, SnapshotError> {
     let f = MappedFile::open(&s.path, true)?;
     let h = f.header;
     if u64::from(h.seq) != s.seq || h.slot != s.slot {
-        return Err(ReadError::corrupt(
+        return Err(SnapshotError::corrupt(
             &s.path,
             format!(
                 "its header names sequence {} slot {}, its file name sequence {} slot {}",
@@ -72,13 +72,13 @@ pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, Rea
     }
     // A part published under a slot file's name would be served as a slot with a zero root.
     if FileKind::of(&h) != s.kind {
-        return Err(ReadError::corrupt(
+        return Err(SnapshotError::corrupt(
             &s.path,
             format!("its header is a {:?} file's, its name a {:?} file's", FileKind::of(&h), s.kind),
         ));
     }
-    let size = std::fs::metadata(&s.path).map_err(|e| ReadError::io("stat", &s.path, e))?.len();
-    let body_end = size.checked_sub(FOOTER_LEN as u64).ok_or_else(|| ReadError::corrupt(&s.path, "too short"))?;
+    let size = std::fs::metadata(&s.path).map_err(|e| SnapshotError::io("stat", &s.path, e))?.len();
+    let body_end = size.checked_sub(FOOTER_LEN as u64).ok_or_else(|| SnapshotError::corrupt(&s.path, "too short"))?;
     let footer = read_footer(&s.path, body_end)?;
     let mut sum = [0u8; 16];
     sum.copy_from_slice(&footer[..16]);
@@ -92,11 +92,11 @@ pub(crate) fn verify_snapshot(s: &LocalSnapshot) -> Result<VerifiedSnapshot, Rea
 }
 
 /// The `FOOTER_LEN` bytes of `path` at `at`.
-fn read_footer(path: &Path, at: u64) -> Result<[u8; FOOTER_LEN], ReadError> {
-    let mut file = File::open(path).map_err(|e| ReadError::io("open", path, e))?;
+fn read_footer(path: &Path, at: u64) -> Result<[u8; FOOTER_LEN], SnapshotError> {
+    let mut file = File::open(path).map_err(|e| SnapshotError::io("open", path, e))?;
     let mut footer = [0u8; FOOTER_LEN];
-    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(at)).map_err(|e| ReadError::io("seek", path, e))?;
-    file.read_exact(&mut footer).map_err(|e| ReadError::io("read", path, e))?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(at)).map_err(|e| SnapshotError::io("seek", path, e))?;
+    file.read_exact(&mut footer).map_err(|e| SnapshotError::io("read", path, e))?;
     Ok(footer)
 }
 
@@ -141,7 +141,7 @@ pub(crate) fn read_vote_segment(first_slot: u64, path: &Path, sealed: bool) -> R
 pub(crate) fn list_record_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, ShipError> {
     let records = dir.join(RECORDS_DIR);
     list_segments(&records).map_err(|e| match e {
-        ReadError::Io { op, path, source } => ShipError::Io { op, path, source },
+        SnapshotError::Io { op, path, source } => ShipError::Io { op, path, source },
         other => ShipError::Io { op: "list", path: records.clone(), source: std::io::Error::other(other.to_string()) },
     })
 }

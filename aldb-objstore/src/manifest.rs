@@ -665,45 +665,44 @@ impl Manifest {
     /// Checks the whole: names, order, checksums, roots, and that the sealed segments' counts
     /// fit the lists.
     pub fn check(&self) -> Result<(), ManifestError> {
-        self.check_entries().map_err(ManifestError::Invalid)
-    }
-
-    fn check_entries(&self) -> Result<(), String> {
         let m = self;
         let (s, r, v) = m.sealed_counts();
         if s > m.snapshots.len() || r > m.record_segments.len() || v > m.vote_segments.len() {
-            return Err("the sealed segments' counts exceed the entries".into());
+            return Err(invalid("the sealed segments' counts exceed the entries"));
         }
         let mut prev = None;
         for s in &m.snapshots {
             let Some((seq, slot, kind)) = parse_published_name(&s.name) else {
-                return Err(format!("snapshot entry {:?} is not a snapshot file's name", s.name));
+                return Err(invalid(format!("snapshot entry {:?} is not a snapshot file's name", s.name)));
             };
             if (u64::from(seq), slot) != (s.seq, s.slot) {
-                return Err(format!("snapshot entry {:?} does not name sequence {} slot {}", s.name, s.seq, s.slot));
+                return Err(invalid(format!(
+                    "snapshot entry {:?} does not name sequence {} slot {}",
+                    s.name, s.seq, s.slot
+                )));
             }
             if prev.is_some_and(|p| p >= s.seq) {
-                return Err(format!("snapshot entries are not in ascending sequence order at {:?}", s.name));
+                return Err(invalid(format!("snapshot entries are not in ascending sequence order at {:?}", s.name)));
             }
             if s.oldest_seq == 0 || s.oldest_seq > s.seq {
-                return Err(format!(
+                return Err(invalid(format!(
                     "snapshot entry {:?}: oldest_seq {} is not in 1..={}",
                     s.name, s.oldest_seq, s.seq
-                ));
+                )));
             }
             if parse_checksum(&s.checksum).is_none() {
-                return Err(format!("snapshot entry {:?}: bad checksum {:?}", s.name, s.checksum));
+                return Err(invalid(format!("snapshot entry {:?}: bad checksum {:?}", s.name, s.checksum)));
             }
             match (parse_root(&s.root), kind) {
-                (None, _) => return Err(format!("snapshot entry {:?}: bad root {:?}", s.name, s.root)),
+                (None, _) => return Err(invalid(format!("snapshot entry {:?}: bad root {:?}", s.name, s.root))),
                 // Only the slot file carries the root; a part's header holds zeros.
                 (Some(r), FileKind::Part) if r != [0; 32] => {
-                    return Err(format!("part entry {:?}: root {:?} is not zero", s.name, s.root));
+                    return Err(invalid(format!("part entry {:?}: root {:?} is not zero", s.name, s.root)));
                 }
                 _ => {}
             }
             if kind == FileKind::Part && s.gap.is_some() {
-                return Err(format!("part entry {:?} carries a writer gap", s.name));
+                return Err(invalid(format!("part entry {:?} carries a writer gap", s.name)));
             }
             prev = Some(s.seq);
         }
@@ -715,10 +714,10 @@ impl Manifest {
         })?;
         if let Some(j) = &m.status_journal {
             if j.name != journal_object_name(j.epoch) {
-                return Err(format!("journal entry {:?} does not name epoch {}", j.name, j.epoch));
+                return Err(invalid(format!("journal entry {:?} does not name epoch {}", j.name, j.epoch)));
             }
             if parse_checksum(&j.checksum).is_none() {
-                return Err(format!("journal entry {:?}: bad checksum {:?}", j.name, j.checksum));
+                return Err(invalid(format!("journal entry {:?}: bad checksum {:?}", j.name, j.checksum)));
             }
         }
         Ok(())
@@ -849,21 +848,26 @@ fn flatten<'a>(
 
 /// Checks a list of segment entries: names that spell their first slot (`first_of` parses the
 /// object name), ascending, with well-formed checksums.
-fn check_segments(segments: &[SegmentObject], first_of: impl Fn(&str) -> Option<u64>) -> Result<(), String> {
+fn check_segments(segments: &[SegmentObject], first_of: impl Fn(&str) -> Option<u64>) -> Result<(), ManifestError> {
     let mut prev = None;
     for g in segments {
         if first_of(&g.name) != Some(g.first_slot) {
-            return Err(format!("segment entry {:?} does not name first slot {}", g.name, g.first_slot));
+            return Err(invalid(format!("segment entry {:?} does not name first slot {}", g.name, g.first_slot)));
         }
         if prev.is_some_and(|p| p >= g.first_slot) {
-            return Err(format!("segment entries are not in ascending order at {:?}", g.name));
+            return Err(invalid(format!("segment entries are not in ascending order at {:?}", g.name)));
         }
         if parse_checksum(&g.checksum).is_none() {
-            return Err(format!("segment entry {:?}: bad checksum {:?}", g.name, g.checksum));
+            return Err(invalid(format!("segment entry {:?}: bad checksum {:?}", g.name, g.checksum)));
         }
         prev = Some(g.first_slot);
     }
     Ok(())
+}
+
+/// A [`ManifestError::Invalid`] saying `why`.
+fn invalid(why: impl Into<String>) -> ManifestError {
+    ManifestError::Invalid(why.into())
 }
 
 #[cfg(test)]

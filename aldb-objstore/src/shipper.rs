@@ -207,7 +207,7 @@ impl Shipper {
         let store = self.store.clone();
         let got = self.retry("get", &at, || async { store.get(&at).await?.bytes().await }).await;
         let head = match got {
-            Ok(bytes) => Head::decode(&bytes).map_err(|e| ShipError::Manifest(e.to_string()))?,
+            Ok(bytes) => Head::decode(&bytes).map_err(ShipError::ManifestRefused)?,
             Err(ShipError::Store { source: object_store::Error::NotFound { .. }, .. }) => {
                 self.manifest = Some(Manifest::default());
                 // A bucket nothing was shipped to may not exist until the first upload creates it.
@@ -238,12 +238,11 @@ impl Shipper {
                 };
                 verify_segment(&r, &bytes)
                     .map(Arc::new)
-                    .map_err(|e| ShipError::Manifest(format!("sealed segment {}: {e}", r.name)))
+                    .map_err(|source| ShipError::SegmentRefused { name: r.name.clone(), source })
             },
         )
         .await?;
-        let m = Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref()))
-            .map_err(|e| ShipError::Manifest(e.to_string()))?;
+        let m = Manifest::assemble(head, &|n| bodies.get(n).map(|b| b.as_ref())).map_err(ShipError::ManifestRefused)?;
         self.manifest = Some(m);
         // Housekeeping: an unnamed segment is never read, so failing to delete it only leaves
         // it for the next process.
@@ -482,7 +481,7 @@ impl Shipper {
         for s in &pending {
             let v = match local::verify_snapshot(s) {
                 Ok(v) => v,
-                Err(aldb_format::ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Err(aldb_format::SnapshotError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                     // Pruned between the listing and now.
                     self.metrics.missed_files.inc();
                     continue;

@@ -297,17 +297,17 @@ fn read_config_text(path: &Path) -> std::io::Result<String> {
 /// nearest existing ancestor must be one; either must accept a new file, which is created and
 /// removed at once. With `create`, the directory itself is created first (as the plugin does at
 /// load); without, nothing is left behind (as `aldb-config-check` promises).
-fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
+fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), SnapshotDirError> {
     use std::io::ErrorKind;
     if create {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| SnapshotDirError::Create { dir: dir.to_path_buf(), source })?;
     }
     let mut at = dir;
     loop {
         match std::fs::metadata(at) {
             Ok(m) if m.is_dir() => break,
-            Ok(_) if at == dir => return Err(format!("{} exists and is not a directory", dir.display())),
-            Ok(_) => return Err(format!("cannot be created: {} is not a directory", at.display())),
+            Ok(_) if at == dir => return Err(SnapshotDirError::NotADirectory { dir: dir.to_path_buf() }),
+            Ok(_) => return Err(SnapshotDirError::AncestorNotADirectory { at: at.to_path_buf() }),
             // Missing, or under something that is not a directory: look further up.
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => match at.parent() {
                 Some(parent) if !parent.as_os_str().is_empty() => at = parent,
@@ -317,7 +317,7 @@ fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
                     break;
                 }
             },
-            Err(e) => return Err(format!("cannot check {}: {e}", at.display())),
+            Err(source) => return Err(SnapshotDirError::Check { at: at.to_path_buf(), source }),
         }
     }
     // Process id and time: a probe left by a crashed process cannot collide with this one.
@@ -326,9 +326,62 @@ fn probe_snapshot_dir(dir: &Path, create: bool) -> Result<(), String> {
     let made = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe);
     let what = if at == dir { "is not writable" } else { "cannot be created" };
     match made {
-        Ok(_) => std::fs::remove_file(&probe).map_err(|e| format!("cannot remove the probe {}: {e}", probe.display())),
-        Err(e) => Err(format!("{what}: cannot create a file in {}: {e}", at.display())),
+        Ok(_) => std::fs::remove_file(&probe).map_err(|source| SnapshotDirError::RemoveProbe { probe, source }),
+        Err(source) => Err(SnapshotDirError::NoFile { what, at: at.to_path_buf(), source }),
     }
+}
+
+/// Why `snapshot_dir` cannot hold snapshot files (what follows "`snapshot_dir`" in the message).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotDirError {
+    /// The directory could not be created.
+    #[error("cannot create {}: {source}", dir.display())]
+    Create {
+        /// The directory.
+        dir: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The path exists and is something else.
+    #[error("{} exists and is not a directory", dir.display())]
+    NotADirectory {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A path above it exists and is not a directory.
+    #[error("cannot be created: {} is not a directory", at.display())]
+    AncestorNotADirectory {
+        /// The path above it.
+        at: PathBuf,
+    },
+    /// The path or one above it could not be looked at.
+    #[error("cannot check {}: {source}", at.display())]
+    Check {
+        /// The path looked at.
+        at: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The probe file could not be removed.
+    #[error("cannot remove the probe {}: {source}", probe.display())]
+    RemoveProbe {
+        /// The probe file.
+        probe: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// No file can be created in the directory (or, when it is missing, in the nearest existing
+    /// directory above it).
+    #[error("{what}: cannot create a file in {}: {source}", at.display())]
+    NoFile {
+        /// `is not writable` (the directory itself) or `cannot be created` (one above it).
+        what: &'static str,
+        /// The directory tried.
+        at: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
 }
 
 fn level_name<S: serde::Serializer>(level: &log::LevelFilter, s: S) -> Result<S::Ok, S::Error> {
@@ -366,6 +419,43 @@ pub enum ConfigError {
         /// What is wrong with its value.
         reason: String,
     },
+    /// `snapshot_dir` cannot hold snapshot files.
+    #[error("invalid config{}: `snapshot_dir` {source}", in_file(.path.as_deref()))]
+    SnapshotDir {
+        /// The file, when parsing one.
+        path: Option<PathBuf>,
+        /// What is wrong with the directory.
+        source: SnapshotDirError,
+    },
+    /// The signing key `keypair` names cannot be read.
+    #[error("invalid config{}: `keypair` {source}", in_file(.path.as_deref()))]
+    Keypair {
+        /// The config file, when parsing one.
+        path: Option<PathBuf>,
+        /// Why the key cannot be read.
+        source: aldb_snapshot::records::RecordsError,
+    },
+    /// `genesis_hash` is not a base58 hash.
+    #[error(
+        "invalid config{}: `genesis_hash` must be a base58 hash as `getGenesisHash` returns it: {source}",
+        in_file(.path.as_deref())
+    )]
+    GenesisHash {
+        /// The config file, when parsing one.
+        path: Option<PathBuf>,
+        /// What the decoder refused.
+        source: aldb_verify::JsonError,
+    },
+    /// The file `genesis_path` names cannot be read.
+    #[error("invalid config{}: `genesis_path` cannot read {}: {source}", in_file(.path.as_deref()), file.display())]
+    GenesisPath {
+        /// The config file, when parsing one.
+        path: Option<PathBuf>,
+        /// The genesis file.
+        file: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
 }
 
 fn in_file(path: Option<&Path>) -> String {
@@ -375,7 +465,12 @@ fn in_file(path: Option<&Path>) -> String {
 impl ConfigError {
     fn with_path(mut self, file: &Path) -> Self {
         match &mut self {
-            Self::Parse { path, .. } | Self::Invalid { path, .. } => *path = Some(file.to_path_buf()),
+            Self::Parse { path, .. }
+            | Self::Invalid { path, .. }
+            | Self::SnapshotDir { path, .. }
+            | Self::Keypair { path, .. }
+            | Self::GenesisHash { path, .. }
+            | Self::GenesisPath { path, .. } => *path = Some(file.to_path_buf()),
             Self::Read { .. } => {}
         }
         self
@@ -422,7 +517,8 @@ impl Config {
         let text = read_config_text(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         let base = path.parent().unwrap_or_else(|| Path::new(""));
         let config = Self::parse(&text, base).map_err(|e| e.with_path(path))?;
-        probe_snapshot_dir(&config.snapshot_dir, false).map_err(|r| invalid("snapshot_dir", r).with_path(path))?;
+        probe_snapshot_dir(&config.snapshot_dir, false)
+            .map_err(|source| ConfigError::SnapshotDir { path: None, source }.with_path(path))?;
         Ok(config)
     }
 
@@ -430,7 +526,7 @@ impl Config {
     /// file, removed at once). The plugin runs this at load, so a directory it cannot use stops
     /// the validator at start with the reason rather than failing on the first snapshot.
     pub fn prepare_snapshot_dir(&self) -> Result<(), ConfigError> {
-        probe_snapshot_dir(&self.snapshot_dir, true).map_err(|r| invalid("snapshot_dir", r))
+        probe_snapshot_dir(&self.snapshot_dir, true).map_err(|source| ConfigError::SnapshotDir { path: None, source })
     }
 
     /// Parses and checks config text. Relative paths are resolved against `base` (pass `""` to
@@ -514,7 +610,7 @@ impl Config {
                 // Read now, so a missing or damaged key stops the validator at start rather than
                 // leaving every record unsigned. The key is read again when the plugin starts.
                 aldb_snapshot::records::Signer::from_keypair_file(&path)
-                    .map_err(|e| invalid("keypair", e.to_string()))?;
+                    .map_err(|source| ConfigError::Keypair { path: None, source })?;
                 Some(path)
             }
         };
@@ -523,13 +619,15 @@ impl Config {
             (Some(_), Some(_)) => {
                 return Err(invalid("genesis_hash", "and `genesis_path` are both set; set one of them"));
             }
-            (Some(s), None) => Some(aldb_verify::hash_from_base58(s.trim()).map_err(|e| {
-                invalid("genesis_hash", format!("must be a base58 hash as `getGenesisHash` returns it: {e}"))
-            })?),
-            (None, Some(p)) => Some(
-                genesis_hash_of_file(p)
-                    .map_err(|e| invalid("genesis_path", format!("cannot read {}: {e}", p.display())))?,
+            (Some(s), None) => Some(
+                aldb_verify::hash_from_base58(s.trim())
+                    .map_err(|source| ConfigError::GenesisHash { path: None, source })?,
             ),
+            (None, Some(p)) => Some(genesis_hash_of_file(p).map_err(|source| ConfigError::GenesisPath {
+                path: None,
+                file: p.clone(),
+                source,
+            })?),
             (None, None) => None,
         };
         #[cfg(feature = "patched-interface")]

@@ -28,13 +28,14 @@
 use agave_geyser_plugin_interface::geyser_plugin_interface::GeyserPlugin;
 
 pub mod config;
+mod error;
 mod metrics;
 #[cfg(feature = "patched-interface")]
 mod patched;
 mod plugin;
 mod worker;
 
-pub use config::{CommitmentLevel, Config, ConfigError};
+pub use config::{CommitmentLevel, Config, ConfigError, SnapshotDirError};
 pub use plugin::AldbPlugin;
 
 /// The entry point agave looks up in the library: creates the plugin, not yet loaded.

@@ -9,6 +9,8 @@ use aldb_format::votes::{AldbCommitment, BankEntry};
 use aldb_verify::Hash;
 use aldb_verify::votes::{PACKET_DATA_SIZE, explain_bank_hash};
 
+use crate::error::CallbackError;
+
 /// Hard-fork counts tried when a bank hash is not `sha256(h || root)` (or
 /// `sha256(h || root || next_set_hash)`): a slot's count is the number of hard forks between its
 /// parent and itself, one in every case seen in practice.
@@ -30,9 +32,13 @@ pub(crate) struct BankInfo {
 
 /// Decodes a V0_0_5 notification: slot, blockhash (base58 of 32 bytes), block height, and the
 /// bank's hashes. The next set's encoding is not copied here (see [`next_set_encoding`]).
-pub(crate) fn block_info_v5(b: &ReplicaBlockInfoV5<'_>) -> Result<(u64, [u8; 32], Option<u64>, BankInfo), String> {
-    let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|e| {
-        format!("block metadata of slot {}: blockhash {}: {e}", b.slot, aldb_verify::Excerpt(b.blockhash))
+pub(crate) fn block_info_v5(
+    b: &ReplicaBlockInfoV5<'_>,
+) -> Result<(u64, [u8; 32], Option<u64>, BankInfo), CallbackError> {
+    let hash = aldb_verify::hash_from_base58(b.blockhash).map_err(|source| CallbackError::Blockhash {
+        slot: b.slot,
+        excerpt: aldb_verify::Excerpt(b.blockhash).to_string(),
+        source,
     })?;
     let aldb = b.aldb.as_ref().map(|c| (c.hash_before_root, c.state_root));
     let next_set_hash = b.aldb_next_set.as_ref().map(|n| n.hash);

@@ -27,6 +27,7 @@ use aldb_node::{Records, RootedSlots, Snapshots, Spares};
 use geyser_adapter::{AccountUpdate, Adapter, Ignored, KeepAccounts, SlotEvent, Stats};
 
 use crate::config::Config;
+use crate::error::{CallbackError, StartError};
 use crate::metrics::{Callback, MetricsServer, PluginCounters, Sources};
 use crate::worker::{Pipeline, Worker};
 
@@ -114,15 +115,15 @@ impl AldbPlugin {
         self.counters.errors()
     }
 
-    fn adapter(&self) -> Result<&Adapter<KeepAccounts>, String> {
+    fn adapter(&self) -> Result<&Adapter<KeepAccounts>, CallbackError> {
         match &self.runtime {
             Some(r) => Ok(&r.adapter),
-            None => Err("aldb-plugin is not loaded".to_string()),
+            None => Err(CallbackError::NotLoaded),
         }
     }
 
     /// Runs one callback's body: counts and returns its error, and turns a panic into an error.
-    fn guard(&self, cb: Callback, body: impl FnOnce() -> Result<(), String>) -> PluginResult<()> {
+    fn guard(&self, cb: Callback, body: impl FnOnce() -> Result<(), CallbackError>) -> PluginResult<()> {
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             #[cfg(test)]
             if self.panic_in_callbacks.load(std::sync::atomic::Ordering::Relaxed) {
@@ -132,9 +133,9 @@ impl AldbPlugin {
         }));
         let msg = match outcome {
             Ok(Ok(())) => return Ok(()),
-            Ok(Err(msg)) => {
+            Ok(Err(e)) => {
                 self.counters.callback_error(cb);
-                msg
+                e.to_string()
             }
             Err(payload) => {
                 self.counters.callback_panic(cb);
@@ -152,14 +153,12 @@ impl AldbPlugin {
         })
     }
 
-    fn start(&self, config: &Config, is_reload: bool) -> Result<Runtime, String> {
-        let adapter = Adapter::with_retain(config.adapter_config(), KeepAccounts)
-            .map(Arc::new)
-            .map_err(|e| format!("cannot create the adapter: {e}"))?;
+    fn start(&self, config: &Config, is_reload: bool) -> Result<Runtime, StartError> {
+        let adapter =
+            Adapter::with_retain(config.adapter_config(), KeepAccounts).map(Arc::new).map_err(StartError::Adapter)?;
         let node = config.node_config();
         let spares = Arc::new(Spares::default());
-        let snapshots =
-            Snapshots::start(&node, self.counters.node.clone(), spares.clone()).map_err(|e| e.to_string())?;
+        let snapshots = Snapshots::start(&node, self.counters.node.clone(), spares.clone())?;
         let writer_stats = snapshots.writer_stats().clone();
         let metrics = match config.metrics_addr {
             None => None,
@@ -167,7 +166,7 @@ impl AldbPlugin {
                 let sources = Sources { adapter: adapter.clone(), writer: writer_stats, plugin: self.counters.clone() };
                 Some(
                     MetricsServer::start(addr, "aldb-plugin", "aldb-metrics", move || crate::metrics::render(&sources))
-                        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?,
+                        .map_err(|source| StartError::Metrics { addr, source })?,
                 )
             }
         };
@@ -177,16 +176,13 @@ impl AldbPlugin {
             let bank_hashes = (config.block_metadata_version >= 5)
                 .then(|| Arc::new(aldb_node::BankHashes::new(node.bank_hash_slots, counters.clone(), node.name)));
             let evidence = match config.vote_evidence {
-                true => Some(
-                    aldb_node::evidence::Evidence::start(
-                        &config.snapshot_dir,
-                        config.keep_slots,
-                        config.hold_for_shipper,
-                        counters,
-                        node.name,
-                    )
-                    .map_err(|e| e.to_string())?,
-                ),
+                true => Some(aldb_node::evidence::Evidence::start(
+                    &config.snapshot_dir,
+                    config.keep_slots,
+                    config.hold_for_shipper,
+                    counters,
+                    node.name,
+                )?),
                 false => None,
             };
             (bank_hashes, evidence)
@@ -195,7 +191,7 @@ impl AldbPlugin {
             log::warn!("aldb-plugin: {why}");
         }
         #[cfg_attr(not(feature = "patched-interface"), allow(unused_mut))]
-        let mut records = Records::start(&node).map_err(|e| e.to_string())?;
+        let mut records = Records::start(&node)?;
         #[cfg(feature = "patched-interface")]
         if let (Some(r), Some(b)) = (records.as_mut(), &bank_hashes) {
             r.set_bank_hashes(b.clone());
@@ -203,8 +199,7 @@ impl AldbPlugin {
         let rooted = records.as_ref().and_then(Records::rooted_slots);
         let mut pipeline = Pipeline { snapshots, records, spares, spill: None };
         pipeline.spill_startup(&adapter);
-        let worker = Worker::spawn(adapter.clone(), pipeline, self.counters.clone())
-            .map_err(|e| format!("cannot start the commit worker: {e}"))?;
+        let worker = Worker::spawn(adapter.clone(), pipeline, self.counters.clone()).map_err(StartError::Worker)?;
         if is_reload {
             // A reloaded plugin has missed genesis or the startup accounts, and no base state
             // can be built from the updates that follow: no slot will commit until the validator
@@ -230,7 +225,7 @@ impl AldbPlugin {
 /// The slot, blockhash and block height of a block metadata notification (every version carries
 /// them; agave 4.2.0 sends `V0_0_4`, the patched validator `V0_0_5` to a plugin that asks). Fails
 /// on a blockhash that is not base58 of 32 bytes.
-fn block_info(info: &ReplicaBlockInfoVersions<'_>) -> Result<(u64, [u8; 32], Option<u64>), String> {
+fn block_info(info: &ReplicaBlockInfoVersions<'_>) -> Result<(u64, [u8; 32], Option<u64>), CallbackError> {
     let (slot, blockhash, height) = match info {
         ReplicaBlockInfoVersions::V0_0_1(b) => (b.slot, b.blockhash, b.block_height),
         ReplicaBlockInfoVersions::V0_0_2(b) => (b.slot, b.blockhash, b.block_height),
@@ -239,8 +234,11 @@ fn block_info(info: &ReplicaBlockInfoVersions<'_>) -> Result<(u64, [u8; 32], Opt
         #[cfg(feature = "patched-interface")]
         ReplicaBlockInfoVersions::V0_0_5(b) => (b.slot, b.blockhash, b.block_height),
     };
-    let hash = aldb_verify::hash_from_base58(blockhash)
-        .map_err(|e| format!("block metadata of slot {slot}: blockhash {}: {e}", aldb_verify::Excerpt(blockhash)))?;
+    let hash = aldb_verify::hash_from_base58(blockhash).map_err(|source| CallbackError::Blockhash {
+        slot,
+        excerpt: aldb_verify::Excerpt(blockhash).to_string(),
+        source,
+    })?;
     Ok((slot, hash, height))
 }
 
@@ -249,15 +247,15 @@ fn account_update<'a>(
     account: ReplicaAccountInfoVersions<'a>,
     slot: u64,
     is_startup: bool,
-) -> Result<AccountUpdate<'a>, String> {
+) -> Result<AccountUpdate<'a>, CallbackError> {
     // Every version carries the same fields the commitment needs; V2 and V3 add the transaction.
     let (pubkey, lamports, owner, executable, data, write_version) = match account {
         ReplicaAccountInfoVersions::V0_0_1(a) => (a.pubkey, a.lamports, a.owner, a.executable, a.data, a.write_version),
         ReplicaAccountInfoVersions::V0_0_2(a) => (a.pubkey, a.lamports, a.owner, a.executable, a.data, a.write_version),
         ReplicaAccountInfoVersions::V0_0_3(a) => (a.pubkey, a.lamports, a.owner, a.executable, a.data, a.write_version),
     };
-    let key = |what: &str, b: &[u8]| -> Result<[u8; 32], String> {
-        b.try_into().map_err(|_| format!("account {what} at slot {slot} is {} bytes, not 32", b.len()))
+    let key = |what: &'static str, b: &[u8]| -> Result<[u8; 32], CallbackError> {
+        b.try_into().map_err(|_| CallbackError::KeyLength { what, slot, len: b.len() })
     };
     Ok(AccountUpdate {
         slot,
@@ -302,7 +300,7 @@ impl AldbPlugin {
     fn bank_frozen(
         &self,
         b: &agave_geyser_plugin_interface::geyser_plugin_interface::ReplicaBlockInfoV5<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CallbackError> {
         let (_, _, _, info) = crate::patched::block_info_v5(b)?;
         self.note_bank(&info);
         // Only a set the bank hash was checked to bind (the entry keeps its hash) is handed over.
@@ -395,9 +393,9 @@ impl GeyserPlugin for AldbPlugin {
                 GeyserPluginError::ConfigFileReadError { msg: e.to_string() }
             })?;
         log::set_max_level(config.log_level);
-        let runtime = self.start(&config, is_reload).map_err(|msg| {
-            log::error!("aldb-plugin: not loading: {msg}");
-            GeyserPluginError::Custom(msg.into())
+        let runtime = self.start(&config, is_reload).map_err(|e| {
+            log::error!("aldb-plugin: not loading: {e}");
+            GeyserPluginError::Custom(Box::new(e))
         })?;
         log::info!(
             "aldb-plugin loaded: snapshots in {}, commitment {:?}, {} engine threads, metrics {}",

@@ -14,6 +14,7 @@ use aldb_snapshot::{AccountBatch, SlotInput, SlotMark, SnapshotError, SpilledAcc
 use aldb_verify::Commitment;
 use geyser_adapter::{AccountRecord, Adapter, CommitKind, Committed, KeepAccounts, StatusChange, StatusKind};
 
+use crate::error::StopError;
 use crate::metrics::PluginCounters;
 
 /// How long the worker sleeps when nothing was decided. `commit_ready` also finds work no status
@@ -68,7 +69,7 @@ impl geyser_adapter::StartupSink for SpillFeed {
 /// A running commit worker.
 pub(crate) struct Worker {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<(), String>>>,
+    thread: Option<JoinHandle<Result<(), aldb_node::NodeError>>>,
 }
 
 impl Worker {
@@ -90,13 +91,11 @@ impl Worker {
 
     /// Commits what is ready, stops, waits for every submitted slot to be written and shuts the
     /// writer down. Returns the writer's error, if it had one.
-    pub(crate) fn stop(mut self) -> Result<(), String> {
+    pub(crate) fn stop(mut self) -> Result<(), StopError> {
         self.stop.store(true, Ordering::Release);
         match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(r)) => r,
-            Some(Err(payload)) => {
-                Err(format!("commit worker panicked: {}", aldb_node::panic::panic_message(payload.as_ref())))
-            }
+            Some(Ok(r)) => r.map_err(StopError::from),
+            Some(Err(payload)) => Err(StopError::Panicked(aldb_node::panic::panic_message(payload.as_ref()))),
             None => Ok(()),
         }
     }
@@ -117,7 +116,7 @@ fn run(
     mut pipeline: Pipeline,
     counters: &PluginCounters,
     stop: &AtomicBool,
-) -> Result<(), String> {
+) -> Result<(), aldb_node::NodeError> {
     let node: &NodeStats = &counters.node;
     node.running.store(1, Ordering::Relaxed);
     node.records_enabled.store(pipeline.records.as_ref().is_some_and(Records::enabled), Ordering::Relaxed);
@@ -179,7 +178,7 @@ fn run(
         }
     }
     node.running.store(0, Ordering::Relaxed);
-    pipeline.snapshots.finish().map_err(|e| e.to_string())
+    pipeline.snapshots.finish()
 }
 
 fn bank_record(

@@ -23,7 +23,7 @@ mod writer;
 
 /// What can go wrong with snapshot files, written or read: one type with the readers'
 /// (`aldb_format`), as the writer reads the files it references.
-pub use aldb_format::SnapshotError;
+pub use aldb_format::{SnapshotError, WriterStop};
 pub use batch::{AccountBatch, AccountEntry};
 pub use serializer::{CAPTURE_OPTIONS, Published, SlotInput};
 pub use startup::{

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use aldb_format::ReadError;
+use aldb_format::SnapshotError;
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -14,7 +14,7 @@ pub enum ServeError {
     NoDirectory(PathBuf),
     /// The snapshot directory could not be read.
     #[error("cannot open the snapshot directory: {0}")]
-    Open(#[source] ReadError),
+    Open(#[source] SnapshotError),
     /// The bucket of a replica could not be opened or read.
     #[error("cannot serve the bucket: {0}")]
     Store(String),

@@ -43,7 +43,7 @@ pub use rpc::{Limits, Rpc, RpcError, codes};
 pub use server::{
     AUTO_INLINE_MAX_BYTES, BUSY_CLOSE, Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_WRITE_TIMEOUT, DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, Execution, NOT_READING_CLOSE,
-    SLOW_SUBSCRIBER_CLOSE, Service, default_max_buffered_bytes,
+    SLOW_SUBSCRIBER_CLOSE, Service, UnknownExecution, default_max_buffered_bytes,
 };
 pub use source::Source;
 pub use votes::VoteFeed;

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use aldb_format::{AccountProof, QueryError, ReadError, SlotInfo};
+use aldb_format::{AccountProof, QueryError, SlotIndex, SlotInfo, SnapshotError};
 use aldb_objstore::{
     ArchivedVotes, BucketOptions, CacheConfig, Lease, LogMirror, Manifest, ObjectStoreSource, SourceError, VoteArchive,
 };
@@ -103,8 +103,9 @@ impl Refusal {
 struct Index {
     /// The manifest it was built from.
     manifest: Option<Arc<Manifest>>,
-    /// Slots whose entries were confirmed against their objects: the only ones listed.
-    slots: BTreeMap<u64, SlotInfo>,
+    /// Slots whose entries were confirmed against their objects (the only ones listed), the
+    /// gaps a failing writer left, and the newest slot any shipped file names, served or not.
+    slots: SlotIndex,
     /// Slots the manifest lists whose entries did not confirm.
     refused: BTreeMap<u64, Refusal>,
     /// Entries that could not be confirmed for want of an answer from the bucket: tried again
@@ -115,10 +116,6 @@ struct Index {
     /// Slots the manifest names a slot file of whose chain it does not name whole, with the
     /// first sequence number missing: answered as a missing file, as a directory does.
     unservable: BTreeMap<u64, u64>,
-    /// `(after, until)` exclusive bounds of slots a failing writer never wrote.
-    gaps: Vec<(Option<u64>, u64)>,
-    /// The newest slot any shipped file names, served or not.
-    newest_named: Option<u64>,
 }
 
 /// A replica's source: the manifest's index, the verified cache, and the copy of the logs.
@@ -162,8 +159,8 @@ pub enum LogKind {
 }
 
 /// A bucket failure in the reader's terms, for the poller's error reporting.
-fn read_error(dir: &std::path::Path, e: SourceError) -> ReadError {
-    ReadError::io("read the bucket into", dir, std::io::Error::other(e.to_string()))
+fn read_error(dir: &std::path::Path, e: SourceError) -> SnapshotError {
+    SnapshotError::io("read the bucket into", dir, std::io::Error::other(e.to_string()))
 }
 
 impl Replica {
@@ -264,7 +261,7 @@ impl Replica {
 
     /// Rereads the manifest and brings the copy of the logs up to it. Blocking: call it from a
     /// blocking thread (the poller's).
-    pub fn sync(&self) -> Result<(), ReadError> {
+    pub fn sync(&self) -> Result<(), SnapshotError> {
         self.handle.block_on(self.sync_async()).map_err(|e| read_error(&self.dir, e))
     }
 
@@ -325,16 +322,14 @@ impl Replica {
         let gaps = m.snapshots.iter().filter_map(|o| o.gap.map(|g| (g.after, o.slot))).collect();
         let newest_named = m.snapshots.iter().map(|o| o.slot).max();
         let fresh: Vec<SlotInfo> =
-            slots.values().filter(|i| old.slots.get(&i.slot).is_none_or(|o| o != *i)).copied().collect();
+            slots.values().filter(|i| old.slots.get(i.slot).is_none_or(|o| o != *i)).copied().collect();
         let next = Arc::new(Index {
             manifest: Some(m),
-            slots,
+            slots: SlotIndex::new(slots, gaps, newest_named),
             refused,
             pending,
             tried: Some(Instant::now()),
             unservable,
-            gaps,
-            newest_named,
         });
         match self.index.write() {
             Ok(mut g) => *g = next,
@@ -352,20 +347,17 @@ impl Replica {
 
     /// The newest served slot.
     pub fn latest(&self) -> Option<SlotInfo> {
-        self.current().slots.values().next_back().copied()
+        self.current().slots.latest()
     }
 
     /// The oldest served slot.
     pub fn oldest(&self) -> Option<SlotInfo> {
-        self.current().slots.values().next().copied()
+        self.current().slots.oldest()
     }
 
     /// Served slots in `[start, end]`, oldest first.
     pub fn slots(&self, start: u64, end: u64) -> Vec<SlotInfo> {
-        if start > end {
-            return Vec::new();
-        }
-        self.current().slots.range(start..=end).map(|(_, s)| *s).collect()
+        self.current().slots.range(start, end)
     }
 
     /// The slot's info, or why it cannot be served: the same answers, in the same order, as
@@ -376,38 +368,31 @@ impl Replica {
             if let Some(r) = self.corrupt_map().get(&slot) {
                 return Err(r.answer(slot));
             }
-            if let Some(info) = ix.slots.get(&slot) {
-                return Ok(*info);
-            }
-            if let Some(r) = ix.refused.get(&slot) {
-                return Err(r.answer(slot));
-            }
-            if ix.slots.is_empty()
-                && let Some(reason) = self.src.manifest_error()
-            {
-                return Err(QueryError::Corrupt { slot, reason });
-            }
-            if let Some(&(after, until)) = ix.gaps.iter().find(|(a, u)| a.is_none_or(|a| a < slot) && slot < *u) {
-                return Err(QueryError::NotWritten { slot, after, until });
+            // What only a replica knows of a slot it does not serve comes before the index's
+            // answers: an entry its object refused, or a manifest that cannot be read at all.
+            if ix.slots.get(slot).is_none() {
+                if let Some(r) = ix.refused.get(&slot) {
+                    return Err(r.answer(slot));
+                }
+                if ix.slots.latest().is_none()
+                    && let Some(reason) = self.src.manifest_error()
+                {
+                    return Err(QueryError::Corrupt { slot, reason });
+                }
             }
         }
-        let (Some(oldest), Some(newest)) = (ix.slots.values().next(), ix.slots.values().next_back()) else {
-            return Err(QueryError::NothingPublished);
-        };
-        let Some(slot) = slot else { return Ok(*newest) };
-        if slot > newest.slot && slot > ix.newest_named.unwrap_or(0) {
-            return Err(QueryError::NotYetCommitted { slot, newest: newest.slot });
+        match ix.slots.lookup(slot, |_| None) {
+            Err(QueryError::NoSnapshot { slot }) => match ix.unservable.get(&slot) {
+                Some(&gone) => Err(QueryError::MissingFile {
+                    slot,
+                    file: format!(
+                        "sequence number {gone} ({gone:010}-*.snap or .part), which the manifest does not name"
+                    ),
+                }),
+                None => Err(QueryError::NoSnapshot { slot }),
+            },
+            answer => answer,
         }
-        if slot < oldest.slot {
-            return Err(QueryError::Pruned { slot, oldest: oldest.slot });
-        }
-        if let Some(&gone) = ix.unservable.get(&slot) {
-            return Err(QueryError::MissingFile {
-                slot,
-                file: format!("sequence number {gone} ({gone:010}-*.snap or .part), which the manifest does not name"),
-            });
-        }
-        ix.slots.get(&slot).copied().ok_or(QueryError::NoSnapshot { slot })
     }
 
     /// Files of the cache its reader refused (never served).

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use aldb_format::{AccountProof, QueryError, ReadError, SlotInfo, SnapshotReader};
+use aldb_format::{AccountProof, QueryError, SlotInfo, SnapshotError, SnapshotReader};
 
 use crate::replica::Replica;
 
@@ -75,7 +75,7 @@ impl Source {
     /// Brings in what the logs beside the snapshots say (a bucket: the manifest, the record log,
     /// the vote-evidence log and the journal copied into the cache directory). Blocking. Runs before the journal is
     /// read, so every slot the journal names is in the index [`Source::refresh`] builds next.
-    pub fn sync(&self) -> Result<(), ReadError> {
+    pub fn sync(&self) -> Result<(), SnapshotError> {
         match self {
             Source::Directory(_) => Ok(()),
             Source::Bucket(b) => b.sync(),
@@ -83,7 +83,7 @@ impl Source {
     }
 
     /// Picks up newly published slots; returns them in slot order. Blocking.
-    pub fn refresh(&self) -> Result<Vec<SlotInfo>, ReadError> {
+    pub fn refresh(&self) -> Result<Vec<SlotInfo>, SnapshotError> {
         match self {
             Source::Directory(r) => r.refresh(),
             Source::Bucket(b) => Ok(b.rebuild()),

@@ -19,16 +19,25 @@ tests/vectors/epochs-v1.json byte for byte.
 """
 
 import copy
-import hashlib
-import json
 import random
 import sys
 from pathlib import Path
 
+# specref.py and gen_votes.py sit beside this script; see gen_votes.py on the path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 import gen_votes as votes  # noqa: E402  (§10: vote transactions, their decoding, the tally)
-from specref import U64_MAX, ZERO, b58decode, b58encode, b64, b64decode, secret_to_public  # noqa: E402
+from specref import (  # noqa: E402
+    U64_MAX,
+    ZERO,
+    b58decode,
+    b58encode,
+    b64,
+    b64decode,
+    secret_to_public,
+    sha256,
+    write_or_check,
+)
 from specref import self_test as specref_self_test  # noqa: E402
 
 SEED = 0xA1DB_0011
@@ -40,10 +49,6 @@ MINIMUM_SLOTS_PER_EPOCH = 32  # agave's MINIMUM_SLOTS_PER_EPOCH
 HEADER = 20  # epoch u64, total stake u64, member count u32
 MEMBER = 72  # vote account, authorized voter, stake u64
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def sha256(b):
-    return hashlib.sha256(b).digest()
 
 
 class Refused(Exception):
@@ -875,22 +880,12 @@ def main():
         "misbehaviour_files": files,
         "invalid_states": invalid_states,
     }
-    text = json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
-    if "--check" in sys.argv[1:]:
-        if not OUT.exists() or OUT.read_bytes() != text.encode("ascii"):
-            print(f"{OUT.name} differs from the generator's output; run tools/vectors/gen_epochs.py")
-            return 1
-        print(f"{OUT.name} matches the generator")
-        return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(text.encode("ascii"))
     steps = sum(len(sc["steps"]) for sc in scenarios)
-    print(
-        f"wrote {OUT.relative_to(OUT.parent.parent.parent)}: {len(schedules)} schedules, {len(sets)} sets, "
-        f"{len(invalid_sets) + len(invalid_set_json)} invalid sets, {len(scenarios)} scenarios of {steps} steps, "
-        f"{len(files)} misbehaviour files"
+    summary = (
+        f"{len(schedules)} schedules, {len(sets)} sets, {len(invalid_sets) + len(invalid_set_json)} invalid sets, "
+        f"{len(scenarios)} scenarios of {steps} steps, {len(files)} misbehaviour files"
     )
-    return 0
+    return write_or_check(OUT, "gen_epochs.py", doc, 1, summary)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ deterministic, so running the script again rewrites tests/vectors/records-v1.jso
 """
 
 import hashlib
-import json
 import random
 import sys
 from pathlib import Path
@@ -49,6 +48,7 @@ from specref import (  # noqa: E402
     sign,
     small_order,
     verify_strict,
+    write_or_check,
 )
 from specref import self_test as specref_self_test  # noqa: E402
 
@@ -829,22 +829,12 @@ def main():
         "invalid_attestations": build_invalid_attestations(recs, signers, per_record),
         "quorum": build_quorum(recs, signers, per_record),
     }
-    text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
-    if "--check" in sys.argv[1:]:
-        if not OUT.exists() or OUT.read_bytes() != text.encode("ascii"):
-            print(f"{OUT.name} differs from the generator's output; run tools/vectors/gen_records.py")
-            return 1
-        print(f"{OUT.name} matches the generator")
-        return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(text.encode("ascii"))
-    print(
-        f"wrote {OUT.relative_to(OUT.parent.parent.parent)}: {len(doc['records'])} records, "
-        f"{len(doc['chain'])} chain cases, {len(doc['invalid_records'])} invalid records, "
-        f"{len(doc['signers'])} signers, {len(atts)} attestations, "
+    summary = (
+        f"{len(doc['records'])} records, {len(doc['chain'])} chain cases, "
+        f"{len(doc['invalid_records'])} invalid records, {len(doc['signers'])} signers, {len(atts)} attestations, "
         f"{len(doc['invalid_attestations'])} invalid attestations, {len(doc['quorum'])} quorum cases"
     )
-    return 0
+    return write_or_check(OUT, "gen_records.py", doc, 2, summary)
 
 
 if __name__ == "__main__":

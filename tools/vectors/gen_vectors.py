@@ -14,7 +14,6 @@ again rewrites tests/vectors/v1.json byte for byte.
     python3 tools/vectors/gen_vectors.py --check    # exit 1 if the checked-in file differs
 """
 
-import json
 import random
 import sys
 from pathlib import Path
@@ -43,6 +42,7 @@ from specref import (  # noqa: E402
     prove,
     tree_root,
     verify_proof,
+    write_or_check,
 )
 from specref import self_test as specref_self_test  # noqa: E402
 
@@ -424,21 +424,9 @@ def main():
         "cases": cases,
         "invalid_proofs": invalid,
     }
-    text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
-    if "--check" in sys.argv[1:]:
-        # CI: the checked-in file must be exactly what this independent generator produces.
-        if not OUT.exists() or OUT.read_bytes() != text.encode("ascii"):
-            print(f"{OUT.name} differs from the generator's output; run tools/vectors/gen_vectors.py")
-            return 1
-        print(f"{OUT.name} matches the generator")
-        return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(text.encode("ascii"))
     nproofs = sum(len(c["proofs"]) for c in cases)
-    print(
-        f"wrote {OUT.relative_to(OUT.parent.parent.parent)}: {len(primitives)} primitives, "
-        f"{len(cases)} cases, {nproofs} proofs, {len(invalid)} invalid proofs"
-    )
+    summary = f"{len(primitives)} primitives, {len(cases)} cases, {nproofs} proofs, {len(invalid)} invalid proofs"
+    return write_or_check(OUT, "gen_vectors.py", doc, 2, summary)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,6 @@ tests/vectors/votes-v1.json byte for byte.
     python3 tools/vectors/gen_votes.py --check    # exit 1 if the checked-in file differs
 """
 
-import hashlib
-import json
 import random
 import struct
 import sys
@@ -41,9 +39,11 @@ from specref import (  # noqa: E402
     proof_json,
     prove,
     secret_to_public,
+    sha256,
     sign,
     tree_root,
     verify_strict,
+    write_or_check,
 )
 from specref import self_test as specref_self_test  # noqa: E402
 
@@ -60,10 +60,6 @@ VOTE_PROGRAM = b58decode("Vote111111111111111111111111111111111111111")
 SYSTEM_PROGRAM = ZERO
 STAKE_PROGRAM = b58decode("Stake11111111111111111111111111111111111111")
 assert len(VOTE_PROGRAM) == 32
-
-
-def sha256(s):
-    return hashlib.sha256(s).digest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -780,20 +776,11 @@ def main():
         "invalid_transactions": bad_txs,
         "evidence": cases,
     }
-    text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
-    if "--check" in sys.argv[1:]:
-        if not OUT.exists() or OUT.read_bytes() != text.encode("ascii"):
-            print(f"{OUT.name} differs from the generator's output; run tools/vectors/gen_votes.py")
-            return 1
-        print(f"{OUT.name} matches the generator")
-        return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(text.encode("ascii"))
-    print(
-        f"wrote {OUT.relative_to(OUT.parent.parent.parent)}: {len(bank_hash_cases)} bank hashes, "
-        f"{len(tx_cases)} transactions, {len(bad_txs)} invalid transactions, {len(cases)} evidence cases"
+    summary = (
+        f"{len(bank_hash_cases)} bank hashes, {len(tx_cases)} transactions, {len(bad_txs)} invalid transactions, "
+        f"{len(cases)} evidence cases"
     )
-    return 0
+    return write_or_check(OUT, "gen_votes.py", doc, 2, summary)
 
 
 def bad_txs_by(bad, name):

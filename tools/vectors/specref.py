@@ -1,15 +1,16 @@
 """Reference implementation of the parts of docs/SPEC.md that the vector generators share.
 
-gen_vectors.py (§3-§8), gen_records.py (§9) and gen_votes.py (§10) are a second implementation of
-the spec, written from its text alone and sharing no code with the Rust crates or the TypeScript
-package; this module is the part of that second implementation they have in common, so each rule
-is written once:
+gen_vectors.py (§3-§8), gen_records.py (§9), gen_votes.py (§10) and gen_epochs.py (§11) are a
+second implementation of the spec, written from its text alone and sharing no code with the Rust
+crates or the TypeScript package; this module is the part of that second implementation they have
+in common, so each rule is written once:
 
-- the encodings of §1 (base58, base64);
+- the encodings of §1 (base58, base64), and SHA-256 as hashlib's;
 - the BLAKE2s domains of §2, §3 and §9.2;
 - the tree of §5, the proofs of §6 and their encodings of §7, as a plain recursion over the
   sorted leaf set with no stored nodes;
-- Ed25519 as RFC 8032 §6's reference code, with the strict verification of §9.3.
+- Ed25519 as RFC 8032 §6's reference code, with the strict verification of §9.3;
+- writing a generator's vector file, or checking it (`--check`, as CI runs each generator).
 
 Nothing here is optimised or clever: the vectors are only worth something if this side and the
 Rust side can disagree. Standard library only (Python 3.11).
@@ -17,9 +18,35 @@ Rust side can disagree. Standard library only (Python 3.11).
 
 import base64
 import hashlib
+import json
+import sys
+from pathlib import Path
 
 ZERO = bytes(32)
 U64_MAX = (1 << 64) - 1
+
+# --------------------------------------------------------------------------------------------
+# What every generator does with its document.
+
+
+def write_or_check(out: Path, script: str, doc, indent: int, summary: str) -> int:
+    """Writes `doc` as JSON to `out` (ASCII, byte for byte the same on every run), or, with
+    `--check` on the command line, only compares it with the file there. `script` is the
+    generator's file name, `summary` what was written. Returns the exit status: 1 when the
+    checked-in file differs from what the generator produces."""
+    text = json.dumps(doc, indent=indent, ensure_ascii=True) + "\n"
+    if "--check" in sys.argv[1:]:
+        # CI: the checked-in file must be exactly what this independent generator produces.
+        if not out.exists() or out.read_bytes() != text.encode("ascii"):
+            print(f"{out.name} differs from the generator's output; run tools/vectors/{script}")
+            return 1
+        print(f"{out.name} matches the generator")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(text.encode("ascii"))
+    print(f"wrote {out.relative_to(out.parent.parent.parent)}: {summary}")
+    return 0
+
 
 # --------------------------------------------------------------------------------------------
 # §1: base58 and base64, written out so that nothing beyond the standard library is needed.
@@ -46,6 +73,10 @@ def b58decode(s: str) -> bytes:
     zeros = len(s) - len(s.lstrip("1"))
     body = n.to_bytes((n.bit_length() + 7) // 8, "big") if n else b""
     return bytes(zeros) + body
+
+
+def sha256(b: bytes) -> bytes:
+    return hashlib.sha256(b).digest()
 
 
 def b64(b: bytes) -> str:

@@ -86,7 +86,7 @@ impl Queued {
         let thread = std::thread::Builder::new()
             .name("aldb-bank-sink".into())
             .spawn(move || worker.run())
-            .map_err(|e| NodeError::Start(format!("cannot start the writer thread: {e}")))?;
+            .map_err(|source| NodeError::Thread { thread: "writer", source })?;
         log::info!("{}: snapshot files and records in {}", config.name, config.writer.dir.display());
         Ok(Self { name: config.name, queue, thread: Some(thread), stats, writer_stats, spares, lost: BTreeSet::new() })
     }

@@ -45,8 +45,13 @@ pub(crate) struct RecordLog {
 }
 
 /// Why the log could not be opened.
-enum OpenError {
-    Key(RecordsError),
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenError {
+    /// The signing key could not be read.
+    #[error("cannot read the signing key: {0}")]
+    Key(#[source] RecordsError),
+    /// The log itself could not be opened.
+    #[error(transparent)]
     Log(RecordsError),
 }
 
@@ -55,15 +60,6 @@ impl From<OpenError> for NodeError {
         match e {
             OpenError::Key(e) => NodeError::Key(e),
             OpenError::Log(e) => NodeError::RecordLog(e),
-        }
-    }
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Key(e) => write!(f, "cannot read the signing key: {e}"),
-            Self::Log(e) => e.fmt(f),
         }
     }
 }
@@ -133,7 +129,7 @@ impl RecordLog {
 
     /// Drops the producer and opens the log again (cutting a torn tail off). On failure records
     /// pause for [`RecordSettings::reopen_every`] records.
-    pub(crate) fn reopen(&mut self) -> Result<(), String> {
+    pub(crate) fn reopen(&mut self) -> Result<(), OpenError> {
         self.producer = None;
         let opened =
             self.signer().and_then(|s| RecordProducer::open(&self.dir, self.genesis_hash, s).map_err(OpenError::Log));
@@ -144,12 +140,12 @@ impl RecordLog {
             }
             Err(e) => {
                 self.retry_in = self.reopen_every;
-                Err(e.to_string())
+                Err(e)
             }
         }
     }
 
-    fn failed(&mut self, slot: u64, what: &str, e: &str, stats: &NodeStats) {
+    fn failed(&mut self, slot: u64, what: &str, e: &dyn std::fmt::Display, stats: &NodeStats) {
         NodeStats::add(&stats.record_errors, 1);
         if self.failing == 0 {
             log::error!("{}: no root record for slot {slot}: {what}: {e}", self.name);
@@ -166,7 +162,7 @@ impl RecordLog {
         if self.producer.is_none() {
             if self.retry_in > 1 {
                 self.retry_in -= 1;
-                self.failed(slot, "records paused", "the record log is not open", stats);
+                self.failed(slot, "records paused", &"the record log is not open", stats);
                 return;
             }
             if let Err(e) = self.reopen() {
@@ -206,7 +202,7 @@ impl RecordLog {
             // At or below the newest slot logged at this level (replayed after a restart).
             Ok(None) => NodeStats::add(&stats.records_skipped, 1),
             Err(e) => {
-                self.failed(slot, "record log", &e.to_string(), stats);
+                self.failed(slot, "record log", &e, stats);
                 // The append may have left a torn entry: start over from what the log holds.
                 if let Err(e) = self.reopen() {
                     log::error!(

@@ -52,7 +52,7 @@ impl Snapshots {
     pub fn start(config: &NodeConfig, stats: Arc<NodeStats>, spares: Arc<Spares>) -> Result<Self, NodeError> {
         let dir = config.writer.dir.clone();
         let writer = SnapshotWriter::start(config.writer_config(), None)
-            .map_err(|e| NodeError::Start(format!("cannot start the snapshot writer in {}: {e}", dir.display())))?;
+            .map_err(|source| NodeError::SnapshotWriter { dir: dir.clone(), source })?;
         Ok(Self {
             name: config.name,
             writer,

@@ -45,8 +45,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use aldb_core::ChangeSet;
-use aldb_format::SnapshotError;
 use aldb_format::format::MAX_FILE_BYTES;
+use aldb_format::{SnapshotError, WriterStop};
 
 use crate::batch::AccountBatch;
 use crate::file_builder::supports_direct;
@@ -105,7 +105,7 @@ pub struct SnapshotWriter {
     stats: Arc<WriterStats>,
     done: Arc<(Mutex<u64>, Condvar)>,
     /// The last error while the writer is failing or stopped; `None` once it writes again.
-    failure: Arc<Mutex<Option<String>>>,
+    failure: Arc<Mutex<Option<WriterStop>>>,
     /// Fork mode: banks refused since the last [`SnapshotWriter::take_refused`].
     refused: Arc<Mutex<VecDeque<Refusal>>>,
     /// The snapshot directory.
@@ -224,21 +224,21 @@ impl SnapshotWriter {
 
     fn send(&self, input: Item) -> Result<(), SnapshotError> {
         if self.stats.stopped.load(Ordering::Relaxed) != 0 {
-            let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or_default();
+            let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or(WriterStop::Unknown);
             return Err(SnapshotError::Stopped(reason));
         }
-        let Some(tx) = &self.tx else { return Err(SnapshotError::Stopped("shut down".into())) };
+        let Some(tx) = &self.tx else { return Err(SnapshotError::Stopped(WriterStop::ShutDown)) };
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
         match tx.try_send(input) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(input)) => {
                 self.stats.full_waits.fetch_add(1, Ordering::Relaxed);
                 let t = Instant::now();
-                let r = tx.send(input).map_err(|_| SnapshotError::Stopped("writer thread exited".into()));
+                let r = tx.send(input).map_err(|_| SnapshotError::Stopped(WriterStop::ThreadExited));
                 self.stats.wait_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 r
             }
-            Err(TrySendError::Disconnected(_)) => Err(SnapshotError::Stopped("writer thread exited".into())),
+            Err(TrySendError::Disconnected(_)) => Err(SnapshotError::Stopped(WriterStop::ThreadExited)),
         }
     }
 
@@ -247,15 +247,15 @@ impl SnapshotWriter {
     pub fn flush(&self) -> Result<(), SnapshotError> {
         let target = self.stats.submitted.load(Ordering::Relaxed);
         let (lock, cv) = &*self.done;
-        let mut processed = lock.lock().map_err(|_| SnapshotError::Stopped("writer panicked".into()))?;
+        let mut processed = lock.lock().map_err(|_| SnapshotError::Stopped(WriterStop::Panicked))?;
         while *processed < target {
             if self.stats.stopped.load(Ordering::Relaxed) != 0 {
-                let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or_default();
+                let reason = self.failure.lock().ok().and_then(|f| f.clone()).unwrap_or(WriterStop::Unknown);
                 return Err(SnapshotError::Stopped(reason));
             }
             processed = cv
                 .wait_timeout(processed, std::time::Duration::from_millis(50))
-                .map_err(|_| SnapshotError::Stopped("writer panicked".into()))?
+                .map_err(|_| SnapshotError::Stopped(WriterStop::Panicked))?
                 .0;
         }
         match self.failure.lock().ok().and_then(|f| f.clone()) {

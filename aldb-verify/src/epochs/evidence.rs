@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::{EpochError, EpochSet};
 use crate::Hash;
+use crate::votes::bank_hash::with_hard_forks;
 use crate::votes::{MAX_EVIDENCE_VOTES, VoteTransaction, VoteVerifier};
 
 /// `sha256(h || root || next_set_hash)`: the bank hash before hard-fork data with both the
@@ -22,16 +23,7 @@ pub fn mix_root_and_set(h: &Hash, root: &Hash, next_set_hash: &Hash) -> Hash {
 /// The bank hash a validator votes on with both aldb features active: [`mix_root_and_set`],
 /// then the slot's hard-fork count (u64 little-endian) when it has one, as agave 4.2.0 mixes it.
 pub fn bank_hash_with_set(h: &Hash, root: &Hash, next_set_hash: &Hash, hard_forks: Option<u64>) -> Hash {
-    let mixed = mix_root_and_set(h, root, next_set_hash);
-    match hard_forks {
-        None => mixed,
-        Some(n) => {
-            let mut s = Sha256::new();
-            s.update(mixed);
-            s.update(n.to_le_bytes());
-            s.finalize().into()
-        }
-    }
+    with_hard_forks(mix_root_and_set(h, root, next_set_hash), hard_forks)
 }
 
 /// What shows that a set vouched for one slot's bank hash: the slot's hash parts and, today,

@@ -11,8 +11,9 @@ use super::{
     Checkpoint, ClientState, EPOCHS_VERSION, EpochError, EpochSchedule, EpochSet, HeldEpoch, Misbehaviour,
     MisbehaviourKind, SlotEvidence, Transition,
 };
-use crate::base58::{Base58Error, decode_fixed};
+use crate::base58::Base58Error;
 use crate::json::hash_to_base58;
+use crate::votes::json::{FieldError, field, key_of, u64_of};
 use crate::votes::{MAX_EVIDENCE_VOTES, Validator};
 
 /// Why a JSON document is not one of §11's objects.
@@ -70,24 +71,18 @@ impl From<EpochError> for EpochJsonError {
 
 type R<T> = Result<T, EpochJsonError>;
 
-fn field<'a>(v: &'a Value, name: &'static str, expected: &'static str) -> R<&'a Value> {
-    v.get(name).ok_or(EpochJsonError::Field { field: name, expected })
-}
-
-fn u64_of(v: &Value, name: &'static str) -> R<u64> {
-    const WANT: &str = "an unsigned 64-bit integer";
-    field(v, name, WANT)?.as_u64().ok_or(EpochJsonError::Field { field: name, expected: WANT })
+impl From<FieldError> for EpochJsonError {
+    fn from(e: FieldError) -> Self {
+        match e {
+            FieldError::Field { field, expected } => Self::Field { field, expected },
+            FieldError::Base58 { field, error } => Self::Base58 { field, error },
+        }
+    }
 }
 
 fn i64_of(v: &Value, name: &'static str) -> R<i64> {
     const WANT: &str = "a signed 64-bit integer";
     field(v, name, WANT)?.as_i64().ok_or(EpochJsonError::Field { field: name, expected: WANT })
-}
-
-fn key_of(v: &Value, name: &'static str) -> R<[u8; 32]> {
-    const WANT: &str = "base58 of 32 bytes";
-    let text = field(v, name, WANT)?.as_str().ok_or(EpochJsonError::Field { field: name, expected: WANT })?;
-    decode_fixed::<32>(text).map_err(|error| EpochJsonError::Base58 { field: name, error })
 }
 
 fn object<'a>(v: &'a Value, name: &'static str) -> R<&'a Value> {

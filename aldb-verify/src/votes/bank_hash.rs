@@ -17,7 +17,13 @@ pub fn mix_root(h: &Hash, root: &Hash) -> Hash {
 /// carries hard-fork data (the count of hard forks between its parent and itself), that count as
 /// a little-endian u64 mixed in after, as agave 4.2.0 does.
 pub fn bank_hash(h: &Hash, root: &Hash, hard_forks: Option<u64>) -> Hash {
-    let mixed = mix_root(h, root);
+    with_hard_forks(mix_root(h, root), hard_forks)
+}
+
+/// `mixed` with the slot's hard-fork count (a little-endian u64) mixed in after when it has one,
+/// as agave 4.2.0 does: the last step of the bank hash with the root (§10.1) and with the next
+/// epoch's set as well (§11).
+pub(crate) fn with_hard_forks(mixed: Hash, hard_forks: Option<u64>) -> Hash {
     match hard_forks {
         None => mixed,
         Some(n) => {

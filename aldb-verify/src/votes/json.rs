@@ -58,19 +58,41 @@ impl core::fmt::Display for EvidenceJsonError {
 
 impl std::error::Error for EvidenceJsonError {}
 
-fn field<'a>(v: &'a Value, name: &'static str, expected: &'static str) -> Result<&'a Value, EvidenceJsonError> {
-    v.get(name).ok_or(EvidenceJsonError::Field { field: name, expected })
+/// A field that is missing, holds the wrong kind of value, or is not base58 of 32 bytes: what the
+/// JSON readers of §10.5 (here) and §11 (`epochs::json`) both refuse, each as its own error.
+#[derive(Debug)]
+pub(crate) enum FieldError {
+    /// Missing or of the wrong kind.
+    Field { field: &'static str, expected: &'static str },
+    /// Not base58 of 32 bytes.
+    Base58 { field: &'static str, error: Base58Error },
 }
 
-fn u64_of(v: &Value, name: &'static str) -> Result<u64, EvidenceJsonError> {
+impl From<FieldError> for EvidenceJsonError {
+    fn from(e: FieldError) -> Self {
+        match e {
+            FieldError::Field { field, expected } => Self::Field { field, expected },
+            FieldError::Base58 { field, error } => Self::Base58 { field, error },
+        }
+    }
+}
+
+/// The field `name` of the object `v`, which must hold `expected`.
+pub(crate) fn field<'a>(v: &'a Value, name: &'static str, expected: &'static str) -> Result<&'a Value, FieldError> {
+    v.get(name).ok_or(FieldError::Field { field: name, expected })
+}
+
+/// The field `name` as an unsigned 64-bit integer.
+pub(crate) fn u64_of(v: &Value, name: &'static str) -> Result<u64, FieldError> {
     const WANT: &str = "an unsigned 64-bit integer";
-    field(v, name, WANT)?.as_u64().ok_or(EvidenceJsonError::Field { field: name, expected: WANT })
+    field(v, name, WANT)?.as_u64().ok_or(FieldError::Field { field: name, expected: WANT })
 }
 
-fn key_of(v: &Value, name: &'static str) -> Result<Hash, EvidenceJsonError> {
+/// The field `name` as base58 of 32 bytes.
+pub(crate) fn key_of(v: &Value, name: &'static str) -> Result<Hash, FieldError> {
     const WANT: &str = "base58 of 32 bytes";
-    let text = field(v, name, WANT)?.as_str().ok_or(EvidenceJsonError::Field { field: name, expected: WANT })?;
-    decode_fixed::<32>(text).map_err(|error| EvidenceJsonError::Base58 { field: name, error })
+    let text = field(v, name, WANT)?.as_str().ok_or(FieldError::Field { field: name, expected: WANT })?;
+    decode_fixed::<32>(text).map_err(|error| FieldError::Base58 { field: name, error })
 }
 
 fn account_of(a: &Value) -> Result<EvidenceAccount, EvidenceJsonError> {

@@ -13,11 +13,11 @@
 //! Everything here is bounded and total: any byte string is either decoded or rejected with a
 //! [`VoteError`], never a panic.
 
-mod bank_hash;
+pub(crate) mod bank_hash;
 mod error;
 mod evidence;
 #[cfg(feature = "json")]
-mod json;
+pub(crate) mod json;
 mod reader;
 mod tower;
 mod transaction;

@@ -55,17 +55,22 @@ impl Execution {
 }
 
 impl std::str::FromStr for Execution {
-    type Err = String;
+    type Err = UnknownExecution;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "inline" => Ok(Self::Inline),
             "blocking" => Ok(Self::Blocking),
             "auto" => Ok(Self::Auto),
-            other => Err(format!("unknown execution mode {other:?} (expected inline, blocking or auto)")),
+            other => Err(UnknownExecution(other.to_string())),
         }
     }
 }
+
+/// An execution mode [`Execution`] does not name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown execution mode {0:?} (expected inline, blocking or auto)")]
+pub struct UnknownExecution(pub String);
 
 /// Four per core: proofs fault in pages of the mapped files, so a few more than the cores keep
 /// the CPUs busy while some wait on the disk.

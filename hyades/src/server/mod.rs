@@ -53,7 +53,7 @@ pub use config::{
     Config, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_WRITE_TIMEOUT,
     DEFAULT_WS_IDLE_TIMEOUT, DEFAULT_WS_QUEUE_BYTES, default_max_buffered_bytes,
 };
-pub use execution::{AUTO_INLINE_MAX_BYTES, Execution};
+pub use execution::{AUTO_INLINE_MAX_BYTES, Execution, UnknownExecution};
 pub use service::Service;
 pub use ws::{BUSY_CLOSE, NOT_READING_CLOSE, SLOW_SUBSCRIBER_CLOSE};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aldb_format::records::RecordLogReader;
 use aldb_format::status::{STATUS_FILE, StatusFollower};
-use aldb_format::{ReadError, SlotInfo};
+use aldb_format::{SlotInfo, SnapshotError};
 use tokio::sync::watch;
 
 use super::Shared;
@@ -39,7 +39,7 @@ pub(super) struct Refreshed {
 }
 
 /// Reads the journal, then the directory, and rebuilds the levels' view if anything changed.
-pub(super) fn refresh_all(hyades: &Source, levels: &Levels, t: &mut Tracker) -> Result<Refreshed, ReadError> {
+pub(super) fn refresh_all(hyades: &Source, levels: &Levels, t: &mut Tracker) -> Result<Refreshed, SnapshotError> {
     // A bucket's manifest and logs first: the journal copied from a manifest names only files
     // that manifest names.
     hyades.sync()?;
@@ -174,7 +174,7 @@ pub(super) fn refresh_records(
     records: &RecordFeed,
     metrics: &Metrics,
     replica: Option<&Replica>,
-) -> Result<usize, ReadError> {
+) -> Result<usize, SnapshotError> {
     let mut reader = reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let repaired = replica.map(|r| r.take_repaired(LogKind::Records)).unwrap_or_default();
     for first in &repaired {

@@ -1,10 +1,11 @@
 //! A writer that failed to write: it holds the slots that follow, merged, and retries with
 //! backoff until it can write them as one file after a gap, or gives up past its memory bound.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use aldb_format::SnapshotError;
+use aldb_format::{SnapshotError, WriterStop};
 
 use super::Run;
 use crate::serializer::SlotInput;
@@ -31,11 +32,11 @@ pub(super) struct Failing {
 impl Run {
     /// Starts failing after `e`: holds `input` (merged with the slots that follow) and retries
     /// after [`RETRY_FIRST`].
-    pub(super) fn start_failing(&mut self, input: SlotInput, e: &SnapshotError) {
+    pub(super) fn start_failing(&mut self, input: SlotInput, e: SnapshotError) {
         log::error!("snapshot writer: slot {} not written, holding slots and retrying: {e}", input.slot);
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
         self.stats.failing.store(1, Ordering::Relaxed);
-        self.set_failure(Some(e.to_string()));
+        self.set_failure(Some(WriterStop::Failed(Arc::new(e))));
         self.ser.invalidate();
         let mut merged = Pending::default();
         merged.add(input);
@@ -59,12 +60,8 @@ impl Run {
         }
         let held = f.merged.account_bytes();
         if held > limit {
-            let reason = format!(
-                "snapshot writer stopped until restart: {held} bytes of account data held since slot {} could not be \
-                 written (max_recovery_bytes {})",
-                f.gap_after.map_or("start".to_string(), |s| s.to_string()),
-                self.max_recovery_bytes
-            );
+            let reason =
+                WriterStop::OverBound { held, gap_after: f.gap_after, max_recovery_bytes: self.max_recovery_bytes };
             log::error!("{reason}");
             self.set_failure(Some(reason));
             self.stop_for_good();
@@ -119,7 +116,7 @@ impl Run {
                 self.ser.invalidate();
                 f.backoff = (f.backoff * 2).min(RETRY_MAX);
                 log::error!("snapshot writer: retry failed, next in {:?}: {e}", f.backoff);
-                self.set_failure(Some(e.to_string()));
+                self.set_failure(Some(WriterStop::Failed(Arc::new(e))));
                 f.next_try = Instant::now() + f.backoff;
                 f.merged.add(input);
                 // Still every slot since the failure, not the one merged input.

@@ -13,6 +13,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
+use aldb_format::WriterStop;
 use aldb_format::status::StatusJournal;
 
 use crate::forks::Banks;
@@ -35,7 +36,7 @@ struct Run {
     ser: Serializer,
     dir: PathBuf,
     stats: Arc<WriterStats>,
-    failure: Arc<Mutex<Option<String>>>,
+    failure: Arc<Mutex<Option<WriterStop>>>,
     out: Outlets,
     max_recovery_bytes: usize,
     last_published: Option<u64>,
@@ -86,7 +87,7 @@ impl Run {
         let _ = self.out.pruner.send(PruneMsg::Published { p, newest, pin });
     }
 
-    fn set_failure(&self, reason: Option<String>) {
+    fn set_failure(&self, reason: Option<WriterStop>) {
         if let Ok(mut f) = self.failure.lock() {
             *f = reason;
         }
@@ -100,7 +101,7 @@ impl Run {
                 self.published(p, t);
                 self.recycle(input);
             }
-            Err(e) => self.start_failing(input, &e),
+            Err(e) => self.start_failing(input, e),
         }
     }
 
@@ -119,7 +120,7 @@ pub(super) fn run(
     config: &WriterConfig,
     stats: Arc<WriterStats>,
     done: Arc<(Mutex<u64>, Condvar)>,
-    failure: Arc<Mutex<Option<String>>>,
+    failure: Arc<Mutex<Option<WriterStop>>>,
     out: Outlets,
 ) {
     let every = config.every;
