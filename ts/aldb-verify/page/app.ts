@@ -5,7 +5,7 @@ import * as aldb from "../src/index.js";
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
 async function rpc(url: string, method: string, params: unknown[]): Promise<any> {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: aldb.stringifyJson({ jsonrpc: "2.0", id: 1, method, params }) });
   if (!res.ok) throw new Error(`${method}: HTTP ${res.status}`);
   // parseJson keeps u64 values (lamports) exact where JSON.parse would round them.
   const body = aldb.parseJson(await res.text()) as any;
