@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use aldb_metrics::Families;
 pub(crate) use aldb_metrics::MetricsServer;
 use aldb_node::Histogram;
-use aldb_node::families::{BANK_PIPELINE, BANK_WRITER, Family, NodeSources, Read, write_all};
+use aldb_node::families::{Family, Group, NodeSources, Read, write_all, write_group};
 
 /// Upper bounds (seconds) of the freeze time histogram's buckets.
 const FREEZE_BOUNDS: [f64; 14] =
@@ -61,8 +61,8 @@ pub(crate) struct Sources {
 pub(crate) fn render(src: &Sources) -> String {
     let mut f = Families::default();
     write_all(&mut f, &MODULE, &src.module);
-    write_all(&mut f, &BANK_PIPELINE, &src.node);
-    write_all(&mut f, &BANK_WRITER, &src.node);
+    write_group(&mut f, Group::BankPipeline, &src.node);
+    write_group(&mut f, Group::BankWriter, &src.node);
     f.encode()
 }
 

@@ -1,10 +1,14 @@
-//! The pipeline's metric families: every counter of [`NodeStats`] and of the snapshot writer
-//! that a front end exposes, declared once here, in the order and under the names (and help
-//! texts) each front end has always served. Dashboards and alerts key on them, so a family is
-//! added here, never renamed.
+//! The pipeline's metric families: every statistic of [`NodeStats`] and of the snapshot writer
+//! that a front end exposes, declared once, in [`STATISTICS`], with the name and help text each
+//! front end serves it under. Dashboards and alerts key on those names, so a name is added here,
+//! never changed.
 //!
-//! The geyser plugin's families interleave with its own (callbacks, the state machine), so they
-//! come in the groups its exposition places them in; the in-process module's come in two blocks.
+//! The two front ends name a shared statistic differently (the geyser plugin's
+//! `aldb_snapshot_published_total` is the in-process module's
+//! `aldb_bank_snapshot_files_published_total`), and the plugin interleaves its groups with its own
+//! families (callbacks, the state machine). So a statistic says, for each front end that serves it,
+//! the [`Group`] it belongs to there; a front end writes a group at the place of its exposition
+//! where the group goes, and a group's families come in the table's order.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -26,7 +30,6 @@ pub struct NodeSources {
 }
 
 /// How a family is read and which kind it is exposed as.
-#[derive(Clone, Copy)]
 pub enum Read<S> {
     /// A counter.
     Counter(fn(&S) -> f64),
@@ -36,8 +39,16 @@ pub enum Read<S> {
     Histogram(fn(&S) -> &Histogram),
 }
 
+// By hand: a derive would ask `S: Copy`, and only the function pointers are copied.
+impl<S> Clone for Read<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Read<S> {}
+
 /// One exposed family: its name, its help text, and how a scrape reads it from `S`.
-#[derive(Clone, Copy)]
 pub struct Family<S> {
     /// The family's name.
     pub name: &'static str,
@@ -63,259 +74,539 @@ pub fn write_all<S>(f: &mut Families, families: &[Family<S>], src: &S) {
     families.iter().for_each(|family| family.write(f, src));
 }
 
+/// A block of pipeline families that one front end writes together, at one place of its
+/// exposition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// The in-process module's pipeline (`aldb_bank_sink_*`).
+    BankPipeline,
+    /// The in-process module's snapshot writer (`aldb_bank_snapshot_*`).
+    BankWriter,
+    /// The geyser plugin's root records.
+    PluginRecords,
+    /// The geyser plugin's vote evidence and root cross-checks (zero in a stock build).
+    PluginEvidence,
+    /// The geyser plugin's fork-mode writer (`commitment: "processed"`), after its fork families.
+    PluginForkWriter,
+    /// The geyser plugin's submission latency.
+    PluginSubmit,
+    /// The geyser plugin's snapshot writer.
+    PluginSnapshots,
+    /// The geyser plugin's commit worker.
+    PluginWorker,
+}
+
+/// Where a front end serves a statistic: its group there, and the name and help it has there.
+#[derive(Debug, Clone, Copy)]
+pub struct Exposed {
+    /// The group it is written with.
+    pub group: Group,
+    /// The family's name.
+    pub name: &'static str,
+    /// Its help text.
+    pub help: &'static str,
+}
+
+/// One statistic of the pipeline: how it is read, and how each front end that serves it names it
+/// (`None`: that front end does not serve it).
+#[derive(Clone, Copy)]
+pub struct Statistic {
+    /// How a scrape reads it.
+    pub read: Read<NodeSources>,
+    /// Its family in the geyser plugin's exposition.
+    pub plugin: Option<Exposed>,
+    /// Its family in the in-process module's exposition.
+    pub bank: Option<Exposed>,
+}
+
+impl Statistic {
+    /// The families of front end `group`'s statistic, if it belongs to `group`.
+    fn family(&self, group: Group) -> Option<Family<NodeSources>> {
+        [self.plugin, self.bank].into_iter().flatten().find(|e| e.group == group).map(|e| Family {
+            name: e.name,
+            help: e.help,
+            read: self.read,
+        })
+    }
+}
+
+/// Writes the families of `group`, in the table's order.
+pub fn write_group(f: &mut Families, group: Group, src: &NodeSources) {
+    STATISTICS.iter().filter_map(|s| s.family(group)).for_each(|family| family.write(f, src));
+}
+
+/// The names `group` serves, in order (for tests and documentation).
+pub fn names(group: Group) -> impl Iterator<Item = &'static str> {
+    STATISTICS.iter().filter_map(move |s| s.family(group)).map(|family| family.name)
+}
+
 fn n(c: &AtomicU64) -> f64 {
     c.load(Relaxed) as f64
 }
 
-const fn counter(name: &'static str, help: &'static str, read: fn(&NodeSources) -> f64) -> Family<NodeSources> {
-    Family { name, help, read: Read::Counter(read) }
+const fn at(group: Group, name: &'static str, help: &'static str) -> Option<Exposed> {
+    Some(Exposed { group, name, help })
 }
 
-const fn gauge(name: &'static str, help: &'static str, read: fn(&NodeSources) -> f64) -> Family<NodeSources> {
-    Family { name, help, read: Read::Gauge(read) }
+const fn counter(read: fn(&NodeSources) -> f64, plugin: Option<Exposed>, bank: Option<Exposed>) -> Statistic {
+    Statistic { read: Read::Counter(read), plugin, bank }
 }
 
-/// The in-process module's pipeline families (`aldb_bank_sink_*`).
-pub const BANK_PIPELINE: [Family<NodeSources>; 16] = [
-    counter("aldb_bank_sink_banks_queued_total", "Frozen banks (and bases) handed to the sink's writer thread.", |s| {
-        n(&s.node.banks_queued)
-    }),
+const fn gauge(read: fn(&NodeSources) -> f64, plugin: Option<Exposed>, bank: Option<Exposed>) -> Statistic {
+    Statistic { read: Read::Gauge(read), plugin, bank }
+}
+
+use Group::{
+    BankPipeline, BankWriter, PluginEvidence, PluginForkWriter, PluginRecords, PluginSnapshots, PluginSubmit,
+    PluginWorker,
+};
+
+/// Every statistic either front end serves. A group's families come in this order; the table
+/// keeps each front end's order as it has always been.
+pub const STATISTICS: &[Statistic] = &[
+    // The pipeline: banks in, records and retries, the worker.
     counter(
-        "aldb_bank_sink_banks_merged_total",
-        "Banks that found the queue full and were merged into their parent's queued bank (the parent's slot is not served).",
+        |s| n(&s.node.banks_queued),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_banks_queued_total",
+            "Frozen banks (and bases) handed to the sink's writer thread.",
+        ),
+    ),
+    counter(
         |s| n(&s.node.banks_merged),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_banks_merged_total",
+            "Banks that found the queue full and were merged into their parent's queued bank (the parent's slot is not served).",
+        ),
     ),
     counter(
-        "aldb_bank_sink_banks_lost_total",
-        "Banks not written: the queue was full and could not take them merged, or their parent was not written.",
         |s| n(&s.node.banks_lost),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_banks_lost_total",
+            "Banks not written: the queue was full and could not take them merged, or their parent was not written.",
+        ),
     ),
     counter(
-        "aldb_bank_sink_messages_dropped_total",
-        "Status and metadata messages dropped because the writer thread stopped taking them.",
         |s| n(&s.node.messages_dropped),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_messages_dropped_total",
+            "Status and metadata messages dropped because the writer thread stopped taking them.",
+        ),
     ),
     counter(
-        "aldb_bank_sink_banks_refused_total",
-        "Banks the snapshot writer did not write and that were not tried again (directory gone, input refused, parent not written).",
         |s| n(&s.node.banks_refused),
-    ),
-    counter("aldb_bank_sink_writer_errors_total", "Submissions or marks the stopped snapshot writer refused.", |s| {
-        n(&s.node.writer_errors)
-    }),
-    counter("aldb_bank_sink_records_produced_total", "Root records logged.", |s| n(&s.node.records_produced)),
-    counter("aldb_bank_sink_record_errors_total", "Root records that could not be made or logged.", |s| {
-        n(&s.node.record_errors)
-    }),
-    counter(
-        "aldb_bank_sink_write_retries_total",
-        "Tries to write a held bank again after a failure that can pass (full disk, I/O error).",
-        |s| n(&s.node.write_retries),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_banks_refused_total",
+            "Banks the snapshot writer did not write and that were not tried again (directory gone, input refused, parent not written).",
+        ),
     ),
     counter(
-        "aldb_bank_sink_write_recoveries_total",
-        "Held banks written by a retry, each ending a failure streak.",
-        |s| n(&s.node.write_recoveries),
-    ),
-    counter(
-        "aldb_bank_sink_retries_abandoned_total",
-        "Held banks given up because their fork died, was passed by a root or replaced.",
-        |s| n(&s.node.retries_abandoned),
-    ),
-    gauge("aldb_bank_sink_running", "1 while the sink's writer thread runs.", |s| n(&s.node.running)),
-    gauge("aldb_bank_sink_queued", "Banks and messages waiting for the writer thread.", |s| n(&s.node.queued)),
-    gauge("aldb_bank_sink_queued_bytes", "Bytes of change sets and account data waiting.", |s| n(&s.node.queued_bytes)),
-    gauge(
-        "aldb_bank_sink_write_failing",
-        "1 while the writer thread holds a bank whose write failed, trying it again.",
-        |s| n(&s.node.write_failing),
+        |s| n(&s.node.writer_errors),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_writer_errors_total",
+            "Submissions or marks the stopped snapshot writer refused.",
+        ),
     ),
     gauge(
-        "aldb_bank_sink_write_failure_streak_seconds",
-        "How long the current failure streak has lasted (0 while writes succeed).",
-        |s| s.node.failure_streak().map_or(0.0, |d| d.as_secs_f64()),
-    ),
-];
-
-/// The in-process module's snapshot writer families (`aldb_bank_snapshot_*`).
-pub const BANK_WRITER: [Family<NodeSources>; 10] = [
-    counter("aldb_bank_snapshot_files_published_total", "Snapshot files published.", |s| n(&s.writer.published)),
-    counter("aldb_bank_snapshot_bytes_total", "Bytes of snapshot files published.", |s| n(&s.writer.bytes)),
-    counter(
-        "aldb_bank_snapshot_write_seconds_total",
-        "Time the snapshot writer spent writing and syncing published files.",
-        |s| n(&s.writer.write_nanos) / 1e9,
-    ),
-    counter("aldb_bank_snapshot_write_errors_total", "Failed snapshot writes (each failed try counts).", |s| {
-        n(&s.writer.errors)
-    }),
-    gauge("aldb_bank_snapshot_last_slot", "The newest slot published.", |s| n(&s.writer.last_slot)),
-    counter("aldb_bank_snapshot_pruned_files_total", "Snapshot files deleted by retention.", |s| {
-        n(&s.writer.pruned_files)
-    }),
-    gauge("aldb_bank_snapshot_fork_banks", "Written banks the fork-mode writer holds (its base included).", |s| {
-        n(&s.writer.fork_banks)
-    }),
-    gauge(
-        "aldb_bank_snapshot_fork_held_bytes",
-        "Bytes of undo and redo lists the fork-mode writer's unrooted banks hold.",
-        |s| n(&s.writer.fork_held_bytes),
-    ),
-    counter("aldb_bank_snapshot_fork_switches_total", "Times the writer's tables moved to another fork.", |s| {
-        n(&s.writer.fork_switches)
-    }),
-    counter("aldb_bank_snapshot_journal_errors_total", "Failed appends to the slot-status journal.", |s| {
-        n(&s.writer.journal_errors)
-    }),
-];
-
-/// The geyser plugin's root-record families.
-pub const PLUGIN_RECORDS: [Family<NodeSources>; 5] = [
-    gauge(
-        "aldb_records_enabled",
-        "1 when root records are produced (a genesis hash is configured and the record log opened).",
         |s| f64::from(u8::from(s.node.records_enabled.load(Relaxed))),
+        at(
+            PluginRecords,
+            "aldb_records_enabled",
+            "1 when root records are produced (a genesis hash is configured and the record log opened).",
+        ),
+        None,
     ),
-    counter("aldb_records_produced_total", "Root records appended to the record log.", |s| n(&s.node.records_produced)),
-    counter("aldb_records_signed_total", "Root records appended with an attestation.", |s| n(&s.node.records_signed)),
     counter(
-        "aldb_records_skipped_total",
-        "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice.",
+        |s| n(&s.node.records_produced),
+        at(PluginRecords, "aldb_records_produced_total", "Root records appended to the record log."),
+        at(BankPipeline, "aldb_bank_sink_records_produced_total", "Root records logged."),
+    ),
+    counter(
+        |s| n(&s.node.records_signed),
+        at(PluginRecords, "aldb_records_signed_total", "Root records appended with an attestation."),
+        None,
+    ),
+    counter(
         |s| n(&s.node.records_skipped),
+        at(
+            PluginRecords,
+            "aldb_records_skipped_total",
+            "Committed slots at or below the newest logged record (replayed after a restart); never recorded twice.",
+        ),
+        None,
     ),
-    counter("aldb_record_errors_total", "Committed slots whose root record could not be produced or logged.", |s| {
-        n(&s.node.record_errors)
-    }),
-];
-
-/// The geyser plugin's vote-evidence and root cross-check families (zero in a stock build).
-pub const PLUGIN_EVIDENCE: [Family<NodeSources>; 10] = [
-    counter("aldb_evidence_banks_total", "Bank entries appended to the vote-evidence log.", |s| {
-        n(&s.node.evidence.banks)
-    }),
-    counter("aldb_evidence_votes_total", "Vote transactions appended to the vote-evidence log.", |s| {
-        n(&s.node.evidence.votes)
-    }),
-    counter("aldb_evidence_dropped_total", "Evidence items dropped on a full queue.", |s| n(&s.node.evidence.dropped)),
     counter(
-        "aldb_evidence_votes_rejected_total",
-        "Vote transactions not logged: versioned, oversized, not a TowerSync, or bytes whose signatures fail.",
+        |s| n(&s.node.record_errors),
+        at(
+            PluginRecords,
+            "aldb_record_errors_total",
+            "Committed slots whose root record could not be produced or logged.",
+        ),
+        at(BankPipeline, "aldb_bank_sink_record_errors_total", "Root records that could not be made or logged."),
+    ),
+    counter(
+        |s| n(&s.node.write_retries),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_write_retries_total",
+            "Tries to write a held bank again after a failure that can pass (full disk, I/O error).",
+        ),
+    ),
+    counter(
+        |s| n(&s.node.write_recoveries),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_write_recoveries_total",
+            "Held banks written by a retry, each ending a failure streak.",
+        ),
+    ),
+    counter(
+        |s| n(&s.node.retries_abandoned),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_retries_abandoned_total",
+            "Held banks given up because their fork died, was passed by a root or replaced.",
+        ),
+    ),
+    counter(
+        |s| n(&s.node.panics),
+        at(
+            PluginWorker,
+            "aldb_worker_panics_total",
+            "Panics caught on the commit worker; it stops committing after one.",
+        ),
+        None,
+    ),
+    gauge(
+        |s| n(&s.node.running),
+        at(PluginWorker, "aldb_worker_running", "1 while the commit worker runs."),
+        at(BankPipeline, "aldb_bank_sink_running", "1 while the sink's writer thread runs."),
+    ),
+    gauge(
+        |s| n(&s.node.queued),
+        None,
+        at(BankPipeline, "aldb_bank_sink_queued", "Banks and messages waiting for the writer thread."),
+    ),
+    gauge(
+        |s| n(&s.node.queued_bytes),
+        None,
+        at(BankPipeline, "aldb_bank_sink_queued_bytes", "Bytes of change sets and account data waiting."),
+    ),
+    gauge(
+        |s| n(&s.node.write_failing),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_write_failing",
+            "1 while the writer thread holds a bank whose write failed, trying it again.",
+        ),
+    ),
+    gauge(
+        |s| s.node.failure_streak().map_or(0.0, |d| d.as_secs_f64()),
+        None,
+        at(
+            BankPipeline,
+            "aldb_bank_sink_write_failure_streak_seconds",
+            "How long the current failure streak has lasted (0 while writes succeed).",
+        ),
+    ),
+    // Vote evidence and the root cross-check.
+    counter(
+        |s| n(&s.node.evidence.banks),
+        at(PluginEvidence, "aldb_evidence_banks_total", "Bank entries appended to the vote-evidence log."),
+        None,
+    ),
+    counter(
+        |s| n(&s.node.evidence.votes),
+        at(PluginEvidence, "aldb_evidence_votes_total", "Vote transactions appended to the vote-evidence log."),
+        None,
+    ),
+    counter(
+        |s| n(&s.node.evidence.dropped),
+        at(PluginEvidence, "aldb_evidence_dropped_total", "Evidence items dropped on a full queue."),
+        None,
+    ),
+    counter(
         |s| n(&s.node.evidence.rejected),
+        at(
+            PluginEvidence,
+            "aldb_evidence_votes_rejected_total",
+            "Vote transactions not logged: versioned, oversized, not a TowerSync, or bytes whose signatures fail.",
+        ),
+        None,
     ),
-    counter("aldb_evidence_errors_total", "Failed appends or prunes of the vote-evidence log.", |s| {
-        n(&s.node.evidence.errors)
-    }),
     counter(
-        "aldb_bank_roots_checked_total",
-        "Slots whose root in block metadata V0_0_5 was compared with the plugin's.",
+        |s| n(&s.node.evidence.errors),
+        at(PluginEvidence, "aldb_evidence_errors_total", "Failed appends or prunes of the vote-evidence log."),
+        None,
+    ),
+    counter(
         |s| n(&s.node.evidence.roots_checked),
+        at(
+            PluginEvidence,
+            "aldb_bank_roots_checked_total",
+            "Slots whose root in block metadata V0_0_5 was compared with the plugin's.",
+        ),
+        None,
     ),
     counter(
-        "aldb_bank_root_mismatches_total",
-        "Slots whose root in block metadata V0_0_5 differs from the plugin's.",
         |s| n(&s.node.evidence.root_mismatches),
+        at(
+            PluginEvidence,
+            "aldb_bank_root_mismatches_total",
+            "Slots whose root in block metadata V0_0_5 differs from the plugin's.",
+        ),
+        None,
     ),
     counter(
-        "aldb_bank_hashes_unexplained_total",
-        "Banks whose hash does not follow from the h, root and next set in block metadata V0_0_5.",
         |s| n(&s.node.evidence.unexplained_bank_hashes),
+        at(
+            PluginEvidence,
+            "aldb_bank_hashes_unexplained_total",
+            "Banks whose hash does not follow from the h, root and next set in block metadata V0_0_5.",
+        ),
+        None,
     ),
-    counter("aldb_evidence_sets_total", "Next epochs' validator sets appended to the vote-evidence log.", |s| {
-        n(&s.node.evidence.sets)
-    }),
     counter(
-        "aldb_evidence_set_mismatches_total",
-        "Set encodings not logged: they do not decode, or do not hash to the bank's next_set_hash.",
+        |s| n(&s.node.evidence.sets),
+        at(
+            PluginEvidence,
+            "aldb_evidence_sets_total",
+            "Next epochs' validator sets appended to the vote-evidence log.",
+        ),
+        None,
+    ),
+    counter(
         |s| n(&s.node.evidence.set_mismatches),
+        at(
+            PluginEvidence,
+            "aldb_evidence_set_mismatches_total",
+            "Set encodings not logged: they do not decode, or do not hash to the bank's next_set_hash.",
+        ),
+        None,
     ),
-];
-
-/// The geyser plugin's families of the fork-mode writer (`commitment: "processed"`).
-pub const PLUGIN_FORK_WRITER: [Family<NodeSources>; 4] = [
-    gauge("aldb_snapshot_fork_banks", "Written banks the fork-mode snapshot writer holds.", |s| {
-        n(&s.writer.fork_banks)
-    }),
-    counter(
-        "aldb_snapshot_fork_refused_total",
-        "Banks the fork-mode snapshot writer refused to write (their roots stand, their files are not served).",
-        |s| n(&s.writer.fork_refused),
+    // Submissions to the snapshot writer.
+    Statistic {
+        read: Read::Histogram(|s| &s.node.submit_latency),
+        plugin: at(
+            PluginSubmit,
+            "aldb_snapshot_submit_seconds",
+            "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
+        ),
+        bank: None,
+    },
+    // The snapshot writer.
+    gauge(
+        |s| s.writer.queue_depth() as f64,
+        at(PluginSnapshots, "aldb_snapshot_queue_depth", "Committed slots waiting for the snapshot writer."),
+        None,
     ),
     counter(
-        "aldb_snapshot_fork_rolled_back_total",
-        "Banks whose undo list the fork-mode snapshot writer applied.",
-        |s| n(&s.writer.fork_rolled_back),
+        |s| n(&s.node.snapshot_submitted),
+        at(PluginSnapshots, "aldb_snapshot_submitted_total", "Committed slots handed to the snapshot writer."),
+        None,
     ),
-    counter("aldb_snapshot_marks_total", "Status marks handed to the snapshot writer.", |s| n(&s.writer.marks)),
-];
-
-/// The geyser plugin's submission latency.
-pub const PLUGIN_SUBMIT: [Family<NodeSources>; 1] = [Family {
-    name: "aldb_snapshot_submit_seconds",
-    help: "Time handing one committed slot to the snapshot writer, waits on a full queue included.",
-    read: Read::Histogram(|s| &s.node.submit_latency),
-}];
-
-/// The geyser plugin's snapshot families.
-pub const PLUGIN_SNAPSHOTS: [Family<NodeSources>; 17] = [
-    gauge("aldb_snapshot_queue_depth", "Committed slots waiting for the snapshot writer.", |s| {
-        s.writer.queue_depth() as f64
-    }),
-    counter("aldb_snapshot_submitted_total", "Committed slots handed to the snapshot writer.", |s| {
-        n(&s.node.snapshot_submitted)
-    }),
-    counter("aldb_snapshot_skipped_total", "Committed slots not written (writer stopped, or no change set).", |s| {
-        n(&s.node.snapshot_skipped)
-    }),
-    counter("aldb_snapshot_published_total", "Snapshot files published.", |s| n(&s.writer.published)),
-    gauge("aldb_snapshot_last_published_slot", "Newest published slot.", |s| n(&s.writer.last_slot)),
     counter(
-        "aldb_snapshot_full_queue_waits_total",
-        "Submissions that found the writer's queue full and waited.",
+        |s| n(&s.node.snapshot_skipped),
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_skipped_total",
+            "Committed slots not written (writer stopped, or no change set).",
+        ),
+        None,
+    ),
+    counter(
+        |s| n(&s.writer.published),
+        at(PluginSnapshots, "aldb_snapshot_published_total", "Snapshot files published."),
+        at(BankWriter, "aldb_bank_snapshot_files_published_total", "Snapshot files published."),
+    ),
+    gauge(
+        |s| n(&s.writer.last_slot),
+        at(PluginSnapshots, "aldb_snapshot_last_published_slot", "Newest published slot."),
+        at(BankWriter, "aldb_bank_snapshot_last_slot", "The newest slot published."),
+    ),
+    counter(
         |s| n(&s.writer.full_waits),
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_full_queue_waits_total",
+            "Submissions that found the writer's queue full and waited.",
+        ),
+        None,
     ),
     counter(
-        "aldb_snapshot_full_queue_wait_seconds_total",
-        "Time the commit worker spent waiting on a full writer queue.",
         |s| n(&s.writer.wait_nanos) / 1e9,
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_full_queue_wait_seconds_total",
+            "Time the commit worker spent waiting on a full writer queue.",
+        ),
+        None,
     ),
-    counter("aldb_snapshot_write_seconds_total", "Time the writer spent writing and syncing files.", |s| {
-        n(&s.writer.write_nanos) / 1e9
-    }),
-    counter("aldb_snapshot_bytes_total", "Bytes of published snapshot files.", |s| n(&s.writer.bytes)),
-    counter("aldb_snapshot_account_bytes_total", "Of those, bytes of account records.", |s| n(&s.writer.account_bytes)),
-    counter("aldb_snapshot_refresh_bytes_total", "Of those, bytes rewritten by the refresh cycle.", |s| {
-        n(&s.writer.refresh_bytes)
-    }),
-    counter("aldb_snapshot_pruned_files_total", "Snapshot files deleted by pruning.", |s| n(&s.writer.pruned_files)),
     counter(
-        "aldb_snapshot_errors_total",
-        "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing).",
+        |s| n(&s.writer.write_nanos) / 1e9,
+        at(PluginSnapshots, "aldb_snapshot_write_seconds_total", "Time the writer spent writing and syncing files."),
+        at(
+            BankWriter,
+            "aldb_bank_snapshot_write_seconds_total",
+            "Time the snapshot writer spent writing and syncing published files.",
+        ),
+    ),
+    counter(
+        |s| n(&s.writer.bytes),
+        at(PluginSnapshots, "aldb_snapshot_bytes_total", "Bytes of published snapshot files."),
+        at(BankWriter, "aldb_bank_snapshot_bytes_total", "Bytes of snapshot files published."),
+    ),
+    counter(
+        |s| n(&s.writer.account_bytes),
+        at(PluginSnapshots, "aldb_snapshot_account_bytes_total", "Of those, bytes of account records."),
+        None,
+    ),
+    counter(
+        |s| n(&s.writer.refresh_bytes),
+        at(PluginSnapshots, "aldb_snapshot_refresh_bytes_total", "Of those, bytes rewritten by the refresh cycle."),
+        None,
+    ),
+    counter(
+        |s| n(&s.writer.pruned_files),
+        at(PluginSnapshots, "aldb_snapshot_pruned_files_total", "Snapshot files deleted by pruning."),
+        at(BankWriter, "aldb_bank_snapshot_pruned_files_total", "Snapshot files deleted by retention."),
+    ),
+    counter(
         |s| n(&s.writer.errors),
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_errors_total",
+            "Failed snapshot writes, retries included (the writer holds slots and retries; see aldb_snapshot_writer_failing).",
+        ),
+        at(BankWriter, "aldb_bank_snapshot_write_errors_total", "Failed snapshot writes (each failed try counts)."),
     ),
     gauge(
-        "aldb_snapshot_writer_failing",
-        "1 while the snapshot writer cannot write and holds slots to retry, else 0.",
         |s| n(&s.writer.failing),
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_writer_failing",
+            "1 while the snapshot writer cannot write and holds slots to retry, else 0.",
+        ),
+        None,
     ),
-    counter("aldb_snapshot_recoveries_total", "Times the snapshot writer wrote again after failing.", |s| {
-        n(&s.writer.recoveries)
-    }),
     counter(
-        "aldb_snapshot_gap_slots_total",
-        "Committed slots never written because the writer was failing (Hyades answers -32012 for them).",
+        |s| n(&s.writer.recoveries),
+        at(PluginSnapshots, "aldb_snapshot_recoveries_total", "Times the snapshot writer wrote again after failing."),
+        None,
+    ),
+    counter(
         |s| n(&s.writer.gap_slots),
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_gap_slots_total",
+            "Committed slots never written because the writer was failing (Hyades answers -32012 for them).",
+        ),
+        None,
     ),
     gauge(
-        "aldb_snapshot_writer_stopped",
-        "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0.",
         |s| n(&s.writer.stopped),
+        at(
+            PluginSnapshots,
+            "aldb_snapshot_writer_stopped",
+            "1 once the snapshot writer has stopped until restart (held data passed max_recovery_bytes), else 0.",
+        ),
+        None,
+    ),
+    // The fork-mode writer and the slot-status journal.
+    gauge(
+        |s| n(&s.writer.fork_banks),
+        at(PluginForkWriter, "aldb_snapshot_fork_banks", "Written banks the fork-mode snapshot writer holds."),
+        at(
+            BankWriter,
+            "aldb_bank_snapshot_fork_banks",
+            "Written banks the fork-mode writer holds (its base included).",
+        ),
+    ),
+    gauge(
+        |s| n(&s.writer.fork_held_bytes),
+        None,
+        at(
+            BankWriter,
+            "aldb_bank_snapshot_fork_held_bytes",
+            "Bytes of undo and redo lists the fork-mode writer's unrooted banks hold.",
+        ),
+    ),
+    counter(
+        |s| n(&s.writer.fork_switches),
+        None,
+        at(BankWriter, "aldb_bank_snapshot_fork_switches_total", "Times the writer's tables moved to another fork."),
+    ),
+    counter(
+        |s| n(&s.writer.journal_errors),
+        None,
+        at(BankWriter, "aldb_bank_snapshot_journal_errors_total", "Failed appends to the slot-status journal."),
+    ),
+    counter(
+        |s| n(&s.writer.fork_refused),
+        at(
+            PluginForkWriter,
+            "aldb_snapshot_fork_refused_total",
+            "Banks the fork-mode snapshot writer refused to write (their roots stand, their files are not served).",
+        ),
+        None,
+    ),
+    counter(
+        |s| n(&s.writer.fork_rolled_back),
+        at(
+            PluginForkWriter,
+            "aldb_snapshot_fork_rolled_back_total",
+            "Banks whose undo list the fork-mode snapshot writer applied.",
+        ),
+        None,
+    ),
+    counter(
+        |s| n(&s.writer.marks),
+        at(PluginForkWriter, "aldb_snapshot_marks_total", "Status marks handed to the snapshot writer."),
+        None,
     ),
 ];
 
-/// The geyser plugin's commit worker families.
-pub const PLUGIN_WORKER: [Family<NodeSources>; 2] = [
-    counter("aldb_worker_panics_total", "Panics caught on the commit worker; it stops committing after one.", |s| {
-        n(&s.node.panics)
-    }),
-    gauge("aldb_worker_running", "1 while the commit worker runs.", |s| n(&s.node.running)),
-];
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLUGIN: [Group; 6] =
+        [PluginRecords, PluginEvidence, PluginForkWriter, PluginSubmit, PluginSnapshots, PluginWorker];
+    const BANK: [Group; 2] = [BankPipeline, BankWriter];
+
+    #[test]
+    fn each_front_end_names_its_own_groups_once() {
+        let mut seen = std::collections::BTreeSet::new();
+        for s in STATISTICS {
+            assert!(s.plugin.is_some() || s.bank.is_some(), "a statistic no front end serves");
+            if let Some(e) = s.plugin {
+                assert!(PLUGIN.contains(&e.group), "{} is the plugin's but in {:?}", e.name, e.group);
+                assert!(e.name.starts_with("aldb_") && !e.name.starts_with("aldb_bank_sink"), "{}", e.name);
+            }
+            if let Some(e) = s.bank {
+                assert!(BANK.contains(&e.group), "{} is the module's but in {:?}", e.name, e.group);
+                assert!(e.name.starts_with("aldb_bank_"), "{}", e.name);
+            }
+            for e in [s.plugin, s.bank].into_iter().flatten() {
+                assert!(seen.insert(e.name), "{} is served twice", e.name);
+                assert!(!e.help.is_empty() && e.help.ends_with('.'), "{}'s help", e.name);
+            }
+        }
+    }
+}

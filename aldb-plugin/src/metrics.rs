@@ -19,10 +19,7 @@ use std::time::{Duration, Instant};
 use aldb_metrics::Families;
 pub(crate) use aldb_metrics::MetricsServer;
 
-use aldb_node::families::{
-    NodeSources, PLUGIN_EVIDENCE, PLUGIN_FORK_WRITER, PLUGIN_RECORDS, PLUGIN_SNAPSHOTS, PLUGIN_SUBMIT, PLUGIN_WORKER,
-    write_all,
-};
+use aldb_node::families::{Group, NodeSources, write_group};
 use aldb_node::{Histogram, LATENCY_BOUNDS, NodeStats, cumulative};
 use aldb_snapshot::WriterStats;
 use geyser_adapter::{Adapter, IgnoreReason, Irregularity, KeepAccounts, Stats};
@@ -325,7 +322,7 @@ fn write_forks(o: &mut Families, s: &Stats, node: &NodeSources) {
         "Highest processed slot minus the highest slot reported confirmed (-1: unknown).",
         slot_value(s.status_lag()),
     );
-    write_all(o, &PLUGIN_FORK_WRITER, node);
+    write_group(o, Group::PluginForkWriter, node);
 }
 
 /// Renders every metric in the Prometheus text format (version 0.0.4).
@@ -355,8 +352,8 @@ pub(crate) fn render(src: &Sources) -> String {
         "Slots (not the genesis or startup base) committed before or without their block metadata.",
         s.slots_without_block,
     );
-    write_all(o, &PLUGIN_RECORDS, node);
-    write_all(o, &PLUGIN_EVIDENCE, node);
+    write_group(o, Group::PluginRecords, node);
+    write_group(o, Group::PluginEvidence, node);
 
     let dropped = [
         ("dead", s.slots_dropped_dead),
@@ -423,7 +420,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "aldb_commit_seconds",
         "Engine time per commit batch: commit_ready calls that committed at least one slot.",
     );
-    write_all(o, &PLUGIN_SUBMIT, node);
+    write_group(o, Group::PluginSubmit, node);
 
     p.update_account_ns.write(
         o,
@@ -432,7 +429,7 @@ pub(crate) fn render(src: &Sources) -> String {
     );
     p.commit_lag.write(o);
 
-    write_all(o, &PLUGIN_SNAPSHOTS, node);
+    write_group(o, Group::PluginSnapshots, node);
 
     let by_callback = |counts: &[AtomicU64; Callback::ALL.len()]| {
         Callback::ALL.map(|cb| {
@@ -452,7 +449,7 @@ pub(crate) fn render(src: &Sources) -> String {
         "Panics caught inside callbacks (returned to the validator as errors), by callback.",
         panics.iter().map(|(l, v)| (&l[..], *v)),
     );
-    write_all(o, &PLUGIN_WORKER, node);
+    write_group(o, Group::PluginWorker, node);
     families.encode()
 }
 
