@@ -336,9 +336,11 @@ impl VoteFeed {
         let (Some(oldest), Some(newest)) = (r.oldest_slot(), r.newest_slot()) else {
             return Err(self.nothing_recorded());
         };
-        let mirror_oldest = oldest;
         let mut found =
             r.slot_votes_for(slot, self.window, selection).map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+        // A prune since the last refresh: the deleted segments' slots are pruned already.
+        let oldest = if found.is_none() { r.oldest_slot_present().unwrap_or(newest.saturating_add(1)) } else { oldest };
+        let mirror_oldest = oldest;
         drop(r);
         // A replica's copy keeps the newest slots; the bucket's sealed segments hold older ones,
         // and its oldest segment is where the log starts.

@@ -219,6 +219,24 @@ impl VoteLogReader {
         self.banks.keys().next().copied()
     }
 
+    /// The oldest slot with a bank entry whose segment is still on disk. Between a prune and
+    /// the next [`refresh`](Self::refresh), [`oldest_slot`](Self::oldest_slot) still names slots
+    /// of deleted segments; a slot below this one is pruned, whatever the index says.
+    pub fn oldest_slot_present(&self) -> Option<u64> {
+        let mut checked: Option<(u64, bool)> = None;
+        for (slot, (_, seg)) in &self.banks {
+            let present = match checked {
+                Some((s, present)) if s == *seg => present,
+                _ => self.positions.get(seg).is_some_and(|p| p.path.exists()),
+            };
+            if present {
+                return Some(*slot);
+            }
+            checked = Some((*seg, present));
+        }
+        None
+    }
+
     /// Damaged entries or spans skipped so far.
     pub fn damaged_entries(&self) -> u64 {
         self.damaged
@@ -234,14 +252,19 @@ impl VoteLogReader {
     /// `slot` from the blocks of the slots `slot+1..=slot+window` (`window` at most
     /// [`MAX_WINDOW`]), chosen by `selection` (at most one per vote account and signers, at most
     /// [`MAX_EVIDENCE_VOTES`]). `None` when the log holds no bank entry for `slot` (never logged,
-    /// or pruned).
+    /// or pruned, also when pruned since the last refresh).
     pub fn slot_votes_for(
         &self,
         slot: u64,
         window: u64,
         selection: &VoteSelection,
     ) -> Result<Option<SlotVotes>, VoteLogError> {
-        let Some((bank, _)) = self.banks.get(&slot) else { return Ok(None) };
+        let Some((bank, bank_seg)) = self.banks.get(&slot) else { return Ok(None) };
+        // Pruned since the last refresh: answer as the refresh that forgets it will, not with
+        // the votes that are left (a slot whose blocks are half gone would read as never voted).
+        if !self.positions.get(bank_seg).is_some_and(|p| p.path.exists()) {
+            return Ok(None);
+        }
         let last = slot.saturating_add(window.min(MAX_WINDOW));
         let mut picks = Picks::default();
         let mut files: BTreeMap<u64, File> = BTreeMap::new();
@@ -252,8 +275,9 @@ impl VoteLogReader {
                     std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                     std::collections::btree_map::Entry::Vacant(v) => match File::open(&pos.path) {
                         Ok(f) => v.insert(f),
-                        // Pruned since the last refresh: those blocks are gone.
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        // Pruned since the last refresh, oldest first: the bank's segment,
+                        // older than its blocks', is being deleted too.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                         Err(e) => return Err(io("open", &pos.path)(e)),
                     },
                 };

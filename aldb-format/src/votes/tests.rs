@@ -235,6 +235,35 @@ fn pruning_deletes_old_segments_and_readers_forget_them() {
 }
 
 #[test]
+fn a_prune_between_refreshes_reads_as_pruned_not_as_unvoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+    for s in 2..=45 {
+        log.append(&slot_entries(s)).unwrap();
+    }
+    let mut r = VoteLogReader::new(dir.path());
+    r.refresh().unwrap();
+    assert_eq!(r.oldest_slot_present(), Some(2));
+    // Slot 11 is the last of segment 2; its votes lie in segment 12's first block.
+    assert_eq!(r.slot_votes(11, 8).unwrap().unwrap().votes.len(), 4);
+    // Segment 2 goes (keep from 12), then 12 too, with no refresh in between: the index still
+    // holds both.
+    assert_eq!(log.prune(12).unwrap(), 1);
+    assert_eq!(r.oldest_slot(), Some(2));
+    assert_eq!(r.oldest_slot_present(), Some(12));
+    assert!(r.slot_votes(5, 8).unwrap().is_none(), "a bank in a deleted segment");
+    assert_eq!(log.prune(22).unwrap(), 1);
+    assert_eq!(r.oldest_slot_present(), Some(22));
+    // Slot 21's bank is in deleted segment 12; slot 11's votes were there as well.
+    assert!(r.slot_votes(21, 8).unwrap().is_none());
+    assert!(r.slot_votes(11, 8).unwrap().is_none());
+    assert_eq!(r.slot_votes(30, 8).unwrap().unwrap().votes.len(), 4);
+    r.refresh().unwrap();
+    assert_eq!((r.oldest_slot(), r.oldest_slot_present()), (Some(22), Some(22)));
+}
+
+#[test]
 fn pruning_held_for_the_shipper_keeps_what_the_archive_may_lack() {
     let dir = tempfile::tempdir().unwrap();
     let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
