@@ -21,7 +21,8 @@
 # Ports from the environment, so this can run beside another validator:
 #   RPC_PORT (28899) FAUCET_PORT (29900) GOSSIP_PORT (28001) DYNAMIC_PORTS (28100-28200)
 #   METRICS_PORT (29898) MIN_SLOTS (20) MIN_VOTES (10)
-# ALDB_PATCHED_BIN names the patched validator's bin directory (default: the build script's).
+# ALDB_PATCHED_BIN names the patched validator's bin directory (default: the build script's);
+# ALDB_PLUGIN_SO an already built patched-interface plugin instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
@@ -31,7 +32,7 @@ validator_ports 28899 29900 28001 28100-28200 29898
 MIN_SLOTS="${MIN_SLOTS:-20}"
 MIN_VOTES="${MIN_VOTES:-10}"
 bin="$(patched_validator_bin)"
-plugin="$(scripts/build-patched-plugin.sh | tail -n1)"
+plugin="${ALDB_PLUGIN_SO:-$(scripts/build-patched-plugin.sh | tail -n1)}"
 check="$(dirname "$plugin")/aldb-votes-check"
 validator_workdir "${2:-}"
 echo "work dir: $work" >&2
