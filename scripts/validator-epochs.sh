@@ -224,11 +224,26 @@ print(f"second node: identity {b58encode(ipk)}, vote account {b58encode(vpk)}; s
 PY
 
 # agave-validator cannot start from genesis without slot 0's shreds: it starts from a snapshot.
+# The snapshot and genesis are copied into its ledger rather than fetched: fetching waits for the
+# snapshot's hash to reach it through gossip (13 s measured, 50 slots), and it must be running
+# before the cluster leaves the leaders its snapshot bank knows (slot 191; see SLOTS_PER_EPOCH).
 echo "== waiting for the bootstrap's first ledger snapshot"
 wait_for_ledger_snapshot "$work/ledger1" 900 || { echo "FAIL: the bootstrap wrote no ledger snapshot in 900 s"; exit 1; }
+mkdir -p "$work/ledger2"
+snap=""
+for _ in $(seq 30); do
+  snap="$(compgen -G "$work/ledger1/snapshot-[0-9]*-*.tar.zst" | head -n1 || true)"
+  [[ -n "$snap" ]] && break
+  sleep 1
+done
+[[ -n "$snap" ]] || { echo "FAIL: no finished snapshot archive in $work/ledger1"; exit 1; }
+cp "$snap" "$work/ledger1/genesis.bin" "$work/ledger1/genesis.tar.bz2" "$work/ledger2/"
+echo "second node starts from $(basename "$snap") at the bootstrap's slot $(curl -s -X POST "$rpc_url" -H 'content-type: application/json' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"getSlot","params":[{"commitment":"processed"}]}' | sed -n 's/.*"result":\([0-9]*\).*/\1/p')"
 # Containers often cap open files far below agave-validator's 1,000,000 (patch 0008).
 ALDB_NO_ENFORCE_ULIMIT_NOFILE=1 "$bin/agave-validator" --identity "$work/identity2.json" \
   --vote-account "$(cat "$work/vote2.pubkey")" --ledger "$work/ledger2" --entrypoint "127.0.0.1:$GOSSIP_PORT" \
+  --no-snapshot-fetch --no-genesis-fetch \
   --allow-private-addr --no-xdp --no-os-network-limits-test --rpc-port "$RPC_PORT2" --gossip-port "$GOSSIP_PORT2" \
   --dynamic-port-range "$DYNAMIC_PORTS2" --bind-address 127.0.0.1 --full-rpc-api \
   --log "$work/validator2.log" >"$work/validator2.out" 2>&1 &
