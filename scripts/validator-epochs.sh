@@ -6,7 +6,7 @@
 # below), the plugin built against the patched interface (scripts/build-patched-plugin.sh;
 # `block_metadata_version: 5`, `vote_evidence: true`) and Hyades on its directory
 # (getEpochTransition, getSlotVotes); and a patched agave-validator joining it from its snapshot
-# at slot 100, as in scripts/validator-cluster.sh. The script:
+# at slot 100 (copied into its ledger: why, below), as in scripts/validator-cluster.sh. The script:
 #   - pins the genesis set (epoch 0, read from the bootstrap's RPC while in epoch 0: vote
 #     accounts, their stakes, each account's authorized voter) in a checkpoint file (§11.5),
 #     with an hour's trusting period, and starts `aldb-relayer` with `trust: "votes"` on it;
@@ -51,11 +51,11 @@
 # ALDB_PATCHED_BIN names the patched validator's bin directory, ALDB_PLUGIN_SO the patched-interface
 # plugin, ALDB_RELEASE_DIR a directory already holding release builds of hyades, aldb and
 # aldb-relayer (otherwise `cargo build --release` builds them here).
-# Usage: scripts/validator-epochs.sh [SECONDS]   (SECONDS, default 1800: the most the cluster
+# Usage: scripts/validator-epochs.sh [SECONDS]   (SECONDS, default 900: the most the cluster
 # phase may take, from the bootstrap's start to the set without the second node's stake)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs="${1:-1800}"
+secs="${1:-900}"
 # shellcheck source=scripts/lib/validator.sh
 source scripts/lib/validator.sh
 validator_ports 38899 38950 38001 38100-38200 38898 38799 38798
@@ -251,20 +251,32 @@ v2=$!
 echo "== second node started ($(($(date +%s) - t0)) s in); waiting for its votes to land while it is staked"
 
 # Until the second vote account earns credits (its votes landed in blocks) in an epoch in which
-# it holds stake; then the stake is deactivated.
-python3 - "$work" "$rpc_url" "$v2" "$deadline" <<'PY'
+# it holds stake; then the stake is deactivated. A second node that froze nothing past its
+# snapshot once the cluster is an epoch beyond the last slot whose leader the snapshot bank knows
+# will never catch up (it cannot check a shred's signature): that fails at once, named.
+python3 - "$work" "$rpc_url" "$v2" "$deadline" "${snap##*/snapshot-}" <<'PY'
 import json, os, sys, time
-from cluster import rpc
+from cluster import epoch_of, rpc
 
 work, url, pid, deadline = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+snapshot_slot = int(sys.argv[5].split("-")[0])
+schedule = json.load(open(f"{work}/schedule.json"))
+# The leader-schedule epoch of a slot is the next epoch (offset = slots per epoch, no warmup).
+horizon = (epoch_of(schedule, snapshot_slot) + 2) * schedule["slotsPerEpoch"] - 1
 vote2 = open(f"{work}/vote2.pubkey").read().strip()
+log2 = open(f"{work}/validator2.log", errors="replace")
+frozen = 0
 last = None
 while True:
     try:
         os.kill(pid, 0)
     except OSError:
         sys.exit("FAIL: the second validator exited")
+    frozen += sum(1 for line in log2.readlines() if "bank frozen:" in line)
     epoch = rpc(url, "getEpochInfo", [{"commitment": "confirmed"}])
+    if frozen <= 1 and epoch["absoluteSlot"] > horizon + schedule["slotsPerEpoch"]:
+        sys.exit(f"FAIL: the second node froze no bank past its snapshot (slot {snapshot_slot}) while the cluster went "
+                 f"past slot {horizon}, the last whose leader its snapshot bank knows: it started too late to catch up")
     va = rpc(url, "getVoteAccounts", [{"commitment": "confirmed"}])
     mine = [v for v in va["current"] + va["delinquent"] if v["votePubkey"] == vote2]
     if mine:
@@ -272,7 +284,6 @@ while True:
         credits = [c for c in v["epochCredits"] if c[0] == epoch["epoch"]]
         state = (epoch["epoch"], v["activatedStake"], credits[0][1] - credits[0][2] if credits else 0, v["lastVote"])
         if state[:3] != (last or (None,))[:3]:
-            frozen = sum(1 for line in open(f"{work}/validator2.log", errors="replace") if "bank frozen:" in line)
             print(f"  epoch {state[0]} slot {epoch['absoluteSlot']}: second vote account stake {state[1]}, "
                   f"credits this epoch {state[2]}, last vote {state[3]}; the second node froze {frozen} banks", flush=True)
         last = state
