@@ -571,7 +571,7 @@ ppid=""
 echo "== checks: the relayer on votes"
 python3 - "$work" "$hyades_url" "$rel/aldb" <<'PY'
 import json, re, subprocess, sys
-from cluster import epoch_of, rpc
+from cluster import epoch_of, rpc, set_hash
 
 work, hyades, aldb = sys.argv[1], sys.argv[2], sys.argv[3]
 schedule = json.load(open(f"{work}/schedule.json"))
@@ -648,6 +648,21 @@ if not both:
     fail.append("no root accepted with both nodes' votes counted")
 if len(lines) != len(accepted):
     fail.append(f"--json-lines printed {len(lines)} lines for {len(accepted)} roots")
+# The first root of each epoch past the checkpoint's carries the transition that proved its set,
+# for a destination chain's verifier: the set Hyades serves for that epoch.
+first_of = {}
+for l in lines:
+    first_of.setdefault(l["epoch"], l)
+carried = 0
+for e, l in sorted(first_of.items()):
+    t = l.get("transition")
+    if e == 0:
+        continue
+    if not t or set_hash(t["set"]) != set_hash(sets[e]) or epoch_of(schedule, t["evidence"]["slot"]) != e - 1:
+        fail.append(f"the first root of epoch {e} (slot {l['slot']}) does not carry the transition to its set")
+    else:
+        carried += 1
+print(f"  the first root of each of {carried} epochs carries the transition that proved its set")
 for f in fail[:20]:
     print("FAIL", f)
 sys.exit(1 if fail else 0)
