@@ -40,7 +40,7 @@
 #   - the second node froze banks with the bootstrap's hash, and `aldb-ledger-replay` (beside the
 #     patched validator) replaying a copy of the bootstrap's ledger from genesis reproduces the
 #     bank hash of every slot it replays, every rooted slot among them.
-# About 3 minutes on two shared cores once built (the test validator's slots take some 260 ms).
+# 2½ to 5 minutes once built on two cores shared at load average 15 to 55 (141 s to 283 s measured).
 # The ledgers, snapshot files, client files and logs go to a fresh temporary work directory
 # (printed; some 1 GB by the end), removed when the run passes unless ALDB_KEEP_WORK=1, kept when
 # it fails.
