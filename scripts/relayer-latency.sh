@@ -34,7 +34,8 @@
 # Everything listens on loopback, on ports of its own so it can run beside the other validator
 # scripts: RPC_PORT (41899), FAUCET_PORT (41900), GOSSIP_PORT (41001), DYNAMIC_PORTS
 # (41100-41200), METRICS_PORT (41898), HYADES_PORT (41999), HYADES_METRICS_PORT (41997).
-# Other knobs: EPOCH_SLOTS (32), START_AHEAD (10), GRACE (15).
+# Other knobs: EPOCH_SLOTS (32), START_AHEAD (10), GRACE (30: longer than a 32-slot vote window, after
+# which the votes relayer gives up a slot none of whose votes landed and takes the slots after it).
 # Usage: scripts/relayer-latency.sh [SECONDS]   (SECONDS, default 90: the measured run's length)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,7 @@ source scripts/lib/validator.sh
 validator_ports 41899 41900 41001 41100-41200 41898 41999 41997
 EPOCH_SLOTS="${EPOCH_SLOTS:-32}"
 START_AHEAD="${START_AHEAD:-10}"
-GRACE="${GRACE:-15}"
+GRACE="${GRACE:-30}"
 # ALDB_PATCHED_BIN names an already built bin directory instead of running the build script.
 bin="$(patched_validator_bin)"
 # ALDB_PLUGIN_SO names an already built patched-interface plugin instead of building one.
@@ -282,8 +283,21 @@ lat = {m: [(stamps[m][s][0] - frozen[s]) * 1000 for s in both] for m in stamps}
 fig = {}
 print(f"run slots: {len(run_slots)} banks frozen from slot {start_slot} within the {secs} s"
       + (f" ({run_slots[0]}..{run_slots[-1]}, epochs {run_slots[0] // epoch_slots}..{run_slots[-1] // epoch_slots})" if run_slots else ""))
+def ranges(xs):
+    out = []
+    for x in xs:
+        if out and out[-1][1] == x - 1:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in out)
+
+given_up = sum(1 for line in open(f"{work}/votes/log", errors="replace") if ": given up: " in line)
 for m in ("votes", "kofn"):
-    print(f"{names[m]:7} accepted {accepted[m]} of the run's {len(run_slots)} slots")
+    missing = [s for s in run_slots if s not in stamps[m]]
+    print(f"{names[m]:7} accepted {accepted[m]} of the run's {len(run_slots)} slots"
+          + (f"; not: {ranges(missing)}" if missing else "")
+          + (f" ({given_up} given up in its log)" if m == "votes" else ""))
 print(f"slots both accepted: {len(both)}; roots that differ between the modes: {len(differ)}")
 print(f"{'mode':7} {'count':>6} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} {'max ms':>9}")
 for m in ("votes", "kofn"):
@@ -302,7 +316,7 @@ if ratio is not None:
     print(f"votes / k-of-n, p50: {ratio:.3f}")
 print(json.dumps({
     "seconds": secs, "epoch_slots": epoch_slots, "start_slot": start_slot, "run_slots": len(run_slots),
-    "accepted": {"votes": accepted["votes"], "kofn": accepted["kofn"]}, "both": len(both),
+    "accepted": {"votes": accepted["votes"], "kofn": accepted["kofn"]}, "votes_given_up": given_up, "both": len(both),
     "votes": {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.get("votes", {}).items()},
     "kofn": {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.get("kofn", {}).items()},
     "ratio_p50": round(ratio, 3) if ratio is not None else None,
