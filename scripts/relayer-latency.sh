@@ -22,8 +22,10 @@
 # timestamp carries microseconds; the same machine's clock). The run's slots are those at or after
 # the start slot whose bank froze within the SECONDS. Printed: the configuration and the load
 # (uptime) before and after; per mode how many of the run's slots it accepted at all and, over
-# the slots both accepted, the count, p50, p90, p99 and max in ms; the ratio votes / k-of-n of the
-# medians (the anchor: both measured in the same run on the same slots); and a final JSON line.
+# the slots both accepted, the count, p50, p90, p99 and max in ms, and again over those of them
+# not within 32 slots (a vote window) after a slot the votes relayer did not accept, which holds
+# every later slot back until it is given up; the ratio votes / k-of-n of the medians (the anchor:
+# both measured in the same run on the same slots); and a final JSON line.
 # It fails (exit 1) when the two modes accept fewer than 10 slots in common or a root differs
 # between them.
 # The ledger, snapshot files, relayer files and logs go to a fresh temporary work directory
@@ -305,21 +307,39 @@ for m in ("votes", "kofn"):
     if xs:
         fig[m] = {"count": len(xs), "p50_ms": pct(xs, 50), "p90_ms": pct(xs, 90), "p99_ms": pct(xs, 99), "max_ms": max(xs)}
         print(f"{names[m]:7} {len(xs):6} {fig[m]['p50_ms']:9.1f} {fig[m]['p90_ms']:9.1f} {fig[m]['p99_ms']:9.1f} {fig[m]['max_ms']:9.1f}")
+# The votes relayer takes slots in order, so a slot it gives up holds every later one back until
+# its vote window (32 slots) has passed: the figures again over the slots none of the 32 before
+# which went unaccepted on votes, which is the vote round trip alone.
+unaccepted = [s for s in run_slots if s not in stamps["votes"]]
+free = [s for s in both if not any(g < s <= g + 32 for g in unaccepted)]
+for m in ("votes", "kofn"):
+    xs = [(stamps[m][s][0] - frozen[s]) * 1000 for s in free]
+    if xs:
+        fig[m + "_free"] = {"count": len(xs), "p50_ms": pct(xs, 50), "p90_ms": pct(xs, 90), "p99_ms": pct(xs, 99), "max_ms": max(xs)}
+        f = fig[m + "_free"]
+        print(f"{names[m]:7} {len(xs):6} {f['p50_ms']:9.1f} {f['p90_ms']:9.1f} {f['p99_ms']:9.1f} {f['max_ms']:9.1f}"
+              "   (slots not behind one unaccepted on votes)")
 # The first slot of each epoch: the votes relayer follows the epoch's transition before it.
 firsts = [s for s in both if s % epoch_slots == 0]
 if firsts:
     print("first slots of epochs (votes follows a transition): "
           + ", ".join(f"{s}: votes {(stamps['votes'][s][0] - frozen[s]) * 1000:.0f} ms, k-of-n "
                       f"{(stamps['kofn'][s][0] - frozen[s]) * 1000:.0f} ms" for s in firsts))
-ratio = fig["votes"]["p50_ms"] / fig["kofn"]["p50_ms"] if len(fig) == 2 and fig["kofn"]["p50_ms"] > 0 else None
+def ratio_of(a, b):
+    return fig[a]["p50_ms"] / fig[b]["p50_ms"] if a in fig and b in fig and fig[b]["p50_ms"] > 0 else None
+
+ratio, ratio_free = ratio_of("votes", "kofn"), ratio_of("votes_free", "kofn_free")
 if ratio is not None:
-    print(f"votes / k-of-n, p50: {ratio:.3f}")
+    print(f"votes / k-of-n, p50: {ratio:.3f}" + (f" ({ratio_free:.3f} over the slots not behind one unaccepted)" if ratio_free else ""))
 print(json.dumps({
     "seconds": secs, "epoch_slots": epoch_slots, "start_slot": start_slot, "run_slots": len(run_slots),
     "accepted": {"votes": accepted["votes"], "kofn": accepted["kofn"]}, "votes_given_up": given_up, "both": len(both),
     "votes": {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.get("votes", {}).items()},
     "kofn": {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.get("kofn", {}).items()},
+    "votes_free": {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.get("votes_free", {}).items()},
+    "kofn_free": {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.get("kofn_free", {}).items()},
     "ratio_p50": round(ratio, 3) if ratio is not None else None,
+    "ratio_p50_free": round(ratio_free, 3) if ratio_free is not None else None,
     "load_before": load_before.split("load average:")[-1].strip(),
     "load_after": load_after.split("load average:")[-1].strip()}))
 if len(both) < 10 or differ:
