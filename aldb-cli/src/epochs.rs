@@ -10,7 +10,7 @@
 //! than 2/3) freezes: its state keeps the evidence, a misbehaviour file is written beside it for a
 //! person to hand on, and every later run refuses until the state file is replaced.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use aldb_verify::epochs::{Checkpoint, EpochError, EpochRoot, LightClient, SlotEvidence, Transition};
@@ -119,21 +119,7 @@ fn read_bounded(path: &Path, what: &str) -> Result<String> {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    result.with_context(|| format!("cannot write {}", path.display()))
+    aldb_format::durable::replace_file(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn now() -> Result<i64> {

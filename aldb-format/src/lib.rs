@@ -15,10 +15,12 @@
 //!   follows the log as the writer appends to it.
 //! - [`votes`]: the vote-evidence log (a slot's `h`, root and bank hash, and the vote
 //!   transactions of the blocks after it) and [`votes::VoteLogReader`], which Hyades follows.
+//! - [`durable`]: small files (client state, cursors, holds) replaced crash-safely.
 //! - [`sorted`]: the compressed subtree over a bucket's sorted leaves, the last steps of a proof.
 //!
 //! The writers live in `aldb-snapshot`; nothing here depends on the engine.
 
+pub mod durable;
 mod error;
 pub mod format;
 mod mapping_guard;

@@ -30,7 +30,6 @@
 //! named at or above it and none while the file does not exist (`RecordLogWriter::prune_before_held`
 //! in `aldb-snapshot`).
 
-use std::io::Write;
 use std::path::Path;
 
 /// Name of the hold file in a snapshot directory.
@@ -131,13 +130,7 @@ fn read_hold(dir: &Path, file: &str, magic: &'static str) -> Result<Option<u64>,
 
 fn write_hold(dir: &Path, file: &str, magic: &str, value: u64) -> Result<(), ShippedError> {
     let path = dir.join(file);
-    let tmp = dir.join(format!("{file}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-    f.write_all(format!("{magic}{value}\n").as_bytes()).map_err(|e| io(&tmp, e))?;
-    f.sync_all().map_err(|e| io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io(dir, e))
+    crate::durable::replace_file(&path, format!("{magic}{value}\n").as_bytes()).map_err(|e| io(&path, e))
 }
 
 #[cfg(test)]

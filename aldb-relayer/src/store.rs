@@ -62,14 +62,6 @@ impl Resume {
     }
 }
 
-fn sync_dir(path: &Path) -> Result<(), StoreError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("fsync directory", dir, e))
-}
-
 fn corrupt(path: &Path, reason: impl Into<String>) -> StoreError {
     StoreError::Corrupt { path: path.to_path_buf(), reason: reason.into() }
 }
@@ -97,16 +89,8 @@ pub fn read_cursor(path: &Path) -> Result<Option<Tip>, StoreError> {
 
 /// Replaces the cursor file atomically.
 pub fn write_cursor(path: &Path, tip: &Tip) -> Result<(), StoreError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
-    f.write_all(format!("{} {}\n", tip.slot, hash_to_base58(&tip.record_hash)).as_bytes())
-        .map_err(|e| StoreError::io("write", &tmp, e))?;
-    f.sync_all().map_err(|e| StoreError::io("fsync", &tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| StoreError::io("rename onto", path, e))?;
-    sync_dir(path)
+    let line = format!("{} {}\n", tip.slot, hash_to_base58(&tip.record_hash));
+    aldb_format::durable::replace_file(path, line.as_bytes()).map_err(|e| StoreError::io("replace", path, e))
 }
 
 impl Store {

@@ -11,7 +11,7 @@
 //! `accepted` is the last root written to the output (what the output is reconciled with on a
 //! restart), `nextSlot` the first slot not yet decided (accepted or given up).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use aldb_verify::epochs::{Checkpoint, ClientState, LightClient, Misbehaviour};
@@ -49,24 +49,6 @@ fn read_bounded(path: &Path) -> Result<String, RelayError> {
         return Err(bad(path, format!("longer than {MAX_STATE_BYTES} bytes")));
     }
     Ok(text)
-}
-
-/// Writes `bytes` to `path` crash-safely: a new file, synced, renamed over the old one, and the
-/// directory synced so the rename itself survives a crash.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(&dir)?.sync_all()
 }
 
 /// Loads the state file, or, when there is none, starts a client from the checkpoint (writing
@@ -127,7 +109,8 @@ pub(crate) fn save(
         "nextSlot": next_slot,
         "client": client.state().to_json_value(),
     });
-    write_atomically(path, doc.to_string().as_bytes()).map_err(|e| bad(path, format!("cannot write: {e}")))
+    aldb_format::durable::replace_file(path, doc.to_string().as_bytes())
+        .map_err(|e| bad(path, format!("cannot write: {e}")))
 }
 
 /// The misbehaviour file beside the state: `<state_file>.misbehaviour.json`.
@@ -141,6 +124,6 @@ pub(crate) fn misbehaviour_path(state_path: &Path) -> PathBuf {
 pub(crate) fn write_misbehaviour(state_path: &Path, m: &Misbehaviour) -> Result<PathBuf, RelayError> {
     let path = misbehaviour_path(state_path);
     let text = serde_json::to_string_pretty(&m.to_json_value()).map_err(|e| bad(&path, e.to_string()))?;
-    write_atomically(&path, text.as_bytes()).map_err(|e| bad(&path, format!("cannot write: {e}")))?;
+    aldb_format::durable::replace_file(&path, text.as_bytes()).map_err(|e| bad(&path, format!("cannot write: {e}")))?;
     Ok(path)
 }
