@@ -27,7 +27,7 @@ pub use entry::{
     encode_entry, set_hash,
 };
 pub use reader::{EpochTransition, SlotVotes, TRANSITION_TRIES, VoteLogReader, VoteSelection};
-pub use writer::{VoteLog, VoteLogOptions};
+pub use writer::{Carry, VoteLog, VoteLogOptions};
 
 use std::path::{Path, PathBuf};
 

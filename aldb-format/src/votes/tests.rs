@@ -588,3 +588,80 @@ fn transitions_are_kept_past_the_pruning_of_their_segments() {
     let again = fresh.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
     assert_eq!((again.evidence.bank, &again.evidence.votes), (before.evidence.bank, &before.evidence.votes));
 }
+
+#[test]
+fn the_newest_transitions_are_carried_so_a_copy_of_the_newest_segments_serves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+    let carry = Carry { every_slots: 30, epochs: 2 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap().with_carry(carry);
+    let sets: Vec<SetEntry> = (2..=5).map(|e| SetEntry::new(10 * (e - 1), set_of(e, 4))).collect();
+    let mut banks = BTreeMap::new();
+    for s in 10..120u64 {
+        let mut entries = Vec::new();
+        let set = &sets[((s / 10).min(4) - 1) as usize];
+        if s % 10 == 0 && s <= 40 {
+            entries.push(VoteLogEntry::Set(set.clone()));
+        }
+        let b = bank_binding(s, set.hash);
+        banks.insert(s, b);
+        entries.push(VoteLogEntry::Bank(b));
+        if let Some(prev) = banks.get(&(s - 1)) {
+            let voters: u8 = if s - 1 == 13 { 4 } else { 3 };
+            let txs = (0..voters).map(|v| vote_tx(s - 1, prev.bank_hash, v)).collect();
+            entries.push(VoteLogEntry::Votes(VotesEntry { slot: s, transactions: txs }));
+        }
+        log.append(&entries).unwrap();
+    }
+    let mut whole = VoteLogReader::new(dir.path());
+    whole.refresh().unwrap();
+    let expected = whole.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
+    assert_eq!(expected.evidence.bank.slot, 13);
+
+    // A copy holding only the newest 40 slots' segments, as a replica keeps them.
+    let segs = list_segments(log.dir()).unwrap();
+    let newest = banks.keys().next_back().copied().unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(copy.path().join(VOTES_DIR)).unwrap();
+    let mut copied = 0;
+    for (first, path) in &segs {
+        if *first + 40 >= newest {
+            std::fs::copy(path, copy.path().join(VOTES_DIR).join(path.file_name().unwrap())).unwrap();
+            copied += 1;
+        }
+    }
+    assert!(copied >= 2 && copied < segs.len(), "{copied} of {}", segs.len());
+    let mut r = VoteLogReader::new(copy.path());
+    r.refresh().unwrap();
+    assert!(r.oldest_slot().unwrap() > 40, "the copy holds none of the epochs' own slots");
+    // Only epoch 2 has a transition (these votes' signatures are not real, so the set of epoch 2
+    // vouches for no slot of epoch 3 or later): its set alone is carried.
+    assert_eq!(r.set_epochs(), [2]);
+    let carried = r.transition(2, DEFAULT_WINDOW).unwrap().expect("epoch 2's transition, carried");
+    assert!(carried.kept);
+    assert_eq!((carried.set_hash, &carried.set_encoding), (expected.set_hash, &expected.set_encoding));
+    assert_eq!((carried.evidence.bank, &carried.evidence.votes), (expected.evidence.bank, &expected.evidence.votes));
+
+    // Without carrying, the same copy has nothing of epoch 2.
+    let plain = tempfile::tempdir().unwrap();
+    let mut log = VoteLog::open_with(plain.path(), opts).unwrap().with_carry(Carry { every_slots: 0, epochs: 2 });
+    for s in 10..120u64 {
+        let mut entries = Vec::new();
+        let set = &sets[((s / 10).min(4) - 1) as usize];
+        if s % 10 == 0 && s <= 40 {
+            entries.push(VoteLogEntry::Set(set.clone()));
+        }
+        entries.push(VoteLogEntry::Bank(banks[&s]));
+        log.append(&entries).unwrap();
+    }
+    let newest_only = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(newest_only.path().join(VOTES_DIR)).unwrap();
+    for (first, path) in list_segments(log.dir()).unwrap() {
+        if first + 40 >= newest {
+            std::fs::copy(&path, newest_only.path().join(VOTES_DIR).join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let mut r = VoteLogReader::new(newest_only.path());
+    r.refresh().unwrap();
+    assert!(r.set_epochs().is_empty());
+}
