@@ -117,6 +117,8 @@ echo "relayer demo: $(wc -l < $D/roots.txt) roots accepted, matching the simulat
      "the patched validator: about 40 CPU-minutes to build, then test validators under load for minutes", {}),
     ("BENCHMARKS.md", "cargo run --release -p aldb-verify --example epoch_transition_cost", "lines", [1], {
         "reason": "line 2: " + NPM, "timeout": 900}),
+    ("BENCHMARKS.md", "ALDB_EPOCH_SET=1 scripts/validator-replay-bench.sh 100 60 5", "skip",
+     "the patched validator (about 40 CPU-minutes to build), three ledgers under load and fifteen replays", {}),
     ("BENCHMARKS.md", "scripts/relayer-latency.sh", "skip",
      "the patched validator (about 40 CPU-minutes to build) with Hyades and two relayers for minutes", {}),
 ]

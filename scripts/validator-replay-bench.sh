@@ -10,6 +10,10 @@
 # window's slots (p50/p99/mean) with and without the feature and their ratio; then the node's own
 # freeze-time root (`freeze_us`, `aldb_us` of its `aldb: slot ...` lines) over the same slots, and
 # the replays'; a last JSON line. `uptime` is printed before and after (the machine is shared).
+# With ALDB_EPOCH_SET=1 a third ledger is made and replayed in each round, "set": both aldb
+# features active at genesis (`--aldb-state-root --aldb-epoch-set`, the bank hash binding the
+# next epoch's set beside the root, BENCHMARKS.md §12), and its ratios to "on" (the root alone)
+# and to "off" are printed and put in the JSON line too.
 # Usage: scripts/validator-replay-bench.sh [TPS] [SECONDS] [ROUNDS]. Ports as scripts/validator-patched.sh
 # (RPC_PORT, FAUCET_PORT, GOSSIP_PORT, DYNAMIC_PORTS, METRICS_PORT).
 # ALDB_PATCHED_BIN names an already built bin directory instead of running the build script.
@@ -32,9 +36,13 @@ vpid=""
 trap 'rc=$?; [[ -n "$vpid" ]] && kill "$vpid" 2>/dev/null; wait 2>/dev/null || true; validator_work_cleanup "$rc"' EXIT
 echo "$(nproc) cores, $(uptime)"
 
-load() { # load on|off: a ledger under load
+modes=(on off)
+[[ "${ALDB_EPOCH_SET:-0}" == 1 ]] && modes=(set on off)
+
+load() { # load set|on|off: a ledger under load
   local mode=$1 dir="$work/$1" flag=()
   [[ "$mode" == on ]] && flag=(--aldb-state-root)
+  [[ "$mode" == set ]] && flag=(--aldb-state-root --aldb-epoch-set)
   mkdir -p "$dir"
   cat >"$dir/aldb.json5" <<JSON
 {
@@ -54,7 +62,7 @@ JSON
   vpid=""
 }
 
-replay() { # replay on|off ROUND: a fresh copy of the ledger, from genesis
+replay() { # replay set|on|off ROUND: a fresh copy of the ledger, from genesis
   local dir="$work/$1" copy="$work/$1/replay"
   rm -rf "$copy"
   mkdir -p "$copy"
@@ -65,18 +73,21 @@ replay() { # replay on|off ROUND: a fresh copy of the ledger, from genesis
   echo "round $2, feature $1: $(tail -n1 "$dir/replay-$2.out"), load average $(cut -d' ' -f1 /proc/loadavg)"
 }
 
-load on
-load off
+for m in "${modes[@]}"; do
+  load "$m"
+done
 for r in $(seq "$rounds"); do
-  replay on "$r"
-  replay off "$r"
+  for m in "${modes[@]}"; do
+    replay "$m" "$r"
+  done
 done
 echo "after: $(uptime)"
 
-python3 - "$work" "$tps" "$secs" "$rounds" <<'PY'
+python3 - "$work" "$tps" "$secs" "$rounds" "${modes[@]}" <<'PY'
 import json, math, re, sys
 
 work, tps, secs, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+modes = sys.argv[5:]
 
 def q(v, p):
     v = sorted(v)
@@ -108,8 +119,8 @@ def median(v):
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 out = {"tps": tps, "secs": secs, "rounds": rounds}
-stats = {"on": [], "off": []}
-for mode in ("on", "off"):
+stats = {m: [] for m in modes}
+for mode in modes:
     lo, hi = window(mode)
     out[mode] = {"window": [lo, hi]}
     for r in range(1, rounds + 1):
@@ -120,7 +131,7 @@ for r in range(rounds):
     print(f"round {r + 1}: replay per slot on/off p50 {on['p50']}/{off['p50']} us ({on['p50'] / off['p50']:.3f}x), "
           f"p99 {on['p99']}/{off['p99']} us ({on['p99'] / off['p99']:.3f}x), "
           f"mean {on['mean']:.0f}/{off['mean']:.0f} us ({on['mean'] / off['mean']:.3f}x)")
-for mode in ("on", "off"):
+for mode in modes:
     for k in ("p50", "p99", "mean"):
         out[mode][f"replay_us_{k}"] = round(median([s[k] for s in stats[mode]]))
     out[mode]["slots"] = stats[mode][0]["slots"]
@@ -132,10 +143,20 @@ for k in ("p50", "p99", "mean"):
     out[f"ratio_{k}"] = round(median([stats["on"][r][k] / stats["off"][r][k] for r in range(rounds)]), 3)
 print(f"replay with / without the feature, median of the rounds' ratios: p50 {out['ratio_p50']}x, "
       f"p99 {out['ratio_p99']}x, mean {out['ratio_mean']}x")
-lo, hi = window("on")
-logs = [("node", [f"{work}/on/validator.log"]),
-        ("replays", [f"{work}/on/replay-{r}.log" for r in range(1, rounds + 1)])]
-for name, paths in logs:
+if "set" in modes:
+    for base in ("on", "off"):
+        for k in ("p50", "p99", "mean"):
+            out[f"ratio_set_vs_{base}_{k}"] = round(median([stats["set"][r][k] / stats[base][r][k] for r in range(rounds)]), 3)
+        print(f"replay with the set bound / {'the root alone' if base == 'on' else 'neither feature'}, median of the "
+              f"rounds' ratios: p50 {out[f'ratio_set_vs_{base}_p50']}x, p99 {out[f'ratio_set_vs_{base}_p99']}x, "
+              f"mean {out[f'ratio_set_vs_{base}_mean']}x")
+logs = []
+for mode in [m for m in modes if m != "off"]:
+    suffix = "" if mode == "on" else f"_{mode}"
+    logs += [(f"node{suffix}", mode, [f"{work}/{mode}/validator.log"]),
+             (f"replays{suffix}", mode, [f"{work}/{mode}/replay-{r}.log" for r in range(1, rounds + 1)])]
+for name, mode, paths in logs:
+    lo, hi = window(mode)
     f, a = [], []
     for path in paths:
         ff, aa = freeze(path, lo, hi)

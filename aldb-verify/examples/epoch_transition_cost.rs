@@ -9,6 +9,11 @@
 //! identity (one signature, §10.3); a separate voter adds a second signature and 64 bytes per
 //! vote. The time is the median of five runs of the checks a client makes on a transition: the
 //! set's decoding and hash, and the votes' tally (every vote parsed, every signature verified).
+//!
+//! Anchor, same process: ed25519-dalek's `verify_strict` over the same votes' signatures and
+//! messages and nothing else, so `ratio_vs_signatures` (check time ÷ anchor time) is the figure
+//! that survives a slower or busier host: 1.0 would mean a transition costs only its signatures.
+//! Ends with one JSON line.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -16,7 +21,7 @@ use std::time::Instant;
 
 use aldb_verify::epochs::{EpochSet, SlotEvidence};
 use aldb_verify::votes::{VOTE_PROGRAM_ID, Validator};
-use ed25519_dalek::{Signer, SigningKey};
+use ed25519_dalek::{Signature, Signer, SigningKey};
 use sha2::{Digest, Sha256};
 
 fn key(label: &str, i: u32) -> SigningKey {
@@ -60,7 +65,11 @@ fn vote(voter: &SigningKey, vote_account: &[u8; 32], slot: u64, hash: &[u8; 32])
 fn main() {
     let sizes: Vec<u32> = std::env::args().skip(1).map(|a| a.parse().expect("a validator count")).collect();
     let sizes = if sizes.is_empty() { vec![1000, 4000] } else { sizes };
-    println!("validators set_bytes vote_bytes transition_json_bytes check_ms(median of 5) set_decode_hash_ms");
+    println!(
+        "validators set_bytes vote_bytes transition_json_bytes check_ms(median of 5) set_decode_hash_ms \
+         signatures_ms(anchor) ratio_vs_signatures"
+    );
+    let mut rows = Vec::new();
     for n in sizes {
         let voters: Vec<SigningKey> = (0..n).map(|i| key("voter", i)).collect();
         let members: Vec<Validator> = voters
@@ -91,9 +100,20 @@ fn main() {
         // JSON: the set's members as base58 (~44 characters a key) and the votes as base64.
         let json_bytes =
             60 * members.len() + 60 + ev.votes.iter().map(|v| v.len().div_ceil(3) * 4 + 3).sum::<usize>() + 300;
+        let signed: Vec<(ed25519_dalek::VerifyingKey, Signature, &[u8])> = voters
+            .iter()
+            .zip(&ev.votes)
+            .map(|(k, tx)| (k.verifying_key(), Signature::from_slice(&tx[1..65]).expect("64 bytes"), &tx[65..]))
+            .collect();
         let mut times = Vec::new();
         let mut set_times = Vec::new();
+        let mut anchor_times = Vec::new();
         for _ in 0..5 {
+            let t = Instant::now();
+            for (vk, sig, msg) in &signed {
+                vk.verify_strict(msg, sig).expect("a valid signature");
+            }
+            anchor_times.push(t.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
             let decoded = EpochSet::decode(&set_bytes).expect("decodes");
             assert_eq!(decoded.hash(), ev.next_set_hash);
@@ -102,8 +122,25 @@ fn main() {
             times.push(t.elapsed().as_secs_f64() * 1e3);
             assert_eq!(vouched.voters, n as usize);
         }
-        times.sort_by(f64::total_cmp);
-        set_times.sort_by(f64::total_cmp);
-        println!("{n} {} {vote_bytes} {json_bytes} {:.1} {:.2}", set_bytes.len(), times[2], set_times[2]);
+        for t in [&mut times, &mut set_times, &mut anchor_times] {
+            t.sort_by(f64::total_cmp);
+        }
+        let ratio = times[2] / anchor_times[2];
+        println!(
+            "{n} {} {vote_bytes} {json_bytes} {:.1} {:.2} {:.1} {ratio:.3}",
+            set_bytes.len(),
+            times[2],
+            set_times[2],
+            anchor_times[2]
+        );
+        rows.push(format!(
+            "{{\"validators\":{n},\"set_bytes\":{},\"vote_bytes\":{vote_bytes},\"json_bytes\":{json_bytes},\
+             \"check_ms\":{:.3},\"set_decode_hash_ms\":{:.3},\"signatures_ms\":{:.3},\"ratio_vs_signatures\":{ratio:.3}}}",
+            set_bytes.len(),
+            times[2],
+            set_times[2],
+            anchor_times[2]
+        ));
     }
+    println!("{{\"bench\":\"epoch-transition\",\"runs\":5,\"results\":[{}]}}", rows.join(","));
 }
