@@ -23,7 +23,10 @@
 #   - `aldb proof --trust votes --checkpoint` from the genesis checkpoint alone follows every
 #     epoch (1, 2, ... each named once) and proves accounts (both identities and vote accounts,
 #     the stake account, its payer, sysvars, a key that never existed) at the slot the RPC answers
-#     at `confirmed`, in the last epoch, equal to the RPC field by field;
+#     at `confirmed`, in the last epoch, equal to the RPC field by field; and the TypeScript
+#     client (ts/aldb-verify/examples/follow-epochs.mjs, Node and the package's npm dependencies)
+#     follows the same epochs from the same checkpoint with a state of its own and proves five of
+#     those accounts equal to the RPC (lamports, owner, executable, data length);
 #   - refused by name: a checkpoint naming a stranger as the voter and one where a stranger holds
 #     two thirds (insufficient_stake), one older than its trusting period (expired), and forged
 #     transitions to the epoch where the second node joined the set, altered by a proxy between
@@ -58,6 +61,8 @@ cd "$(dirname "$0")/.."
 secs="${1:-900}"
 # shellcheck source=scripts/lib/validator.sh
 source scripts/lib/validator.sh
+# shellcheck source=scripts/lib/packages.sh
+source scripts/lib/packages.sh
 validator_ports 38899 38950 38001 38100-38200 38898 38799 38798
 RPC_PORT2="${RPC_PORT2:-39899}"
 GOSSIP_PORT2="${GOSSIP_PORT2:-39001}"
@@ -390,6 +395,14 @@ ThreadingHTTPServer(("127.0.0.1", port), Forger).serve_forever()
 PY
 ppid=$!
 
+# The TypeScript client (@aldb/verify) is checked beside the Rust one.
+ensure_packages nodejs:node npm:npm
+(
+  cd ts/aldb-verify
+  [[ -d node_modules ]] || npm ci --no-audit --no-fund
+  npm run -s build
+) >&2
+
 echo "== checks: the sets, the client from the genesis checkpoint, refusals"
 python3 - "$work" "$rpc_url" "$hyades_url" "$rel/aldb" "$PROXY_PORT" <<'PY'
 import json, subprocess, sys, time
@@ -518,6 +531,47 @@ if followed != list(range(1, len(followed) + 1)) or not followed:
     fail.append(f"the client did not follow every epoch from 1 in order: {followed}")
 if epochs_of_slots and epochs_of_slots[-1] != trusted:
     fail.append(f"the newest proven slot is in epoch {epochs_of_slots[-1]}, the client trusts epoch {trusted}")
+
+# The TypeScript client (examples/follow-epochs.mjs on @aldb/verify), an implementation of its
+# own: the same genesis checkpoint, a state file of its own, accounts at the newest slots.
+import base64, re
+ts_state = f"{work}/client-ts.state.json"
+ts_followed, ts_checked, ts_epoch, ts_slots = [], 0, None, []
+for key in keys[:4] + keys[-1:]:
+    info = rpc(url, "getAccountInfo", [key, {"encoding": "base64", "commitment": "confirmed"}])
+    slot, acct = info["context"]["slot"], info["value"]
+    give_up = time.time() + 60
+    while True:
+        p = subprocess.run(["node", "ts/aldb-verify/examples/follow-epochs.mjs", "--hyades", hyades, "--checkpoint", cp,
+                            "--state", ts_state, "--slot", str(slot), key], capture_output=True, text=True)
+        # Not voted on yet (-32004): the votes on the slot land in the blocks after it.
+        if p.returncode == 0 or "-32004" not in p.stdout + p.stderr or time.time() > give_up:
+            break
+        time.sleep(1)
+    ts_followed += [int(e) for e in re.findall(r"^followed to epoch (\d+):", p.stdout, re.M)]
+    if p.returncode != 0:
+        fail.append(f"follow-epochs.mjs {key} at slot {slot}: {(p.stdout + p.stderr).strip()[-400:]}")
+        continue
+    m = re.search(r"^client: trusts epoch (\d+)", p.stdout, re.M)
+    ts_epoch = int(m.group(1)) if m else None
+    line = next((l for l in p.stdout.splitlines() if l.startswith(f"account {key}: ")), "")
+    if acct is None:
+        want = f"account {key}: absent"
+    else:
+        want = (f"account {key}: lamports {acct['lamports']}, owner {acct['owner']}, executable "
+                f"{'true' if acct['executable'] else 'false'}, data {len(base64.b64decode(acct['data'][0]))} bytes")
+    if line != want:
+        fail.append(f"follow-epochs.mjs at slot {slot}: {line!r}, the RPC has {want!r}")
+    ts_checked += 1
+    ts_slots.append(slot)
+# It runs after the Rust client, so the chain may have entered another epoch meanwhile: it must
+# have followed every epoch from 1 in order, up to that of the newest slot it proved.
+ts_newest = epoch_of(schedule, max(ts_slots)) if ts_slots else None
+print(f"TypeScript client from the genesis checkpoint: followed epochs {ts_followed}, trusts epoch {ts_epoch}; "
+      f"{ts_checked} accounts equal to the RPC at slots {min(ts_slots) if ts_slots else '-'}..{max(ts_slots) if ts_slots else '-'}")
+if not ts_followed or ts_followed != list(range(1, len(ts_followed) + 1)) or ts_epoch != ts_newest or ts_epoch < trusted:
+    fail.append(f"the TypeScript client followed {ts_followed} and trusts epoch {ts_epoch}; its newest slot is in epoch "
+                f"{ts_newest}, the Rust client trusts epoch {trusted}")
 if trusted < (max(sets) if sets else 0) - 1:
     fail.append(f"the client trusts epoch {trusted}, Hyades serves sets to epoch {max(sets)}")
 if checked < 2 * len(keys):
