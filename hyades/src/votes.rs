@@ -395,6 +395,23 @@ impl VoteFeed {
     /// ([`VoteLogReader::transition`]: the earliest slot binding the set whose votes the set of
     /// `epoch − 1` vouches for, or, without that set, the one with the most vote accounts).
     pub fn transition(&self, epoch: u64) -> Result<(u64, String), VoteQueryError> {
+        match self.transition_as_read(epoch) {
+            // Pruned since the last refresh: the carried entries are not read yet and the index
+            // names deleted segments. Read the log again rather than answer that there is none.
+            Err(VoteQueryError::NoTransition { .. }) if self.pruned_since_refresh() => {
+                self.refresh().map_err(|e| VoteQueryError::Storage(e.to_string()))?;
+                self.transition_as_read(epoch)
+            }
+            other => other,
+        }
+    }
+
+    fn pruned_since_refresh(&self) -> bool {
+        self.reader.as_ref().is_some_and(|r| r.read().unwrap_or_else(PoisonError::into_inner).pruned_since_refresh())
+    }
+
+    /// [`transition`](Self::transition) from the log as last refreshed.
+    fn transition_as_read(&self, epoch: u64) -> Result<(u64, String), VoteQueryError> {
         use aldb_verify::epochs::{EpochSet, SlotEvidence, Transition};
         let Some(r) = &self.reader else { return Err(self.nothing_recorded()) };
         let r = r.read().unwrap_or_else(PoisonError::into_inner);

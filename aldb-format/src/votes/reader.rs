@@ -219,6 +219,13 @@ impl VoteLogReader {
         self.banks.keys().next().copied()
     }
 
+    /// Whether the writer deleted segments since the last [`refresh`](Self::refresh): pruning
+    /// deletes the oldest first, so one look at the oldest known segment tells. Until a refresh,
+    /// what pruning carried forward is not read yet while the index still names what it deleted.
+    pub fn pruned_since_refresh(&self) -> bool {
+        self.positions.first_key_value().is_some_and(|(_, p)| !p.path.exists())
+    }
+
     /// The oldest slot with a bank entry whose segment is still on disk. Between a prune and
     /// the next [`refresh`](Self::refresh), [`oldest_slot`](Self::oldest_slot) still names slots
     /// of deleted segments; a slot below this one is pruned, whatever the index says.
