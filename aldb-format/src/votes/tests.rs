@@ -530,18 +530,21 @@ fn a_set_entry_whose_encoding_is_not_its_hash_is_skipped_as_damage() {
 /// in epoch 1), so the transition to 2 is the slot with the most voters: slot 13, where a fourth
 /// voter joins. After pruning everything but the newest segments, every transition is still
 /// found, from kept evidence, and a reader started afresh finds the same.
-#[test]
-fn transitions_are_kept_past_the_pruning_of_their_segments() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
-    let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
-    let sets: Vec<SetEntry> = (2..=5).map(|e| SetEntry::new(10 * (e - 1), set_of(e, 4))).collect();
+/// The sets of epochs 2 to 5, each logged at the first slot of the epoch before (10-slot
+/// epochs).
+fn epoch_sets() -> Vec<SetEntry> {
+    (2..=5).map(|e| SetEntry::new(10 * (e - 1), set_of(e, 4))).collect()
+}
+
+/// Appends slots `slots` of 10-slot epochs: each bank binds the set of its epoch + 1 (epoch 5's
+/// from slot 40 on), each set is logged at its epoch's first slot, and each block holds three
+/// votes on the slot before (four on slot 13). Returns the banks.
+fn append_epochs(log: &mut VoteLog, sets: &[SetEntry], slots: std::ops::Range<u64>) -> BTreeMap<u64, BankEntry> {
     let mut banks = BTreeMap::new();
-    for s in 10..50u64 {
-        let epoch = s / 10;
+    for s in slots {
         let mut entries = Vec::new();
-        let set = &sets[(epoch - 1) as usize];
-        if s % 10 == 0 {
+        let set = &sets[((s / 10).min(4) - 1) as usize];
+        if s % 10 == 0 && s <= 40 {
             entries.push(VoteLogEntry::Set(set.clone()));
         }
         let b = bank_binding(s, set.hash);
@@ -554,6 +557,16 @@ fn transitions_are_kept_past_the_pruning_of_their_segments() {
         }
         log.append(&entries).unwrap();
     }
+    banks
+}
+
+#[test]
+fn transitions_are_kept_past_the_pruning_of_their_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap();
+    let sets = epoch_sets();
+    append_epochs(&mut log, &sets, 10..50);
     let mut r = VoteLogReader::new(dir.path());
     r.refresh().unwrap();
     assert_eq!(r.set_epochs(), [2, 3, 4, 5]);
@@ -595,24 +608,8 @@ fn the_newest_transitions_are_carried_so_a_copy_of_the_newest_segments_serves_th
     let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
     let carry = Carry { every_slots: 30, epochs: 2 };
     let mut log = VoteLog::open_with(dir.path(), opts).unwrap().with_carry(carry);
-    let sets: Vec<SetEntry> = (2..=5).map(|e| SetEntry::new(10 * (e - 1), set_of(e, 4))).collect();
-    let mut banks = BTreeMap::new();
-    for s in 10..120u64 {
-        let mut entries = Vec::new();
-        let set = &sets[((s / 10).min(4) - 1) as usize];
-        if s % 10 == 0 && s <= 40 {
-            entries.push(VoteLogEntry::Set(set.clone()));
-        }
-        let b = bank_binding(s, set.hash);
-        banks.insert(s, b);
-        entries.push(VoteLogEntry::Bank(b));
-        if let Some(prev) = banks.get(&(s - 1)) {
-            let voters: u8 = if s - 1 == 13 { 4 } else { 3 };
-            let txs = (0..voters).map(|v| vote_tx(s - 1, prev.bank_hash, v)).collect();
-            entries.push(VoteLogEntry::Votes(VotesEntry { slot: s, transactions: txs }));
-        }
-        log.append(&entries).unwrap();
-    }
+    let sets = epoch_sets();
+    let banks = append_epochs(&mut log, &sets, 10..120);
     let mut whole = VoteLogReader::new(dir.path());
     whole.refresh().unwrap();
     let expected = whole.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
@@ -645,15 +642,7 @@ fn the_newest_transitions_are_carried_so_a_copy_of_the_newest_segments_serves_th
     // Without carrying, the same copy has nothing of epoch 2.
     let plain = tempfile::tempdir().unwrap();
     let mut log = VoteLog::open_with(plain.path(), opts).unwrap().with_carry(Carry { every_slots: 0, epochs: 2 });
-    for s in 10..120u64 {
-        let mut entries = Vec::new();
-        let set = &sets[((s / 10).min(4) - 1) as usize];
-        if s % 10 == 0 && s <= 40 {
-            entries.push(VoteLogEntry::Set(set.clone()));
-        }
-        entries.push(VoteLogEntry::Bank(banks[&s]));
-        log.append(&entries).unwrap();
-    }
+    append_epochs(&mut log, &sets, 10..120);
     let newest_only = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(newest_only.path().join(VOTES_DIR)).unwrap();
     for (first, path) in list_segments(log.dir()).unwrap() {
