@@ -16,7 +16,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use aldb_format::votes::{SlotVotes, VoteLogReader, VoteSelection, segment_name};
+use aldb_format::votes::{EpochTransition, SlotVotes, VoteLogReader, VoteSelection, segment_name};
 use xxhash_rust::xxh3::xxh3_128;
 
 use crate::cache::{ObjectStoreSource, absence};
@@ -161,6 +161,31 @@ impl VoteArchive {
             v.searched_to = v.searched_to.max(last);
         }
         Ok(ArchivedVotes::Read { found, oldest })
+    }
+
+    /// The epochs whose whole transition a segment in the bucket holds, as the manifest last read
+    /// lists them, ascending.
+    pub fn transition_epochs(&self) -> Vec<u64> {
+        let Some(m) = self.src.manifest() else { return Vec::new() };
+        let epochs: std::collections::BTreeSet<u64> =
+            m.vote_segments.iter().flat_map(|g| g.transitions.iter().copied()).collect();
+        epochs.into_iter().collect()
+    }
+
+    /// The transition to `epoch` (`docs/SPEC.md` §11.4) from the newest segment in the bucket
+    /// the manifest last read lists as holding it whole, fetched and verified unless held, and
+    /// read as a reader of the whole log reads it. `None` when no segment lists it.
+    pub async fn transition(&self, epoch: u64, window: u64) -> Result<Option<EpochTransition>, SourceError> {
+        let Some(m) = self.src.manifest() else { return Ok(None) };
+        let Some(g) = m.vote_segments.iter().rev().find(|g| g.transitions.binary_search(&epoch).is_ok()) else {
+            return Ok(None);
+        };
+        let group = self.group(g.first_slot, std::slice::from_ref(g)).await?;
+        group.reader.transition(epoch, window).map_err(|e| SourceError::Io {
+            op: "read",
+            path: group.dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })
     }
 
     /// The held group of `segments`, or fetches it.

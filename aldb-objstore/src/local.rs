@@ -112,6 +112,8 @@ pub(crate) struct LocalSegment {
     pub(crate) last_slot: Option<u64>,
     /// A newer segment exists: this one will not grow again.
     pub(crate) sealed: bool,
+    /// Vote-evidence segments: the epochs whose whole transition the bytes hold.
+    pub(crate) transitions: Vec<u64>,
 }
 
 /// The segments of `dir`'s vote-evidence log, oldest first.
@@ -134,7 +136,8 @@ pub(crate) fn read_vote_segment(first_slot: u64, path: &Path, sealed: bool) -> R
     let extent = aldb_format::votes::segment_extent(&bytes);
     bytes.truncate(extent.end);
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot: extent.newest_slot, sealed }))
+    let (last_slot, transitions) = (extent.newest_slot, extent.transitions);
+    Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot, sealed, transitions }))
 }
 
 /// The segments of `dir`'s record log, oldest first.
@@ -157,7 +160,7 @@ pub(crate) fn read_segment(first_slot: u64, path: &Path, sealed: bool) -> Result
     bytes.truncate(scan.end);
     let last_slot = scan.entries.iter().map(|(_, r)| r.record.slot).max();
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot, sealed }))
+    Ok(Some(LocalSegment { file_name, first_slot, bytes, last_slot, sealed, transitions: Vec::new() }))
 }
 
 /// The slot-status journal's shippable bytes: its header and its entries up to the end of the

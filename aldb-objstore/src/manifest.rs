@@ -53,6 +53,10 @@ pub const DEFAULT_SEAL_ENTRIES: usize = 4096;
 pub const DEFAULT_FOLD_SEGMENTS: usize = 64;
 /// Where record-log segments live under the prefix, as under a snapshot directory.
 pub const RECORDS_PREFIX: &str = aldb_format::records::RECORDS_DIR;
+/// The most epochs one vote-evidence segment entry may list as holding their transitions: a
+/// writer carries 16 and keeps those whose segments it prunes, far fewer than this.
+pub const MAX_SEGMENT_TRANSITIONS: usize = 4096;
+
 /// Where vote-evidence log segments live under the prefix, as under a snapshot directory.
 pub const VOTES_PREFIX: &str = aldb_format::votes::VOTES_DIR;
 /// Where the slot-status journal's epochs live under the prefix.
@@ -140,6 +144,12 @@ pub struct SegmentObject {
     /// Whether the segment was closed (a newer one existed) when these bytes were shipped: it
     /// will not grow any more.
     pub sealed: bool,
+    /// Vote-evidence segments only: the epochs whose whole transition (`docs/SPEC.md` §11.4: a
+    /// set's entry and kept evidence of a slot binding it) these bytes hold, ascending. Where a
+    /// replica finds the transition to an epoch older than its copy of the log, and what the
+    /// archive's retention never drops the last of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transitions: Vec<u64>,
 }
 
 /// A sealed manifest segment as the head names it: an immutable object holding a contiguous run
@@ -706,12 +716,16 @@ impl Manifest {
             }
             prev = Some(s.seq);
         }
-        check_segments(&m.record_segments, |n| {
-            n.strip_prefix(&format!("{RECORDS_PREFIX}/")).and_then(segment_first_slot)
-        })?;
-        check_segments(&m.vote_segments, |n| {
-            n.strip_prefix(&format!("{VOTES_PREFIX}/")).and_then(aldb_format::votes::segment_first_slot)
-        })?;
+        check_segments(
+            &m.record_segments,
+            |n| n.strip_prefix(&format!("{RECORDS_PREFIX}/")).and_then(segment_first_slot),
+            false,
+        )?;
+        check_segments(
+            &m.vote_segments,
+            |n| n.strip_prefix(&format!("{VOTES_PREFIX}/")).and_then(aldb_format::votes::segment_first_slot),
+            true,
+        )?;
         if let Some(j) = &m.status_journal {
             if j.name != journal_object_name(j.epoch) {
                 return Err(invalid(format!("journal entry {:?} does not name epoch {}", j.name, j.epoch)));
@@ -848,9 +862,22 @@ fn flatten<'a>(
 
 /// Checks a list of segment entries: names that spell their first slot (`first_of` parses the
 /// object name), ascending, with well-formed checksums.
-fn check_segments(segments: &[SegmentObject], first_of: impl Fn(&str) -> Option<u64>) -> Result<(), ManifestError> {
+fn check_segments(
+    segments: &[SegmentObject],
+    first_of: impl Fn(&str) -> Option<u64>,
+    transitions: bool,
+) -> Result<(), ManifestError> {
     let mut prev = None;
     for g in segments {
+        if !transitions && !g.transitions.is_empty() {
+            return Err(invalid(format!("record segment entry {:?} lists epoch transitions", g.name)));
+        }
+        if g.transitions.len() > MAX_SEGMENT_TRANSITIONS || !g.transitions.windows(2).all(|w| w[0] < w[1]) {
+            return Err(invalid(format!(
+                "segment entry {:?}: its transitions are not at most {MAX_SEGMENT_TRANSITIONS} ascending epochs",
+                g.name
+            )));
+        }
         if first_of(&g.name) != Some(g.first_slot) {
             return Err(invalid(format!("segment entry {:?} does not name first slot {}", g.name, g.first_slot)));
         }
@@ -898,6 +925,7 @@ mod tests {
             size: 16,
             checksum: checksum_hex(7),
             sealed: false,
+            transitions: Vec::new(),
         });
         let bytes = m.encode_head();
         assert_eq!(Manifest::decode(&bytes), Ok(m.clone()));
@@ -931,6 +959,19 @@ mod tests {
         assert!(edited(&|x| x.vote_segments = vec![vote.clone()]).is_ok());
         assert!(edited(&|x| x.vote_segments = vec![m.record_segments[0].clone()]).is_err(), "a record segment");
         assert!(edited(&|x| x.record_segments = vec![vote.clone()]).is_err(), "a vote segment");
+        // The epochs whose transitions a vote segment holds: ascending, bounded, and only on vote
+        // segments; absent from the JSON when there are none.
+        assert!(!String::from_utf8(bytes.clone()).unwrap().contains("transitions"));
+        let holding = SegmentObject { transitions: vec![3, 4, 9], ..vote.clone() };
+        let with = Manifest { vote_segments: vec![holding.clone()], ..m.clone() };
+        assert_eq!(Manifest::decode(&with.encode_head()), Ok(with.clone()));
+        assert!(String::from_utf8(with.encode_head()).unwrap().contains("\"transitions\""));
+        for bad in [vec![4, 3], vec![3, 3], (0..=MAX_SEGMENT_TRANSITIONS as u64).collect()] {
+            let g = SegmentObject { transitions: bad, ..vote.clone() };
+            assert!(edited(&|x| x.vote_segments = vec![g.clone()]).is_err());
+        }
+        let record = SegmentObject { transitions: vec![3], ..m.record_segments[0].clone() };
+        assert!(edited(&|x| x.record_segments = vec![record.clone()]).is_err(), "a record segment listing one");
         assert!(edited(&|x| x.vote_segments = vec![vote.clone(), vote.clone()]).is_err(), "not ascending");
         assert!(edited(&|x| x.snapshots[0].root = "ab".into()).is_err());
         assert!(edited(&|x| x.snapshots[0].gap = Some(WriterGap { after: Some(3) })).is_ok());
@@ -1006,6 +1047,7 @@ mod tests {
             size: 16,
             checksum: checksum_hex(u128::from(first)),
             sealed,
+            transitions: Vec::new(),
         }
     }
 

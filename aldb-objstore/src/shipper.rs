@@ -697,6 +697,7 @@ impl Shipper {
             size: seg.bytes.len() as u64,
             checksum: checksum_hex(sum),
             sealed: seg.sealed,
+            transitions: seg.transitions.clone(),
         };
         let (_, sealed_records, sealed_votes) = m.sealed_counts();
         let sealed = match kind {
@@ -737,7 +738,7 @@ impl Shipper {
             return Ok(());
         };
         let snapshots: Vec<bool> = m.snapshots.iter().map(|s| s.seq >= min_seq).collect();
-        let [records, votes] = SegmentLog::ALL.map(|kind| {
+        let [records, mut votes] = SegmentLog::ALL.map(|kind| {
             let entries = kind.entries(m);
             let last_first = entries.last().map(|g| g.first_slot);
             entries
@@ -745,6 +746,15 @@ impl Shipper {
                 .map(|g| !g.sealed || Some(g.first_slot) == last_first || g.last_slot.is_none_or(|l| l >= oldest_slot))
                 .collect::<Vec<bool>>()
         });
+        // Never the last copy of an epoch's transition: a client following epochs from an old
+        // checkpoint needs it, and only the writer's next carry or keep puts it in a newer one.
+        let mut later = std::collections::BTreeSet::new();
+        for (keep, g) in votes.iter_mut().zip(&m.vote_segments).rev() {
+            if g.transitions.iter().any(|e| !later.contains(e)) {
+                *keep = true;
+            }
+            later.extend(g.transitions.iter().copied());
+        }
         let mut gone = match self.manifest.as_mut() {
             Some(m) => m.prune_leading(&snapshots, &records, &votes),
             None => Vec::new(),

@@ -238,6 +238,65 @@ fn the_archive_retention_prunes_old_vote_segments() {
     assert!(named.len() < local.len(), "some segment was pruned");
 }
 
+/// The entries of a whole transition to `epoch` (kept evidence of a slot binding its set, then
+/// the set), as the writer carries them.
+fn whole_transition(epoch: u64, slot: u64) -> Vec<VoteLogEntry> {
+    use aldb_format::votes::{KeptEvidence, SetEntry};
+    let members = [aldb_verify::votes::Validator { vote_account: [9; 32], authorized_voter: [8; 32], stake: 10 }];
+    let set = SetEntry::new(slot, aldb_verify::epochs::EpochSet::new(epoch, 10, &members).unwrap().encode());
+    let mut b = bank(slot);
+    let c = b.aldb.unwrap();
+    b.next_set_hash = Some(set.hash);
+    b.bank_hash = aldb_verify::votes::bank_hash_binding(&c.h, &c.root, Some(&set.hash), None);
+    vec![VoteLogEntry::Kept(KeptEvidence { bank: b, votes: Vec::new() }), VoteLogEntry::Set(set)]
+}
+
+/// The manifest lists, per vote segment, the epochs whose transition it holds whole; the
+/// archive's retention never drops the last segment listing an epoch (nor, pruning only leading
+/// entries, any after it), and drops it once a newer segment lists the epoch too.
+#[test]
+fn the_archive_retention_keeps_the_last_copy_of_each_transition() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = rt();
+    let dir = tempfile::tempdir().unwrap();
+    common::write_history(dir.path(), 7, 100, 16, 1000);
+    let vs = voters();
+    let mut log = VoteLog::open_with(dir.path(), log_options()).unwrap();
+    for s in 100..=115 {
+        log.append(&slot_entries(s, &vs)).unwrap();
+        if s == 105 {
+            log.append(&whole_transition(7, 90)).unwrap();
+        }
+    }
+    let (store, prefix) = weed.bucket("voteprunekeep");
+    let mut cfg = ship_config(dir.path());
+    cfg.archive_slots = Some(5);
+    let mut shipper = Shipper::new(store.clone(), prefix.clone(), cfg).unwrap();
+    rt.block_on(shipper.ship_once()).unwrap();
+    let m = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    let listed = |m: &Manifest| -> Vec<(u64, Vec<u64>)> {
+        m.vote_segments.iter().map(|g| (g.first_slot, g.transitions.clone())).collect()
+    };
+    // Segment 100 is pruned; 104 holds the only copy of epoch 7's transition, so it and 108
+    // after it stay though older than every kept slot.
+    assert_eq!(listed(&m), [(104, vec![7]), (108, vec![]), (112, vec![])]);
+    let there = |name: &str| rt.block_on(store.head(&object(&prefix, name))).is_ok();
+    assert!(there(&m.vote_segments[0].name));
+
+    // A newer copy (a later carry) shipped: the old one goes.
+    for s in 116..=121 {
+        log.append(&slot_entries(s, &vs)).unwrap();
+        if s == 117 {
+            log.append(&whole_transition(7, 90)).unwrap();
+        }
+    }
+    rt.block_on(shipper.ship_once()).unwrap();
+    let m2 = rt.block_on(read_manifest(&store, &prefix)).unwrap();
+    // (108 stays: its last slot, 111, is among the newest 5 snapshots' slots, 111..=115.)
+    assert_eq!(listed(&m2), [(108, vec![]), (112, vec![]), (116, vec![7]), (120, vec![])]);
+    assert!(!there(&m.vote_segments[0].name), "segment 104 left the bucket");
+}
+
 /// The vote-evidence archive hold (`shipped-votes.slot`): no pass writes it before its manifest
 /// is durable (a shipper killed at the manifest's PUT, every segment already uploaded, leaves no
 /// hold, and the evidence writer holding for it deletes nothing); a completed pass records the

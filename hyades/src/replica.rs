@@ -449,6 +449,24 @@ impl Replica {
             .unwrap_or_else(|| Err(SourceError::Manifest(CURRENT_THREAD.into())))
     }
 
+    /// The transition to `epoch`, older than the copy of the log: from the one segment in the
+    /// bucket the manifest lists as holding it whole, fetched and verified unless held (blocking
+    /// this thread on the runtime). `None` when no segment lists it.
+    pub fn archived_transition(
+        &self,
+        epoch: u64,
+        window: u64,
+    ) -> Result<Option<aldb_format::votes::EpochTransition>, SourceError> {
+        let what = || format!("the vote-evidence segment holding the transition to epoch {epoch}");
+        self.fetch(what, self.votes.transition(epoch, window))
+            .unwrap_or_else(|| Err(SourceError::Manifest(CURRENT_THREAD.into())))
+    }
+
+    /// The epochs whose transition a segment in the bucket holds whole.
+    pub fn archived_transition_epochs(&self) -> Vec<u64> {
+        self.votes.transition_epochs()
+    }
+
     /// Waits, from the synchronous dispatcher, for a fetch from the bucket of `what`, for at most
     /// [`StoreConfig::fetch_wait`]: on an async worker through `block_in_place`, which hands the
     /// worker's other tasks to another thread while this one waits; on a blocking thread

@@ -134,6 +134,16 @@ pub enum VoteQueryError {
         /// The epochs whose sets the log holds, oldest first.
         held: Vec<u64>,
     },
+    /// The segment in the bucket holding the transition to `epoch` did not verify, or is
+    /// missing: refused, never served.
+    ArchivedTransition {
+        /// The epoch asked for.
+        epoch: u64,
+        /// The object is missing (else damaged).
+        missing: bool,
+        /// What did not check, or what the bucket answered (names the object).
+        reason: String,
+    },
     /// The log could not be read; the reason names files, so it goes to the server log only.
     Storage(String),
 }
@@ -215,6 +225,18 @@ impl VoteQueryError {
                 ),
                 json!({"epoch": epoch, "oldestEpoch": held.first(), "newestEpoch": held.last()}),
             ),
+            VoteQueryError::ArchivedTransition { epoch, missing, reason } => {
+                log::error!("the transition to epoch {epoch} not served: {reason}");
+                let (code, what) = match missing {
+                    true => (codes::SLOT_FILE_MISSING, "missing"),
+                    false => (codes::SLOT_CORRUPT, "damaged"),
+                };
+                RpcError::with_data(
+                    code,
+                    format!("the transition to epoch {epoch} cannot be served: the segment holding it is {what}"),
+                    json!({"epoch": epoch, "reason": reason}),
+                )
+            }
             VoteQueryError::Storage(reason) => {
                 log::error!("vote evidence not served: {reason}");
                 RpcError::new(
@@ -394,8 +416,12 @@ impl VoteFeed {
     /// evidence: the set of `epoch` and the evidence of the slot the log's choice names
     /// ([`VoteLogReader::transition`]: the earliest slot binding the set whose votes the set of
     /// `epoch − 1` vouches for, or, without that set, the one with the most vote accounts).
+    ///
+    /// A replica whose copy of the log holds no transition to `epoch` reads it from the one
+    /// segment in the bucket the manifest lists as holding it whole (`docs/FORMAT.md`: the
+    /// writer carries every transition forward, the shipper indexes where).
     pub fn transition(&self, epoch: u64) -> Result<(u64, String), VoteQueryError> {
-        match self.transition_as_read(epoch) {
+        let found = match self.transition_as_read(epoch) {
             // Pruned since the last refresh: the carried entries are not read yet and the index
             // names deleted segments. Read the log again rather than answer that there is none.
             Err(VoteQueryError::NoTransition { .. }) if self.pruned_since_refresh() => {
@@ -403,6 +429,43 @@ impl VoteFeed {
                 self.transition_as_read(epoch)
             }
             other => other,
+        };
+        match (found, &self.archive) {
+            (Err(VoteQueryError::NoTransition { held, .. }), Some(replica)) => {
+                self.archived_transition(replica, epoch, held)
+            }
+            (other, _) => other,
+        }
+    }
+
+    /// The transition to `epoch` from the bucket, for a replica whose copy holds the sets of
+    /// the epochs `held` but no transition to it.
+    fn archived_transition(
+        &self,
+        replica: &Replica,
+        epoch: u64,
+        held: Vec<u64>,
+    ) -> Result<(u64, String), VoteQueryError> {
+        let held = || {
+            let mut all: Vec<u64> = held.iter().copied().chain(replica.archived_transition_epochs()).collect();
+            all.sort_unstable();
+            all.dedup();
+            VoteQueryError::NoTransition { epoch, held: all }
+        };
+        match replica.archived_transition(epoch, self.window) {
+            Ok(Some(t)) => serve_transition(epoch, t).ok_or_else(held),
+            Ok(None) => Err(held()),
+            Err(SourceError::Corrupt { object, reason }) => Err(VoteQueryError::ArchivedTransition {
+                epoch,
+                missing: false,
+                reason: format!("object {object} in the bucket is damaged: {reason}"),
+            }),
+            Err(SourceError::Missing { object, reason }) => Err(VoteQueryError::ArchivedTransition {
+                epoch,
+                missing: true,
+                reason: format!("object {object} ({reason})"),
+            }),
+            Err(e) => Err(VoteQueryError::Storage(e.to_string())),
         }
     }
 
@@ -412,7 +475,6 @@ impl VoteFeed {
 
     /// [`transition`](Self::transition) from the log as last refreshed.
     fn transition_as_read(&self, epoch: u64) -> Result<(u64, String), VoteQueryError> {
-        use aldb_verify::epochs::{EpochSet, SlotEvidence, Transition};
         let Some(r) = &self.reader else { return Err(self.nothing_recorded()) };
         let r = r.read().unwrap_or_else(PoisonError::into_inner);
         if r.newest_slot().is_none() && r.set_epochs().is_empty() {
@@ -423,22 +485,32 @@ impl VoteFeed {
         drop(r);
         let no = || VoteQueryError::NoTransition { epoch, held: held.clone() };
         let Some(t) = found else { return Err(no()) };
-        let set = EpochSet::decode(&t.set_encoding).map_err(|e| {
-            log::error!("the set of epoch {epoch} in the vote-evidence log breaks §11.2 ({e}); not served");
-            no()
-        })?;
-        let bank = t.evidence.bank;
-        let Some(aldb) = bank.aldb else { return Err(no()) };
-        let evidence = SlotEvidence {
-            slot: bank.slot,
-            h: aldb.h,
-            root: aldb.root,
-            hard_forks: bank.hard_forks,
-            next_set_hash: t.set_hash,
-            votes: t.evidence.votes,
-        };
-        Ok((bank.slot, Transition { set, evidence }.to_json_value().to_string()))
+        serve_transition(epoch, t).ok_or_else(no)
     }
+}
+
+/// The slot of a transition's evidence and the transition as JSON text (`docs/SPEC.md` §11.4);
+/// `None` when what the log holds is not servable (a set breaking §11.2, a bank without a root).
+fn serve_transition(epoch: u64, t: aldb_format::votes::EpochTransition) -> Option<(u64, String)> {
+    use aldb_verify::epochs::{EpochSet, SlotEvidence, Transition};
+    let set = match EpochSet::decode(&t.set_encoding) {
+        Ok(set) => set,
+        Err(e) => {
+            log::error!("the set of epoch {epoch} in the vote-evidence log breaks §11.2 ({e}); not served");
+            return None;
+        }
+    };
+    let bank = t.evidence.bank;
+    let aldb = bank.aldb?;
+    let evidence = SlotEvidence {
+        slot: bank.slot,
+        h: aldb.h,
+        root: aldb.root,
+        hard_forks: bank.hard_forks,
+        next_set_hash: t.set_hash,
+        votes: t.evidence.votes,
+    };
+    Some((bank.slot, Transition { set, evidence }.to_json_value().to_string()))
 }
 
 impl ServedVotes {

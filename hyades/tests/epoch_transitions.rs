@@ -13,13 +13,15 @@ mod common;
 use std::time::Duration;
 
 use aldb_fixture::votes::Voter;
-use aldb_format::votes::{AldbCommitment, BankEntry, SetEntry, VoteLog, VoteLogEntry, VoteLogOptions, VotesEntry};
+use aldb_format::votes::{
+    AldbCommitment, BankEntry, Carry, SetEntry, VoteLog, VoteLogEntry, VoteLogOptions, VoteLogReader, VotesEntry,
+};
 use aldb_snapshot::WriterConfig;
 use aldb_verify::epochs::{
     Advanced, Checkpoint, EpochSchedule, EpochSet, LightClient, SlotEvidence, Transition, bank_hash_with_set,
 };
 use aldb_verify::votes::{Validator, bank_hash};
-use common::replica::{ask, replica, shipper};
+use common::replica::{ask, replica, replica_with, shipper};
 use common::votes::{h_of, voters};
 use common::weed::Weed;
 use common::{Model, Server, b58, wait_until};
@@ -93,13 +95,18 @@ fn bank(slot: u64, root: [u8; 32], sets: &[EpochSet; 4]) -> BankEntry {
 /// A snapshot directory of slots 0 to 40, and a vote log of banks 0 to 127 in segments of 16
 /// slots, each slot voted on in the next block, sets logged with the first bank binding them.
 fn history(dir: &std::path::Path, vs: &[Voter], sets: &[EpochSet; 4]) -> (Model, VoteLog) {
+    history_carried(dir, vs, sets, Carry::default())
+}
+
+/// [`history`], the writer carrying transitions forward as `carry` says.
+fn history_carried(dir: &std::path::Path, vs: &[Voter], sets: &[EpochSet; 4], carry: Carry) -> (Model, VoteLog) {
     let mut m = Model::new(WriterConfig { keep_slots: 1000, direct_io: false, ..WriterConfig::new(dir) }, 5);
     for _ in 0..=SNAPSHOTS {
         m.commit_random(3);
     }
     m.flush();
     let opts = VoteLogOptions { segment_bytes: 64 << 20, segment_slots: 16 };
-    let mut log = VoteLog::open_with(dir, opts).unwrap();
+    let mut log = VoteLog::open_with(dir, opts).unwrap().with_carry(carry);
     let mut prev: Option<BankEntry> = None;
     for s in 0..=LAST {
         let root = if s <= SNAPSHOTS { m.root(s) } else { [s as u8; 32] };
@@ -238,4 +245,57 @@ fn a_replica_serves_the_transitions_as_the_directory_does() {
     wait_until("the directory's pruning", WAIT, || local.call("getSlotVotes", json!([33])).get("error").is_some());
     compare("pruned");
     assert_eq!(follow(&r, &sets[0]), [33, 65, 96]);
+}
+
+#[test]
+fn a_replica_whose_copy_is_short_serves_older_transitions_from_the_bucket() {
+    let Some(weed) = Weed::start() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let vs = voters();
+    let sets = sets(&vs);
+    // Only the newest epoch's transition is carried, every segment (16 slots): segments 48 and
+    // 64 hold epoch 2's whole, 80 and 96 epoch 3's, 112 epoch 4's.
+    let carry = Carry { every_slots: 16, epochs: 1, refresh_slots: 0 };
+    let (_m, _log) = history_carried(dir.path(), &vs, &sets, carry);
+    const URL: &str = "s3://epochs/short";
+    let mut ship = shipper(dir.path(), &weed, URL);
+    rt.block_on(ship.ship_once()).unwrap();
+    let listed: Vec<(u64, Vec<u64>)> = ship
+        .manifest()
+        .unwrap()
+        .vote_segments
+        .iter()
+        .filter(|g| !g.transitions.is_empty())
+        .map(|g| (g.first_slot, g.transitions.clone()))
+        .collect();
+    assert_eq!(listed, [(48, vec![2]), (64, vec![2]), (80, vec![3]), (96, vec![3]), (112, vec![4])]);
+
+    let local = Server::start(dir.path());
+    // The copy keeps the segment reaching the newest 4 slots: 112, which holds epoch 4's alone.
+    let cache = tempfile::tempdir().unwrap();
+    let r = replica_with(&weed, URL, cache.path(), 1 << 30, |c| c.vote_keep_slots = 4);
+    wait_until("the replica's transitions", WAIT, || r.call("getEpochTransition", json!([4])).get("result").is_some());
+    wait_until("the directory's transitions", WAIT, || {
+        local.call("getEpochTransition", json!([4])).get("result").is_some()
+    });
+    let mut copy = VoteLogReader::new(cache.path());
+    copy.refresh().unwrap();
+    assert_eq!(copy.set_epochs(), [4], "the copy holds no set of epochs 2 and 3");
+
+    // Every epoch, byte for byte, errors included (the epochs held are the bucket's too).
+    for epoch in 0..=6u64 {
+        let p = json!([epoch]);
+        assert_eq!(ask(&r, "getEpochTransition", &p), ask(&local, "getEpochTransition", &p), "epoch {epoch}");
+    }
+    let fetches = metric(&r.metrics(), "aldb_cache_archive_segment_fetches_total");
+    assert_eq!(fetches, 2, "segments 64 and 96, each once");
+    assert_eq!(follow(&r, &sets[0]), [33, 65, 96]);
+    assert_eq!(metric(&r.metrics(), "aldb_cache_archive_segment_fetches_total"), fetches, "held, not fetched again");
+    drop((r, local));
+}
+
+fn metric(text: &str, name: &str) -> u64 {
+    let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
 }

@@ -83,14 +83,19 @@ pub fn segment_first_slot(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// What a copy of a segment (a shipper's) may take of its bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a copy of a segment (a shipper's) may take of its bytes, and what it says of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentExtent {
     /// Just past its last valid entry: the writer never cuts bytes before it, so these bytes are
     /// a prefix of every later state of the file.
     pub end: usize,
     /// The newest slot a valid entry names; `None` without one.
     pub newest_slot: Option<u64>,
+    /// The epochs whose whole transition these bytes hold, ascending: a set's entry, and kept
+    /// evidence of a slot whose bank binds that set (what the writer carries and keeps together,
+    /// `docs/FORMAT.md`). A copy of this segment alone proves them to whoever trusts the set of
+    /// the epoch before; an archive's index of where old transitions lie.
+    pub transitions: Vec<u64>,
 }
 
 /// The extent of a segment whose bytes are `bytes`, read as a reader reads a closed segment
@@ -98,7 +103,27 @@ pub struct SegmentExtent {
 pub fn segment_extent(bytes: &[u8]) -> SegmentExtent {
     let body = bytes.get(VOTES_HEADER_LEN..).unwrap_or_default();
     let s = entry::scan(body, VOTES_HEADER_LEN, false);
-    SegmentExtent { end: s.end.min(bytes.len()), newest_slot: s.entries.iter().map(|(_, e)| e.slot()).max() }
+    let sets: std::collections::BTreeMap<aldb_verify::Hash, u64> = s
+        .entries
+        .iter()
+        .filter_map(|(_, e)| match e {
+            VoteLogEntry::Set(set) => Some((set.hash, set.epoch())),
+            _ => None,
+        })
+        .collect();
+    let transitions: std::collections::BTreeSet<u64> = s
+        .entries
+        .iter()
+        .filter_map(|(_, e)| match e {
+            VoteLogEntry::Kept(k) if k.bank.aldb.is_some() => k.bank.next_set_hash.and_then(|h| sets.get(&h).copied()),
+            _ => None,
+        })
+        .collect();
+    SegmentExtent {
+        end: s.end.min(bytes.len()),
+        newest_slot: s.entries.iter().map(|(_, e)| e.slot()).max(),
+        transitions: transitions.into_iter().collect(),
+    }
 }
 
 /// Segment files of a vote log directory (`votes/`) by first slot, oldest first; none when it is

@@ -331,6 +331,22 @@ impl VoteLogReader {
         self.sets.get(hash).map(|s| s.locs.iter().map(|(seg, _)| *seg).collect()).unwrap_or_default()
     }
 
+    /// The newest segment holding the transition to `epoch` whole: an entry of a set of `epoch`
+    /// and kept evidence of a slot whose bank binds that set, so a copy of that one segment
+    /// proves it. `None` when no segment does (its evidence lies only in the slot's own bank and
+    /// blocks, or it has none).
+    pub fn newest_whole_transition(&self, epoch: u64) -> Option<u64> {
+        let mut newest = None;
+        for (hash, set) in self.sets.iter().filter(|(_, s)| s.epoch == epoch) {
+            for (b, seg, _) in self.kept.values().flatten() {
+                if b.aldb.is_some() && b.next_set_hash == Some(*hash) && set.locs.iter().any(|(g, _)| g == seg) {
+                    newest = newest.max(Some(*seg));
+                }
+            }
+        }
+        newest
+    }
+
     /// The hashes of the sets of `epoch` the log holds.
     pub fn sets_of(&self, epoch: u64) -> Vec<Hash> {
         self.sets.iter().filter(|(_, s)| s.epoch == epoch).map(|(h, _)| *h).collect()
@@ -384,9 +400,10 @@ impl VoteLogReader {
     /// §11.3), with its votes from the blocks of the `window` slots after it. The slot chosen is
     /// the earliest whose votes a set of `epoch − 1` the log holds vouches for (more than 2/3 of
     /// its stake, §10.4's rules, signatures included); when the log holds no set of `epoch − 1`
-    /// (the epoch the feature activated in), the one with the most distinct vote accounts voting
-    /// for its bank hash, the earliest among equals. Kept evidence (carried past pruning) counts
-    /// as its slot. At most [`TRANSITION_TRIES`] slots are tried per set. `None` when nothing
+    /// (the epoch the feature activated in, or a copy of the newest segments only), kept evidence
+    /// if any (the writer's own choice, carried or kept past pruning), else the slot with the
+    /// most distinct vote accounts voting for its bank hash; the earliest among equals. Kept
+    /// evidence otherwise counts as its slot. At most [`TRANSITION_TRIES`] slots are tried per set. `None` when nothing
     /// qualifies, and for epoch 0.
     pub fn transition(&self, epoch: u64, window: u64) -> Result<Option<EpochTransition>, VoteLogError> {
         let Some(before) = epoch.checked_sub(1) else { return Ok(None) };
@@ -396,7 +413,10 @@ impl VoteLogReader {
                 signers.push(set);
             }
         }
-        let mut best: Option<(usize, EpochTransition)> = None;
+        // Without a set to vouch: kept evidence first (the writer chose it, most often with the
+        // set of the epoch before in hand, which a copy of the newest segments may lack), then
+        // the most voters.
+        let mut best: Option<((bool, usize), EpochTransition)> = None;
         for target in self.sets_of(epoch) {
             let Some(encoding) = self.set_encoding(&target)? else { continue };
             // Candidates in slot order, a slot's own bank and blocks before its kept copy.
@@ -444,12 +464,11 @@ impl VoteLogReader {
                 };
                 if signers.is_empty() {
                     let voters = distinct_voters(slot, &ev.bank_hash(), &votes);
+                    let rank = (kept.is_some(), voters);
                     if voters > 0
-                        && best
-                            .as_ref()
-                            .is_none_or(|(n, t)| voters > *n || (voters == *n && slot < t.evidence.bank.slot))
+                        && best.as_ref().is_none_or(|(n, t)| rank > *n || (rank == *n && slot < t.evidence.bank.slot))
                     {
-                        best = Some((voters, make(votes, segments)));
+                        best = Some((rank, make(votes, segments)));
                     }
                     continue;
                 }

@@ -588,6 +588,14 @@ fn transitions_are_kept_past_the_pruning_of_their_segments() {
     assert_eq!(r.set_epochs(), [2, 3, 4, 5], "every set is kept");
     let after = r.transition(2, DEFAULT_WINDOW).unwrap().unwrap();
     assert!(after.kept);
+    // The kept evidence and its set went into one segment, which says so to a shipper.
+    let holding: Vec<u64> = list_segments(log.dir())
+        .unwrap()
+        .into_iter()
+        .filter(|(_, path)| segment_extent(&std::fs::read(path).unwrap()).transitions == [2])
+        .map(|(first, _)| first)
+        .collect();
+    assert_eq!(holding, after.segments);
     assert_eq!((after.evidence.bank, &after.evidence.votes), (before.evidence.bank, &before.evidence.votes));
     // Pruned again, the kept entries are kept again, and a fresh reader finds them.
     for s in 50..90u64 {
@@ -606,7 +614,7 @@ fn transitions_are_kept_past_the_pruning_of_their_segments() {
 fn the_newest_transitions_are_carried_so_a_copy_of_the_newest_segments_serves_them() {
     let dir = tempfile::tempdir().unwrap();
     let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
-    let carry = Carry { every_slots: 30, epochs: 2 };
+    let carry = Carry { every_slots: 30, epochs: 2, refresh_slots: 0 };
     let mut log = VoteLog::open_with(dir.path(), opts).unwrap().with_carry(carry);
     let sets = epoch_sets();
     let banks = append_epochs(&mut log, &sets, 10..120);
@@ -637,11 +645,22 @@ fn the_newest_transitions_are_carried_so_a_copy_of_the_newest_segments_serves_th
     let carried = r.transition(2, DEFAULT_WINDOW).unwrap().expect("epoch 2's transition, carried");
     assert!(carried.kept);
     assert_eq!((carried.set_hash, &carried.set_encoding), (expected.set_hash, &expected.set_encoding));
+    // Every segment a carry went into lists epoch 2 in its extent; those it did not, nothing
+    // (the set's own entry at slot 10 is not a whole transition without kept evidence).
+    for (first, path) in &segs {
+        let listed = segment_extent(&std::fs::read(path).unwrap()).transitions;
+        let carried_here = *first >= 30 && (*first - 10) % 30 == 0;
+        assert_eq!(listed, if carried_here { vec![2] } else { vec![] }, "segment {first}");
+    }
     assert_eq!((carried.evidence.bank, &carried.evidence.votes), (expected.evidence.bank, &expected.evidence.votes));
 
     // Without carrying, the same copy has nothing of epoch 2.
     let plain = tempfile::tempdir().unwrap();
-    let mut log = VoteLog::open_with(plain.path(), opts).unwrap().with_carry(Carry { every_slots: 0, epochs: 2 });
+    let mut log = VoteLog::open_with(plain.path(), opts).unwrap().with_carry(Carry {
+        every_slots: 0,
+        epochs: 2,
+        refresh_slots: 0,
+    });
     append_epochs(&mut log, &sets, 10..120);
     let newest_only = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(newest_only.path().join(VOTES_DIR)).unwrap();
@@ -653,4 +672,59 @@ fn the_newest_transitions_are_carried_so_a_copy_of_the_newest_segments_serves_th
     let mut r = VoteLogReader::new(newest_only.path());
     r.refresh().unwrap();
     assert!(r.set_epochs().is_empty());
+}
+
+#[test]
+fn kept_evidence_and_its_set_share_a_segment_however_small_segments_are() {
+    // A segment of one entry: every entry but a set after the kept evidence binding it rolls.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1, segment_slots: 10 };
+    let mut log =
+        VoteLog::open_with(dir.path(), opts).unwrap().with_carry(Carry { every_slots: 0, epochs: 0, refresh_slots: 0 });
+    let sets = epoch_sets();
+    append_epochs(&mut log, &sets, 10..50);
+    assert!(log.prune(45).unwrap() > 0);
+    let mut listed = Vec::new();
+    for (first, path) in list_segments(log.dir()).unwrap() {
+        let bytes = std::fs::read(&path).unwrap();
+        let extent = segment_extent(&bytes);
+        if !extent.transitions.is_empty() {
+            listed.push((first, extent.transitions));
+        }
+    }
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].1, [2]);
+    // That segment alone serves the transition, as the whole log does.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(copy.path().join(VOTES_DIR)).unwrap();
+    let name = segment_name(listed[0].0);
+    std::fs::copy(log.dir().join(&name), copy.path().join(VOTES_DIR).join(&name)).unwrap();
+    let (mut alone, mut whole) = (VoteLogReader::new(copy.path()), VoteLogReader::new(dir.path()));
+    alone.refresh().unwrap();
+    whole.refresh().unwrap();
+    let (a, w) =
+        (alone.transition(2, DEFAULT_WINDOW).unwrap().unwrap(), whole.transition(2, DEFAULT_WINDOW).unwrap().unwrap());
+    assert_eq!((a.set_hash, a.evidence.bank, a.evidence.votes), (w.set_hash, w.evidence.bank, w.evidence.votes));
+}
+
+#[test]
+fn an_old_transition_is_carried_again_once_its_newest_whole_copy_is_old() {
+    // No newest epochs carried: only the refresh. Carries are due at segments 30, 50, 70, ...;
+    // epoch 2's first whole copy goes into 30, and again once the newest is 40 slots old.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
+    let carry = Carry { every_slots: 20, epochs: 0, refresh_slots: 40 };
+    let mut log = VoteLog::open_with(dir.path(), opts).unwrap().with_carry(carry);
+    append_epochs(&mut log, &epoch_sets(), 10..150);
+    let holding: Vec<u64> = list_segments(log.dir())
+        .unwrap()
+        .into_iter()
+        .filter(|(_, path)| !segment_extent(&std::fs::read(path).unwrap()).transitions.is_empty())
+        .map(|(first, _)| first)
+        .collect();
+    assert_eq!(holding, [30, 70, 110]);
+    let mut r = VoteLogReader::new(dir.path());
+    r.refresh().unwrap();
+    assert_eq!(r.newest_whole_transition(2), Some(110));
+    assert_eq!(r.newest_whole_transition(3), None, "no transition to epoch 3");
 }

@@ -32,29 +32,36 @@ impl Default for VoteLogOptions {
     }
 }
 
-/// How often the writer appends again what the newest epochs' transitions need (§11.4: the set
-/// and the chosen slot's evidence, as kept evidence), and for how many epochs.
+/// How often the writer appends again what epochs' transitions need (§11.4: the set and the
+/// chosen slot's evidence, as kept evidence, together in one segment), and which.
 ///
 /// A replica copies only the newest slots of the log (about 9,000 by default), while a
 /// transition's evidence lies in the first slots of the epoch before its set's: days back on
 /// mainnet. Carried forward every `every_slots` slots, the transitions of the newest `epochs`
 /// epochs always lie in the newest segments, which every copy of the log holds; so a replica
 /// serves them, and a client whose checkpoint is that many epochs old catches up from it.
+/// Every other transition is carried again once its newest whole copy is `refresh_slots` old,
+/// so an archive that keeps at least that many slots of the log holds every transition, and a
+/// replica fetches an old one from the one segment its manifest entry names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Carry {
     /// Slots between two carries (0: never). A copy of the log keeping more than twice this
     /// many slots plus a segment's span holds every carried transition.
     pub every_slots: u64,
-    /// How many epochs' transitions are carried: the newest that have one.
+    /// How many epochs' transitions are carried every time: the newest that have one.
     pub epochs: usize,
+    /// A carry also appends every older transition whose newest whole copy lies in a segment
+    /// starting this many slots or more before the new one, or in none (0: never).
+    pub refresh_slots: u64,
 }
 
 impl Default for Carry {
     /// Every 3,000 slots (a copy of 9,000 holds at least one carry, across a restart of the
     /// writer too), the transitions of the newest 16 epochs: about a month on mainnet, some 8 MB
-    /// at 1,300 validators, against about 1.3 GB of votes in 3,000 slots.
+    /// at 1,300 validators, against about 1.3 GB of votes in 3,000 slots. Every other transition
+    /// once a day (216,000 slots): some 0.5 MB per epoch of history against some 90 GB of votes.
     fn default() -> Self {
-        Self { every_slots: 3_000, epochs: 16 }
+        Self { every_slots: 3_000, epochs: 16, refresh_slots: 216_000 }
     }
 }
 
@@ -189,8 +196,16 @@ impl VoteLog {
             }
         }
         let mut buf = Vec::new();
+        // The set binding the kept evidence just before: its entry stays in the same segment, so
+        // a copy of that segment alone holds the whole transition (what an archive indexes).
+        let mut kept_binds = None;
         for (e, bytes) in entries.iter().zip(encoded) {
-            if self.must_roll(e.slot()) {
+            let joins_kept = matches!(e, VoteLogEntry::Set(s) if kept_binds == Some(s.hash));
+            kept_binds = match e {
+                VoteLogEntry::Kept(k) => k.bank.next_set_hash,
+                _ => None,
+            };
+            if !joins_kept && self.must_roll(e.slot()) {
                 self.flush(&mut buf)?;
                 let first = match self.segments.last() {
                     // Names must grow even when slots go back (never reuse a name).
@@ -200,7 +215,7 @@ impl VoteLog {
                 self.start_segment(first)?;
                 if self.carry_due(first) {
                     self.carried_at = Some(first);
-                    self.carry_transitions(&mut buf)?;
+                    self.carry_transitions(first, &mut buf)?;
                 }
             }
             if let Some((_, len)) = &mut self.file {
@@ -216,21 +231,27 @@ impl VoteLog {
 
     fn carry_due(&self, first: u64) -> bool {
         self.carry.every_slots > 0
-            && self.carry.epochs > 0
+            && (self.carry.epochs > 0 || self.carry.refresh_slots > 0)
             && self.carried_at.is_none_or(|at| first >= at.saturating_add(self.carry.every_slots))
     }
 
-    /// Appends to `buf`, at the start of a new segment, the kept evidence and set entry of the
-    /// transitions of the newest [`Carry::epochs`] epochs that have one (the newest epoch's set
-    /// has none until the votes on a slot binding it land).
-    fn carry_transitions(&mut self, buf: &mut Vec<u8>) -> Result<(), VoteLogError> {
+    /// Appends to `buf`, at the start of the new segment `first`, the kept evidence and set
+    /// entry of the transitions of the newest [`Carry::epochs`] epochs that have one (the newest
+    /// epoch's set has none until the votes on a slot binding it land), and of every older one
+    /// due again ([`Carry::refresh_slots`]).
+    fn carry_transitions(&mut self, first: u64, buf: &mut Vec<u8>) -> Result<(), VoteLogError> {
         let reader = self.reader.get_or_insert_with(|| VoteLogReader::new(self.dir.parent().unwrap_or(&self.dir)));
         reader.refresh()?;
         let mut carry = Vec::new();
         let mut carried = 0;
+        let refresh = self.carry.refresh_slots;
         for epoch in reader.set_epochs().into_iter().rev() {
-            if carried == self.carry.epochs {
-                break;
+            let newest = carried < self.carry.epochs;
+            // Checked on the index before any transition is read: most older ones are not due.
+            let due = refresh > 0
+                && reader.newest_whole_transition(epoch).is_none_or(|seg| seg.saturating_add(refresh) <= first);
+            if !newest && !due {
+                continue;
             }
             let Some(t) = reader.transition(epoch, DEFAULT_WINDOW)? else { continue };
             let Some(set) = reader.set_entry(&t.set_hash)? else { continue };
@@ -246,7 +267,7 @@ impl VoteLog {
             buf.extend_from_slice(&bytes);
         }
         if !carry.is_empty() {
-            log::info!("carrying {} entries of the newest epochs' transitions into the newest segment", carry.len());
+            log::info!("carrying {} entries of epochs' transitions into the newest segment", carry.len());
         }
         Ok(())
     }
@@ -330,11 +351,12 @@ impl VoteLog {
 
     /// Before the segments `doomed` are deleted: for every epoch whose set, or a bank binding
     /// it, or kept evidence of it, lies in one of them, appends (durably) what its transition
-    /// needs and would lose: the set's entry when every copy of it is doomed, and the chosen
-    /// slot's evidence ([`VoteLogReader::transition`]) as a [`KeptEvidence`] unless it already is
-    /// kept evidence outside them. An epoch without a transition yet keeps every set of it.
-    /// So a transition stays servable for every epoch whose set the log ever held, from the
-    /// newest segments, which every copy of the log keeps.
+    /// needs and would lose: the chosen slot's evidence ([`VoteLogReader::transition`]) as a
+    /// [`KeptEvidence`] followed by the set's entry, unless it already is kept evidence outside
+    /// them in a segment holding the set too. An epoch without a transition yet keeps every set
+    /// of it that lies only in them. So a transition stays servable for every epoch whose set
+    /// the log ever held, from the newest segments, which every copy of the log keeps, and some
+    /// one segment always holds it whole (`docs/FORMAT.md`, "Vote-evidence log").
     fn keep_transitions(&mut self, doomed: &BTreeSet<u64>) -> Result<(), VoteLogError> {
         let reader = self.reader.get_or_insert_with(|| VoteLogReader::new(self.dir.parent().unwrap_or(&self.dir)));
         reader.refresh()?;
@@ -342,21 +364,25 @@ impl VoteLog {
         let only_doomed = |segs: &[u64]| segs.iter().all(|s| doomed.contains(s));
         let mut carry = Vec::new();
         for epoch in epochs {
-            let sets = match reader.transition(epoch, DEFAULT_WINDOW)? {
+            match reader.transition(epoch, DEFAULT_WINDOW)? {
                 Some(t) => {
-                    if !t.kept || only_doomed(&t.segments) {
+                    let whole_elsewhere = t.kept
+                        && !only_doomed(&t.segments)
+                        && t.segments.first().is_some_and(|seg| reader.set_segments(&t.set_hash).contains(seg));
+                    if !whole_elsewhere && let Some(entry) = reader.set_entry(&t.set_hash)? {
                         let ev = t.evidence;
                         carry.push(VoteLogEntry::Kept(KeptEvidence { bank: ev.bank, votes: ev.votes }));
+                        carry.push(VoteLogEntry::Set(entry));
                     }
-                    vec![t.set_hash]
                 }
-                None => reader.sets_of(epoch),
-            };
-            for h in sets {
-                if only_doomed(&reader.set_segments(&h))
-                    && let Some(entry) = reader.set_entry(&h)?
-                {
-                    carry.push(VoteLogEntry::Set(entry));
+                None => {
+                    for h in reader.sets_of(epoch) {
+                        if only_doomed(&reader.set_segments(&h))
+                            && let Some(entry) = reader.set_entry(&h)?
+                        {
+                            carry.push(VoteLogEntry::Set(entry));
+                        }
+                    }
                 }
             }
         }
