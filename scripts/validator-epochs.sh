@@ -3,8 +3,9 @@
 # validator set really changes: the patched solana-test-validator as the bootstrap, with both aldb
 # features active at genesis (`--aldb-state-root --aldb-epoch-set`: every bank hash is
 # sha256(h || root || next_set_hash)), 64-slot epochs and the admission-ticket feature off (why:
-# below), the plugin built against the patched interface (scripts/build-patched-plugin.sh;
-# `block_metadata_version: 5`, `vote_evidence: true`) and Hyades on its directory
+# below; ALDB_VAT=1 keeps it on, as the test validator has it), the plugin built against the
+# patched interface (scripts/build-patched-plugin.sh; `block_metadata_version: 5`,
+# `vote_evidence: true`) and Hyades on its directory
 # (getEpochTransition, getSlotVotes); and a patched agave-validator joining it from its snapshot
 # at slot 100 (copied into its ledger: why, below), as in scripts/validator-cluster.sh. The script:
 #   - pins the genesis set (epoch 0, read from the bootstrap's RPC while in epoch 0: vote
@@ -16,6 +17,11 @@
 #     limit spreads it over several epochs); waits until the second node's votes land in blocks
 #     in an epoch where it is staked, then deactivates the stake, and waits until a set without
 #     it is bound and in force.
+#   With ALDB_VAT=1 the admission ticket is active: the second vote account is made with the vote
+#   program's InitializeAccountV2 and carries its voter's BLS key and proof of possession
+#   (validator-patches/bls-key, agave's own derivation and proof), and a third vote account
+#   without one (made with InitializeAccount, no node behind it) gets VAT3_SOL (default 10000)
+#   of stake that stays delegated.
 # Then it checks, failing on any:
 #   - the set really changed: the sets Hyades serves for every epoch decode and hash as bound;
 #     at least three distinct sets (members and stakes) after genesis, the second vote account
@@ -43,7 +49,14 @@
 #   - the second node froze banks with the bootstrap's hash, and `aldb-ledger-replay` (beside the
 #     patched validator) replaying a copy of the bootstrap's ledger from genesis reproduces the
 #     bank hash of every slot it replays, every rooted slot among them.
-# 2½ to 5 minutes once built on two cores shared at load average 15 to 55 (141 s to 283 s measured).
+#   With ALDB_VAT=1, also: the bootstrap's vote account holds the BLS key the tool derives from
+#   the test validator's vote keypair (agave's derivation, checked bit for bit), the second
+#   holds the tool's key, the third none; every set's members are exactly the vote accounts
+#   getVoteAccounts marks epochVoteAccount in that epoch (agave's filtered EpochStakes), the
+#   set's total stake is its members' sum, and the third account, staked (activatedStake > 0
+#   in an epoch before one whose set is served), is in no set and never an epoch vote account.
+# 2½ to 5 minutes once built on two cores shared at load average 15 to 55 (141 s to 283 s measured;
+# 176 s with ALDB_VAT=1).
 # The ledgers, snapshot files, client files and logs go to a fresh temporary work directory
 # (printed; some 1 GB by the end), removed when the run passes unless ALDB_KEEP_WORK=1, kept when
 # it fails.
@@ -53,7 +66,8 @@
 # DYNAMIC_PORTS2 (39100-39200); RELAYER_METRICS_PORT (38797), PROXY_PORT (38796).
 # ALDB_PATCHED_BIN names the patched validator's bin directory, ALDB_PLUGIN_SO the patched-interface
 # plugin, ALDB_RELEASE_DIR a directory already holding release builds of hyades, aldb and
-# aldb-relayer (otherwise `cargo build --release` builds them here).
+# aldb-relayer (otherwise `cargo build --release` builds them here); with ALDB_VAT=1,
+# ALDB_BLS_KEY the aldb-bls-key binary (otherwise built here from validator-patches/bls-key).
 # Usage: scripts/validator-epochs.sh [SECONDS]   (SECONDS, default 900: the most the cluster
 # phase may take, from the bootstrap's start to the set without the second node's stake)
 set -euo pipefail
@@ -80,8 +94,26 @@ STAKE_SOL="${STAKE_SOL:-150000}"
 SLOTS_PER_EPOCH="${SLOTS_PER_EPOCH:-64}"
 # validator_admission_ticket, which the test validator activates: with it a vote account enters
 # the epoch's stakes (so the bound set, the leader schedule and the vote weights) only with a BLS
-# key, and the vote account made here has none, as on mainnet today.
+# key (and nonzero stake, and the vote account's rent-exempt minimum balance), and the vote
+# account made by default has none, as on mainnet today: by default the feature is deactivated
+# at genesis. ALDB_VAT=1 keeps it active and gives the second vote account a BLS key.
 VAT_FEATURE=VAT9huvhPjRN9cyrPytq9rwvEJ3J4ADtjdncgZRyANJ
+VAT="${ALDB_VAT:-0}"
+VAT3_SOL="${VAT3_SOL:-10000}"
+vat_args=(--deactivate-feature "$VAT_FEATURE")
+bls_key=""
+if [[ "$VAT" == 1 ]]; then
+  vat_args=()
+  if [[ -n "${ALDB_BLS_KEY:-}" ]]; then
+    bls_key="$ALDB_BLS_KEY"
+  else
+    # A workspace of its own (agave's BLS crate at agave 4.2.0's versions), in a target dir of its own.
+    cargo build --release --locked --manifest-path validator-patches/bls-key/Cargo.toml \
+      --target-dir "$PWD/target/bls-key" >&2
+    bls_key="$PWD/target/bls-key/release/aldb-bls-key"
+  fi
+  [[ -x "$bls_key" ]] || { echo "FAIL: no aldb-bls-key at $bls_key" >&2; exit 1; }
+fi
 bin="$(patched_validator_bin)"
 plugin="${ALDB_PLUGIN_SO:-$(scripts/build-patched-plugin.sh | tail -n1)}"
 if [[ -n "${ALDB_RELEASE_DIR:-}" ]]; then
@@ -125,9 +157,9 @@ cat >"$work/aldb.json5" <<JSON
   vote_evidence: true,
 }
 JSON
-echo "== bootstrap: both aldb features at genesis, $SLOTS_PER_EPOCH-slot epochs, the plugin keeping the vote-evidence log"
+echo "== bootstrap: both aldb features at genesis, $SLOTS_PER_EPOCH-slot epochs, the admission ticket $([[ "$VAT" == 1 ]] && echo on || echo off), the plugin keeping the vote-evidence log"
 "$bin/solana-test-validator" --aldb-state-root --aldb-epoch-set --slots-per-epoch "$SLOTS_PER_EPOCH" \
-  --deactivate-feature "$VAT_FEATURE" --ledger "$work/ledger1" --geyser-plugin-config "$work/aldb.json5" \
+  "${vat_args[@]}" --ledger "$work/ledger1" --geyser-plugin-config "$work/aldb.json5" \
   "${validator_net[@]}" --log >"$work/validator1.log" 2>&1 &
 v1=$!
 wait_for_health "$rpc_url" 120 "$v1" "$work/validator1.log" || { echo "FAIL: the bootstrap's RPC is not healthy"; exit 1; }
@@ -150,7 +182,8 @@ for v in va["current"] + va["delinquent"]:
     # The voter for epoch 0: the entry of the highest epoch not after it.
     voters = [a["authorizedVoter"] for a in sorted(info["value"]["data"]["parsed"]["info"]["authorizedVoters"],
                                                     key=lambda a: a["epoch"]) if a["epoch"] <= 0]
-    if v["activatedStake"] > 0:
+    # epochVoteAccount: in epoch 0's EpochStakes, which the admission ticket filters.
+    if v["activatedStake"] > 0 and v["epochVoteAccount"]:
         members.append({"voteAccount": v["votePubkey"], "authorizedVoter": voters[-1], "stake": v["activatedStake"]})
 if not members:
     sys.exit("FAIL: no staked vote account at genesis")
@@ -204,28 +237,71 @@ for _ in $(seq 120); do
 done
 
 echo "== the second node's identity, vote account and delegated stake"
-python3 - "$work" "$rpc_url" "$STAKE_SOL" <<'PY'
-import sys
+python3 - "$work" "$rpc_url" "$STAKE_SOL" "$bls_key" "$VAT3_SOL" <<'PY'
+import base64, json, subprocess, sys
 from cluster import (STAKE_PROGRAM, STAKE_SPACE, VOTE_PROGRAM, VOTE_SPACE, airdrop, b58decode, b58encode,
-                     create_account, epoch_of, keypair, rpc, send, stake_delegate, stake_initialize, vote_initialize)
-import json
+                     create_account, epoch_of, keypair, rpc, send, stake_delegate, stake_initialize, vote_bls_pubkey,
+                     vote_initialize, vote_initialize_v2)
 
-work, url, stake_sol = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, url, stake_sol, bls_key, vat3_sol = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 schedule = json.load(open(f"{work}/schedule.json"))
 ident, ipk = keypair(f"{work}/identity2", 0x51)
 vote, vpk = keypair(f"{work}/vote2", 0x52)
 funder, fpk = keypair(f"{work}/funder", 0x53)
 stake, spk = keypair(f"{work}/stake", 0x54)
+
+def vote_data(pubkey):
+    return base64.b64decode(rpc(url, "getAccountInfo", [pubkey, {"encoding": "base64", "commitment": "confirmed"}])
+                            ["value"]["data"][0])
+
+def bls(voter_file, vote_account):
+    # aldb-bls-key: the key agave derives from the voter's keypair file, and its proof for the account.
+    out = json.loads(subprocess.run([bls_key, voter_file, vote_account], check=True, capture_output=True,
+                                    text=True).stdout)
+    return bytes.fromhex(out["blsPubkey"]), bytes.fromhex(out["proofOfPossession"])
+
+if bls_key:
+    # The test validator made its vote account's BLS key from the vote keypair it writes to the
+    # ledger, with agave's derivation: the tool must give the same 48 bytes.
+    boot = [v["votePubkey"] for v in rpc(url, "getVoteAccounts", [])["current"]][0]
+    want = vote_bls_pubkey(vote_data(boot))
+    got, _ = bls(f"{work}/ledger1/vote-account-keypair.json", boot)
+    if want is None or got != want:
+        sys.exit(f"FAIL: the bootstrap's vote account {boot} holds BLS key {want and want.hex()}, "
+                 f"aldb-bls-key derives {got.hex()} from its vote keypair")
+    print(f"the bootstrap's vote account {boot} holds the BLS key aldb-bls-key derives from its keypair: {got.hex()[:24]}..")
 airdrop(url, ipk, 100 * 10**9)
-airdrop(url, fpk, (stake_sol + 10) * 10**9)
+airdrop(url, fpk, (stake_sol + (vat3_sol if bls_key else 0) + 10) * 10**9)
 rent = rpc(url, "getMinimumBalanceForRentExemption", [VOTE_SPACE])
-send(url, ipk, [create_account(ipk, vpk, rent, VOTE_SPACE, b58decode(VOTE_PROGRAM)),
-                vote_initialize(vpk, ipk, ipk, ipk, 100)], {ipk: ident, vpk: vote})
+if bls_key:
+    # Voter: the node's identity, as agave-validator runs it here (no --authorized-voter).
+    pop = bls(f"{work}/identity2.json", b58encode(vpk))
+    init = vote_initialize_v2(vpk, ipk, ipk, ipk, *pop, 10000)
+else:
+    init = vote_initialize(vpk, ipk, ipk, ipk, 100)
+send(url, ipk, [create_account(ipk, vpk, rent, VOTE_SPACE, b58decode(VOTE_PROGRAM)), init], {ipk: ident, vpk: vote})
 lamports = stake_sol * 10**9 + rpc(url, "getMinimumBalanceForRentExemption", [STAKE_SPACE])
 slot = send(url, fpk, [create_account(fpk, spk, lamports, STAKE_SPACE, b58decode(STAKE_PROGRAM)),
                        stake_initialize(spk, fpk, fpk), stake_delegate(spk, vpk, fpk)], {fpk: funder, spk: stake})
 print(f"second node: identity {b58encode(ipk)}, vote account {b58encode(vpk)}; stake account {b58encode(spk)} "
       f"of {stake_sol} SOL delegated to it at slot {slot} (epoch {epoch_of(schedule, slot)})")
+if bls_key:
+    if vote_bls_pubkey(vote_data(b58encode(vpk))) != pop[0]:
+        sys.exit(f"FAIL: the second vote account does not hold the BLS key it was made with")
+    # The third: a vote account without a BLS key (InitializeAccount, vote state V4 with none) and
+    # no node behind it, staked; the admission ticket must keep it out of every epoch's stakes.
+    ident3, i3 = keypair(f"{work}/identity3", 0x55)
+    vote3, v3 = keypair(f"{work}/vote3", 0x56)
+    stake3, s3 = keypair(f"{work}/stake3", 0x57)
+    send(url, fpk, [create_account(fpk, v3, rent, VOTE_SPACE, b58decode(VOTE_PROGRAM)),
+                    vote_initialize(v3, i3, i3, i3, 100)], {fpk: funder, v3: vote3, i3: ident3})
+    lamports = vat3_sol * 10**9 + rpc(url, "getMinimumBalanceForRentExemption", [STAKE_SPACE])
+    slot = send(url, fpk, [create_account(fpk, s3, lamports, STAKE_SPACE, b58decode(STAKE_PROGRAM)),
+                           stake_initialize(s3, fpk, fpk), stake_delegate(s3, v3, fpk)], {fpk: funder, s3: stake3})
+    if vote_bls_pubkey(vote_data(b58encode(v3))) is not None:
+        sys.exit("FAIL: the third vote account holds a BLS key")
+    print(f"second vote account with BLS key {pop[0].hex()[:24]}..; third vote account {b58encode(v3)} without one, "
+          f"{vat3_sol} SOL delegated to it at slot {slot} (epoch {epoch_of(schedule, slot)})")
 PY
 
 # agave-validator cannot start from genesis without slot 0's shreds: it starts from a snapshot.
@@ -261,7 +337,7 @@ echo "== second node started ($(($(date +%s) - t0)) s in); waiting for its votes
 # will never catch up (it cannot check a shred's signature): that fails at once, named.
 python3 - "$work" "$rpc_url" "$v2" "$deadline" "${snap##*/snapshot-}" <<'PY'
 import json, os, sys, time
-from cluster import epoch_of, rpc
+from cluster import epoch_of, rpc, sample_vote_accounts
 
 work, url, pid, deadline = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 snapshot_slot = int(sys.argv[5].split("-")[0])
@@ -278,6 +354,7 @@ while True:
     except OSError:
         sys.exit("FAIL: the second validator exited")
     frozen += sum(1 for line in log2.readlines() if "bank frozen:" in line)
+    sample_vote_accounts(url, f"{work}/vote-accounts.jsonl")
     epoch = rpc(url, "getEpochInfo", [{"commitment": "confirmed"}])
     if frozen <= 1 and epoch["absoluteSlot"] > horizon + schedule["slotsPerEpoch"]:
         sys.exit(f"FAIL: the second node froze no bank past its snapshot (slot {snapshot_slot}) while the cluster went "
@@ -317,7 +394,7 @@ PY
 echo "== waiting until a set without the second node's stake is bound and in force"
 python3 - "$work" "$rpc_url" "$hyades_url" "$v2" "$deadline" <<'PY'
 import json, os, sys, time
-from cluster import RpcError, epoch_of, rpc
+from cluster import RpcError, epoch_of, rpc, sample_vote_accounts
 
 work, url, hyades, pid, deadline = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 schedule = json.load(open(f"{work}/schedule.json"))
@@ -329,6 +406,7 @@ while True:
         os.kill(pid, 0)
     except OSError:
         sys.exit("FAIL: the second validator exited")
+    sample_vote_accounts(url, f"{work}/vote-accounts.jsonl")
     try:
         while True:
             sets[m] = rpc(hyades, "getEpochTransition", [m])["value"]["set"]
@@ -404,11 +482,11 @@ ensure_packages nodejs:node npm:npm
 ) >&2
 
 echo "== checks: the sets, the client from the genesis checkpoint, refusals"
-python3 - "$work" "$rpc_url" "$hyades_url" "$rel/aldb" "$PROXY_PORT" <<'PY'
+python3 - "$work" "$rpc_url" "$hyades_url" "$rel/aldb" "$PROXY_PORT" "$VAT" <<'PY'
 import json, subprocess, sys, time
 from cluster import RpcError, b58encode, epoch_of, rpc, set_hash
 
-work, url, hyades, aldb, proxy_port = sys.argv[1:6]
+work, url, hyades, aldb, proxy_port, vat = sys.argv[1:7]
 schedule = json.load(open(f"{work}/schedule.json"))
 genesis = json.load(open(f"{work}/checkpoint-genesis.json"))["set"]
 vote2 = open(f"{work}/vote2.pubkey").read().strip()
@@ -456,6 +534,62 @@ if not staked:
 if not after:
     fail.append("no set after the second vote account's stake left")
 first_with = staked[0] if staked else 1
+
+if vat == "1":
+    # Under the admission ticket the bound set is agave's filtered EpochStakes (SPEC §11.2):
+    # its members must be exactly the accounts getVoteAccounts marks epochVoteAccount in that
+    # epoch, and the third vote account, staked without a BLS key, in none of them.
+    import base64
+    from cluster import sample_vote_accounts, vote_bls_pubkey
+    sample_vote_accounts(url, f"{work}/vote-accounts.jsonl")
+    vote3 = open(f"{work}/vote3.pubkey").read().strip()
+    samples = [json.loads(l) for l in open(f"{work}/vote-accounts.jsonl") if l.strip()]
+    marked = {}
+    for smp in samples:
+        marked.setdefault(smp["epoch"], set()).add(frozenset(k for k, (_, ev) in smp["accounts"].items() if ev))
+    compared = []
+    for e, seen in sorted(marked.items()):
+        if len(seen) != 1:
+            fail.append(f"epoch {e}: getVoteAccounts marked different epoch vote accounts within the epoch: {seen}")
+            continue
+        if e not in sets:
+            continue
+        members = {v["voteAccount"] for v in sets[e]["set"]["validators"]}
+        if members != next(iter(seen)):
+            fail.append(f"epoch {e}: the bound set holds {sorted(members)}, getVoteAccounts marks "
+                        f"{sorted(next(iter(seen)))} as the epoch's vote accounts")
+        else:
+            compared.append(e)
+    for e, t in sets.items():
+        s = t["set"]
+        if s["totalStake"] != sum(v["stake"] for v in s["validators"]):
+            fail.append(f"epoch {e}: total stake {s['totalStake']} is not its members' sum")
+        if any(v["voteAccount"] == vote3 for v in s["validators"]):
+            fail.append(f"epoch {e}: the third vote account, without a BLS key, is in the bound set")
+    stake3 = {}
+    for smp in samples:
+        st = smp["accounts"].get(vote3, [0, False])[0]
+        if st > 0:
+            stake3[smp["epoch"]] = max(stake3.get(smp["epoch"], 0), st)
+    marked3 = sorted({smp["epoch"] for smp in samples if smp["accounts"].get(vote3, [0, False])[1]})
+    after3 = [e for e in sets if stake3 and e > min(stake3)]
+    keys = {}
+    for name, key in (("second", vote2), ("third", vote3)):
+        info = rpc(url, "getAccountInfo", [key, {"encoding": "base64", "commitment": "confirmed"}])["value"]
+        keys[name] = vote_bls_pubkey(base64.b64decode(info["data"][0]))
+    print(f"admission ticket: in epochs {compared} every set's members are the vote accounts getVoteAccounts marks "
+          f"epochVoteAccount; the third vote account {vote3} (BLS key {keys['third']}) staked in epochs "
+          f"{sorted(stake3)} (activatedStake up to {max(stake3.values(), default=0)}), in none of the {len(sets)} sets, "
+          f"an epoch vote account in epochs {marked3}; the second holds BLS key "
+          f"{keys['second'].hex()[:24] + '..' if keys['second'] else None}")
+    if len(compared) < 3:
+        fail.append(f"getVoteAccounts compared with the bound set in only {len(compared)} epochs: {compared}")
+    if not after3:
+        fail.append(f"the third vote account was staked in no epoch before one whose set is served: {stake3}")
+    if marked3:
+        fail.append(f"the third vote account is an epoch vote account in epochs {marked3}")
+    if keys["second"] is None or keys["third"] is not None:
+        fail.append(f"BLS keys: second vote account {keys['second']}, third {keys['third']}")
 
 def aldb_proof(args, retry=True):
     deadline = time.time() + 60

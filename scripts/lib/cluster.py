@@ -174,6 +174,28 @@ def vote_initialize(vote, node, voter, withdrawer, commission):
                                      (b58decode(CLOCK), False, False), (node, True, False)], data
 
 
+def vote_initialize_v2(vote, node, voter, withdrawer, bls_pubkey, proof_of_possession, commission_bps):
+    """VoteInstruction::InitializeAccountV2 (SIMD-0464; enum index 16): a vote state V4 that
+    carries the voter's BLS public key, whose proof of possession the vote program verifies.
+    Inflation rewards go to the vote account, block revenue to the node, as `InitializeAccount`
+    sets them; the node pays, so it is writable as a collector must be."""
+    if len(bls_pubkey) != 48 or len(proof_of_possession) != 96:
+        raise ValueError("a BLS public key is 48 bytes and its proof of possession 96")
+    data = (16).to_bytes(4, "little") + node + voter + bls_pubkey + proof_of_possession + withdrawer
+    data += commission_bps.to_bytes(2, "little") + commission_bps.to_bytes(2, "little")
+    return b58decode(VOTE_PROGRAM), [(vote, False, True), (node, True, True), (vote, False, True),
+                                     (node, True, True)], data
+
+
+def vote_bls_pubkey(data):
+    """The compressed BLS public key a vote account's data holds: None for a vote state before
+    V4 (VoteStateVersions index 3) or a V4 without one. V4's fixed head: version u32, node,
+    withdrawer, the two collectors, two u16 commissions, pending rewards u64, then the Option."""
+    if len(data) < 193 or int.from_bytes(data[:4], "little") != 3 or data[144] == 0:
+        return None
+    return bytes(data[145:193])
+
+
 def stake_initialize(stake, staker, withdrawer):
     # StakeInstruction::Initialize(Authorized {staker, withdrawer}, Lockup::default())
     data = (0).to_bytes(4, "little") + staker + withdrawer + bytes(8 + 8 + 32)
@@ -215,3 +237,22 @@ def epoch_of(schedule, slot):
             e += 1
         return e
     return schedule["firstNormalEpoch"] + (slot - schedule["firstNormalSlot"]) // schedule["slotsPerEpoch"]
+
+
+def sample_vote_accounts(url, path):
+    """Appends to `path` one JSON line of what getVoteAccounts shows at `confirmed` (unstaked
+    delinquent accounts kept): the epoch, and each vote account's activatedStake (the stakes
+    cache, unfiltered) and epochVoteAccount (whether the epoch's EpochStakes holds it, the
+    filtered set when the admission ticket is active). Skipped, returning None, when the epoch
+    changed between the calls, so a line never mixes two epochs."""
+    before = rpc(url, "getEpochInfo", [{"commitment": "confirmed"}])
+    va = rpc(url, "getVoteAccounts", [{"commitment": "confirmed", "keepUnstakedDelinquents": True}])
+    after = rpc(url, "getEpochInfo", [{"commitment": "confirmed"}])
+    if before["epoch"] != after["epoch"]:
+        return None
+    line = {"epoch": after["epoch"], "slot": after["absoluteSlot"],
+            "accounts": {v["votePubkey"]: [v["activatedStake"], v["epochVoteAccount"]]
+                         for v in va["current"] + va["delinquent"]}}
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    return line
