@@ -24,7 +24,7 @@ use aldb_verify::votes::{Validator, bank_hash};
 use common::replica::{ask, replica, replica_with, shipper};
 use common::votes::{h_of, voters};
 use common::weed::Weed;
-use common::{Model, Server, b58, wait_until};
+use common::{Model, Server, b58, metric, wait_until};
 use hyades::codes;
 use serde_json::{Value, json};
 
@@ -289,13 +289,8 @@ fn a_replica_whose_copy_is_short_serves_older_transitions_from_the_bucket() {
         assert_eq!(ask(&r, "getEpochTransition", &p), ask(&local, "getEpochTransition", &p), "epoch {epoch}");
     }
     let fetches = metric(&r.metrics(), "aldb_cache_archive_segment_fetches_total");
-    assert_eq!(fetches, 2, "segments 64 and 96, each once");
+    assert_eq!(fetches, 2.0, "segments 64 and 96, each once");
     assert_eq!(follow(&r, &sets[0]), [33, 65, 96]);
     assert_eq!(metric(&r.metrics(), "aldb_cache_archive_segment_fetches_total"), fetches, "held, not fetched again");
     drop((r, local));
-}
-
-fn metric(text: &str, name: &str) -> u64 {
-    let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
 }

@@ -25,7 +25,7 @@ use aldb_verify::record::Commitment;
 use common::replica::{replica_with, shipper};
 use common::votes::{bank, voters};
 use common::weed::Weed;
-use common::{Model, Server, b58, wait_until};
+use common::{Model, Server, b58, metric, wait_until};
 use futures_util::{SinkExt, StreamExt};
 use hyades::codes;
 use object_store::ObjectStore;
@@ -624,16 +624,6 @@ fn a_damaged_cache_file_is_fetched_again_and_counted() {
     assert!(recovered(&bed, &r, false), "a restarted replica adopted damaged cache files");
     let m = r.metrics();
     assert!(metric(&m, "aldb_cache_damaged_total") >= 1.0, "{m}");
-}
-
-/// A counter's value in a metrics page.
-fn metric(page: &str, name: &str) -> f64 {
-    page.lines()
-        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or_else(|| panic!("no {name} in {page}"))
-        .parse()
-        .unwrap()
 }
 
 /// Flips a bit of every segment file of the copy of `log` in `cache`; returns their names as

@@ -199,6 +199,16 @@ impl Drop for Server {
     }
 }
 
+/// The value of the metric line `name` (labels included) in a metrics page; panics when absent.
+pub fn metric(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+        .parse()
+        .unwrap()
+}
+
 pub fn b58(h: &[u8; 32]) -> String {
     aldb_verify::hash_to_base58(h)
 }
