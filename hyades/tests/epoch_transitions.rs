@@ -294,3 +294,34 @@ fn a_replica_whose_copy_is_short_serves_older_transitions_from_the_bucket() {
     assert_eq!(metric(&r.metrics(), "aldb_cache_archive_segment_fetches_total"), fetches, "held, not fetched again");
     drop((r, local));
 }
+
+#[test]
+fn older_transitions_are_carried_again_once_their_newest_whole_copy_is_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let vs = voters();
+    let sets = sets(&vs);
+    // The newest epoch's transition every segment (16 slots); an older one again once its
+    // newest whole copy is 32 slots old: epoch 2's (last carried into 64) goes into 96 with
+    // epoch 3's, and nothing is due at 112 (both newest copies are in 96).
+    let carry = Carry { every_slots: 16, epochs: 1, refresh_slots: 32 };
+    let (_m, log) = history_carried(dir.path(), &vs, &sets, carry);
+    let listed = |log: &VoteLog| -> Vec<(u64, Vec<u64>)> {
+        aldb_format::votes::list_segments(log.dir())
+            .unwrap()
+            .into_iter()
+            .map(|(first, path)| (first, aldb_format::votes::segment_extent(&std::fs::read(path).unwrap()).transitions))
+            .filter(|(_, t)| !t.is_empty())
+            .collect()
+    };
+    assert_eq!(listed(&log), [(48, vec![2]), (64, vec![2]), (80, vec![3]), (96, vec![2, 3]), (112, vec![4])]);
+    // Due after 16 slots: at 112 both 2 and 3 are (their newest copies are in 96), and one
+    // carry takes at most `epochs` of them, the oldest copy first (then the older epoch).
+    let other = tempfile::tempdir().unwrap();
+    let carry = Carry { every_slots: 16, epochs: 1, refresh_slots: 16 };
+    let (_m, often) = history_carried(other.path(), &vs, &sets, carry);
+    assert_eq!(listed(&often), [(48, vec![2]), (64, vec![2]), (80, vec![2, 3]), (96, vec![2, 3]), (112, vec![2, 4])]);
+    // Whatever copy of it the log holds, every transition reads as it did.
+    let s = Server::start(dir.path());
+    wait_until("the log read", WAIT, || s.call("getEpochTransition", json!([4])).get("result").is_some());
+    assert_eq!(follow(&s, &sets[0]), [33, 65, 96]);
+}

@@ -706,25 +706,3 @@ fn kept_evidence_and_its_set_share_a_segment_however_small_segments_are() {
         (alone.transition(2, DEFAULT_WINDOW).unwrap().unwrap(), whole.transition(2, DEFAULT_WINDOW).unwrap().unwrap());
     assert_eq!((a.set_hash, a.evidence.bank, a.evidence.votes), (w.set_hash, w.evidence.bank, w.evidence.votes));
 }
-
-#[test]
-fn an_old_transition_is_carried_again_once_its_newest_whole_copy_is_old() {
-    // No newest epochs carried: only the refresh. Carries are due at segments 30, 50, 70, ...;
-    // epoch 2's first whole copy goes into 30, and again once the newest is 40 slots old.
-    let dir = tempfile::tempdir().unwrap();
-    let opts = VoteLogOptions { segment_bytes: 1 << 20, segment_slots: 10 };
-    let carry = Carry { every_slots: 20, epochs: 0, refresh_slots: 40 };
-    let mut log = VoteLog::open_with(dir.path(), opts).unwrap().with_carry(carry);
-    append_epochs(&mut log, &epoch_sets(), 10..150);
-    let holding: Vec<u64> = list_segments(log.dir())
-        .unwrap()
-        .into_iter()
-        .filter(|(_, path)| !segment_extent(&std::fs::read(path).unwrap()).transitions.is_empty())
-        .map(|(first, _)| first)
-        .collect();
-    assert_eq!(holding, [30, 70, 110]);
-    let mut r = VoteLogReader::new(dir.path());
-    r.refresh().unwrap();
-    assert_eq!(r.newest_whole_transition(2), Some(110));
-    assert_eq!(r.newest_whole_transition(3), None, "no transition to epoch 3");
-}

@@ -50,8 +50,10 @@ pub struct Carry {
     pub every_slots: u64,
     /// How many epochs' transitions are carried every time: the newest that have one.
     pub epochs: usize,
-    /// A carry also appends every older transition whose newest whole copy lies in a segment
-    /// starting this many slots or more before the new one, or in none (0: never).
+    /// A carry also appends older transitions whose newest whole copy lies in a segment
+    /// starting this many slots or more before the new one (0: never): at most `epochs` of them
+    /// (at least one), those with the oldest copies first, so no carry grows a segment by more
+    /// than twice the newest epochs' share.
     pub refresh_slots: u64,
 }
 
@@ -59,7 +61,8 @@ impl Default for Carry {
     /// Every 3,000 slots (a copy of 9,000 holds at least one carry, across a restart of the
     /// writer too), the transitions of the newest 16 epochs: about a month on mainnet, some 8 MB
     /// at 1,300 validators, against about 1.3 GB of votes in 3,000 slots. Every other transition
-    /// once a day (216,000 slots): some 0.5 MB per epoch of history against some 90 GB of votes.
+    /// once a day (216,000 slots; 72 carries of up to 16 cover 1,152 epochs, some six years):
+    /// some 0.5 MB per epoch of history against some 90 GB of votes.
     fn default() -> Self {
         Self { every_slots: 3_000, epochs: 16, refresh_slots: 216_000 }
     }
@@ -245,19 +248,30 @@ impl VoteLog {
         let mut carry = Vec::new();
         let mut carried = 0;
         let refresh = self.carry.refresh_slots;
+        // Older epochs due again, by the segment of their newest whole copy: only those that
+        // have one (a carry of the newest epochs made it), checked on the index before any
+        // transition is read.
+        let mut due = Vec::new();
         for epoch in reader.set_epochs().into_iter().rev() {
-            let newest = carried < self.carry.epochs;
-            // Checked on the index before any transition is read: most older ones are not due.
-            let due = refresh > 0
-                && reader.newest_whole_transition(epoch).is_none_or(|seg| seg.saturating_add(refresh) <= first);
-            if !newest && !due {
-                continue;
+            if carried < self.carry.epochs {
+                let Some(t) = reader.transition(epoch, DEFAULT_WINDOW)? else { continue };
+                let Some(set) = reader.set_entry(&t.set_hash)? else { continue };
+                carry.push(VoteLogEntry::Kept(KeptEvidence { bank: t.evidence.bank, votes: t.evidence.votes }));
+                carry.push(VoteLogEntry::Set(set));
+                carried += 1;
+            } else if refresh > 0
+                && let Some(seg) = reader.newest_whole_transition(epoch)
+                && seg.saturating_add(refresh) <= first
+            {
+                due.push((seg, epoch));
             }
+        }
+        due.sort_unstable();
+        for (_, epoch) in due.into_iter().take(self.carry.epochs.max(1)) {
             let Some(t) = reader.transition(epoch, DEFAULT_WINDOW)? else { continue };
             let Some(set) = reader.set_entry(&t.set_hash)? else { continue };
             carry.push(VoteLogEntry::Kept(KeptEvidence { bank: t.evidence.bank, votes: t.evidence.votes }));
             carry.push(VoteLogEntry::Set(set));
-            carried += 1;
         }
         for e in &carry {
             let bytes = encode_entry(e)?;
