@@ -36,9 +36,9 @@
 #   - refused by name: a checkpoint naming a stranger as the voter and one where a stranger holds
 #     two thirds (insufficient_stake), one older than its trusting period (expired), and forged
 #     transitions to the epoch where the second node joined the set, altered by a proxy between
-#     the client and Hyades: a member's stake changed (wrong_set), changed and re-bound in the
-#     evidence (insufficient_stake), nextSetHash zeroed (set_not_bound), evidence of the wrong
-#     epoch (slot_not_in_epoch);
+#     the client and Hyades (scripts/lib/forge_proxy.py): a member's stake changed (wrong_set),
+#     changed and re-bound in the evidence (insufficient_stake), nextSetHash zeroed
+#     (set_not_bound), evidence of the wrong epoch (slot_not_in_epoch);
 #   - the relayer followed every epoch and accepted, with Hyades' root, every slot Hyades serves
 #     at `confirmed` up to its last accepted one whose votes reach 2/3 of its epoch's set: a slot
 #     it gave up must be refused by `aldb proof --trust votes --validators` on that set too (no
@@ -46,6 +46,16 @@
 #     later slot first, or too little stake did; the genesis slot has no logged bank); every
 #     epoch has accepted roots, and among them roots where both vote accounts' votes counted
 #     (both nodes' votes landing in blocks);
+#   - the relayer refuses the same four forged transitions by name: once per way, a fresh state
+#     from the genesis checkpoint following Hyades through the proxy (its root feed over the
+#     WebSocket, passed through frame by frame; getEpochTransition and getSlotVotes over HTTP, the
+#     transition forged) until the transition is refused twice (RELAYER_FORGED_SECS, default 120,
+#     at most): `aldb_relayer_transitions_refused_total{reason}` counts that reason and no other,
+#     the error line names it, the proxy forged it, the relayer is not frozen and wrote no
+#     misbehaviour file (a forgery is not the set signing two things), it followed every epoch
+#     before and trusts the one before, and its output and --json-lines hold roots of earlier
+#     epochs only, each Hyades' (and the honest run's where it accepted the slot too) on more than
+#     2/3 of the stake, its cursor not past the forged epoch's first slot;
 #   - the second node froze banks with the bootstrap's hash, and `aldb-ledger-replay` (beside the
 #     patched validator) replaying a copy of the bootstrap's ledger from genesis reproduces the
 #     bank hash of every slot it replays, every rooted slot among them.
@@ -425,53 +435,14 @@ while True:
     time.sleep(3)
 PY
 
-echo "== the proxy that forges transitions for the client"
-python3 - "$hyades_url" "$PROXY_PORT" >"$work/proxy.log" 2>&1 <<'PY' &
-import json, sys, urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from cluster import b58encode, set_hash
-
-upstream, port = sys.argv[1], int(sys.argv[2])
-
-def forward(body):
-    req = urllib.request.Request(upstream, body, {"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r)
-
-class Forger(BaseHTTPRequestHandler):
-    # POST /MODE/EPOCH: the transition to EPOCH is forged as MODE says; the rest passes through.
-    def do_POST(self):
-        _, mode, epoch = self.path.split("/")
-        body = self.rfile.read(int(self.headers["content-length"]))
-        req = json.loads(body)
-        out = forward(body)
-        if req.get("method") == "getEpochTransition" and req.get("params") == [int(epoch)] and "result" in out:
-            t = out["result"]["value"]
-            if mode in ("wrong_set", "rebound"):
-                t["set"]["validators"][0]["stake"] += 1
-                t["set"]["totalStake"] += 1
-                if mode == "rebound":
-                    t["evidence"]["nextSetHash"] = b58encode(set_hash(t["set"]))
-            elif mode == "set_not_bound":
-                t["evidence"]["nextSetHash"] = b58encode(bytes(32))
-            elif mode == "slot_not_in_epoch":
-                nxt = forward(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "getEpochTransition",
-                                          "params": [int(epoch) + 1]}).encode())
-                t["evidence"] = nxt["result"]["value"]["evidence"]
-            print(f"forged the transition to epoch {epoch}: {mode}", flush=True)
-        data = json.dumps(out).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-ThreadingHTTPServer(("127.0.0.1", port), Forger).serve_forever()
-PY
+echo "== the proxy that forges transitions for the client (scripts/lib/forge_proxy.py)"
+python3 scripts/lib/forge_proxy.py "$hyades_url" "$PROXY_PORT" >"$work/proxy.log" 2>&1 &
 ppid=$!
+for _ in $(seq 50); do
+  grep -q '^listening' "$work/proxy.log" && break
+  kill -0 "$ppid" 2>/dev/null || { cat "$work/proxy.log"; echo "FAIL: the proxy exited"; exit 1; }
+  sleep 0.2
+done
 
 # The TypeScript client (@aldb/verify) is checked beside the Rust one.
 ensure_packages nodejs:node npm:npm
@@ -534,6 +505,9 @@ if not staked:
 if not after:
     fail.append("no set after the second vote account's stake left")
 first_with = staked[0] if staked else 1
+# The relayer's transition is forged to the same epoch, after its honest run.
+with open(f"{work}/forged-epoch", "w") as f:
+    f.write(str(first_with))
 
 if vat == "1":
     # Under the admission ticket the bound set is agave's filtered EpochStakes (SPEC §11.2):
@@ -755,6 +729,7 @@ rpid=""
 kill "$ppid" 2>/dev/null || true
 wait "$ppid" 2>/dev/null || true
 ppid=""
+echo "client proxy: $(tail -n1 "$work/proxy.log")"
 
 echo "== checks: the relayer on votes"
 python3 - "$work" "$hyades_url" "$rel/aldb" <<'PY'
@@ -772,7 +747,7 @@ lines = [json.loads(l) for l in open(f"{work}/relayer/roots.jsonl") if l.strip()
 log = open(f"{work}/relayer/relayer.log", errors="replace").read()
 given_up = {int(s): why for s, why in re.findall(r"slot (\d+): given up: (.*)", log)}
 followed = [int(e) for e in re.findall(r"followed the validator set to epoch (\d+)", log)]
-refused = re.findall(r"transition to epoch \d+ .* refused: .*", log)
+refused = re.findall(r"transition to epoch \d+ .* refused \(\w+\): .*", log)
 if not accepted:
     sys.exit("FAIL: the relayer accepted nothing")
 lo, hi = min(accepted), max(accepted)
@@ -851,6 +826,131 @@ for e, l in sorted(first_of.items()):
     else:
         carried += 1
 print(f"  the first root of each of {carried} epochs carries the transition that proved its set")
+for f in fail[:20]:
+    print("FAIL", f)
+sys.exit(1 if fail else 0)
+PY
+
+# Each run: a fresh state from the genesis checkpoint, following Hyades through the proxy (root
+# feed over WebSocket, getEpochTransition and getSlotVotes over HTTP), the transition to the
+# epoch where the second node joined forged one way, until it is refused twice (asked again a
+# second later) or RELAYER_FORGED_SECS (default 120) pass. The four runs took 11 s in all (a
+# whole run of the script 171 s).
+echo "== the relayer through the proxy, the transition to the second node's first epoch forged four ways"
+python3 - "$work" "$hyades_url" "$rel/aldb-relayer" "$PROXY_PORT" "$RELAYER_METRICS_PORT" "${RELAYER_FORGED_SECS:-120}" <<'PY'
+import json, os, re, subprocess, sys, time, urllib.request
+from cluster import epoch_of, first_slot, rpc
+
+work, hyades, relayer, proxy_port, metrics_port, secs = sys.argv[1:7]
+schedule = json.load(open(f"{work}/schedule.json"))
+forged = int(open(f"{work}/forged-epoch").read())
+first = first_slot(schedule, forged)
+honest = dict(l.split() for l in open(f"{work}/relayer/roots.txt") if l.strip())
+served = {}
+for start in range(0, first, 1000):
+    for r in rpc(hyades, "getStateRoots", [start, min(start + 999, first - 1)])["value"]:
+        served[str(r["slot"])] = r["root"]
+fail = []
+
+def metrics():
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    return {k: float(v) for k, v in (l.rsplit(" ", 1) for l in text.splitlines() if l and not l.startswith("#"))}
+
+def wait_line(path, pattern, proc, secs):
+    give_up = time.time() + secs
+    while time.time() < give_up and proc.poll() is None:
+        if re.search(pattern, open(path, errors="replace").read(), re.M):
+            return True
+        time.sleep(0.2)
+    return False
+
+for mode, why in [("wrong_set", "wrong_set"), ("rebound", "insufficient_stake"), ("set_not_bound", "set_not_bound"),
+                  ("slot_not_in_epoch", "slot_not_in_epoch")]:
+    d = f"{work}/relayer-{mode}"
+    os.makedirs(d)
+    with open(f"{d}/relayer.json5", "w") as f:
+        f.write(f"""{{ endpoints: ["ws://127.0.0.1:{proxy_port}/ws"], trust: "votes",
+  checkpoint: "{work}/checkpoint-genesis.json", state_file: "state.json", output_file: "roots.txt",
+  commitment: "confirmed", metrics_addr: "127.0.0.1:{metrics_port}" }}\n""")
+    t0 = time.time()
+    proxy = subprocess.Popen([sys.executable, "scripts/lib/forge_proxy.py", hyades, proxy_port, mode, str(forged)],
+                             stdout=open(f"{d}/proxy.log", "w"), stderr=subprocess.STDOUT)
+    rel, m, name = None, {}, f'aldb_relayer_transitions_refused_total{{reason="{why}"}}'
+    try:
+        if not wait_line(f"{d}/proxy.log", "^listening", proxy, 10):
+            fail.append(f"{mode}: the proxy did not start: {open(f'{d}/proxy.log').read()[-300:]}")
+            continue
+        rel = subprocess.Popen([relayer, "--config", f"{d}/relayer.json5", "--json-lines"],
+                               stdout=open(f"{d}/roots.jsonl", "w"), stderr=open(f"{d}/relayer.log", "w"))
+        give_up = time.time() + int(secs)
+        while rel.poll() is None and time.time() < give_up:
+            m = metrics()
+            if m.get(name, 0) >= 2:
+                break
+            time.sleep(0.5)
+    finally:
+        for p in (rel, proxy):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    took = time.time() - t0
+    log = open(f"{d}/relayer.log", errors="replace").read()
+    plog = open(f"{d}/proxy.log", errors="replace").read()
+    lines = re.findall(rf"transition to epoch {forged} \(slot \d+\) from \S+ refused \((\w+)\): .*", log)
+    named = re.search(rf"transition to epoch {forged} \(slot \d+\) from \S+ refused \(\w+\): .*", log)
+    refused = {k: v for k, v in m.items() if k.startswith("aldb_relayer_transitions_refused_total")}
+    out = [l.split() for l in open(f"{d}/roots.txt") if l.strip()] if os.path.exists(f"{d}/roots.txt") else []
+    jl = [json.loads(l) for l in open(f"{d}/roots.jsonl") if l.strip()]
+    state = json.load(open(f"{d}/state.json")) if os.path.exists(f"{d}/state.json") else {}
+    trusted = state.get("client", {}).get("held", [{}])[-1].get("set", {}).get("epoch")
+    followed = [int(e) for e in re.findall(r"followed the validator set to epoch (\d+)", log)]
+    epochs = sorted({epoch_of(schedule, int(s)) for s, _ in out})
+    bad = []
+    if rel is None or rel.returncode not in (0, -15):
+        bad.append(f"the relayer ended with {rel and rel.returncode}: {log.strip()[-300:]}")
+    if m.get(name, 0) < 2 or set(refused) != {name}:
+        bad.append(f"not refused twice as {why} and nothing else (metrics {refused or 'none'})")
+    if not named or set(lines) != {why}:
+        bad.append(f"the log names {sorted(set(lines))} for the transition to epoch {forged}, not {why}")
+    if m.get("aldb_relayer_frozen") != 0 or "MISBEHAVIOUR" in log or os.path.exists(f"{d}/state.json.misbehaviour.json"):
+        bad.append("it froze: a forgery is no misbehaviour of the set")
+    if not re.search(rf"^forged the transition to epoch {forged} \(http\): {mode}$", plog, re.M):
+        bad.append("the proxy forged nothing")
+    # Only roots it verified: every one before the forged epoch, Hyades' (and the honest run's where
+    # that accepted the slot too), on more than 2/3 of its epoch's stake; the epochs before followed.
+    if not out or [(str(l["slot"]), l["root"]) for l in jl] != [tuple(o) for o in out]:
+        bad.append(f"{len(out)} output lines, {len(jl)} --json-lines lines that are not the same roots")
+    late = [s for s, _ in out if int(s) >= first]
+    wrong = [s for s, r in out if served.get(s) != r or honest.get(s, r) != r]
+    thin = [l["slot"] for l in jl if not 3 * l["stake"] > 2 * l["totalStake"]]
+    if late or wrong or thin:
+        bad.append(f"roots of epoch {forged} or later {late[:5]}, not Hyades' or the honest run's {wrong[:5]}, "
+                   f"on 2/3 or less {thin[:5]}")
+    if followed != list(range(1, forged)) or trusted != forged - 1 or (epochs and epochs[-1] != forged - 1):
+        bad.append(f"followed {followed}, trusts {trusted}, roots in epochs {epochs}: not every epoch before {forged}")
+    if state.get("nextSlot", first + 1) > first:
+        bad.append(f"its cursor is past slot {first}, epoch {forged}'s first: {state.get('nextSlot')}")
+    in_honest = sum(1 for s, _ in out if s in honest)
+    honest_before = sum(1 for s in honest if int(s) < first)
+    print(f"relayer, the transition to epoch {forged} forged ({mode}): refused {m.get(name, 0):.0f} times as {why} "
+          f"in {took:.0f} s; {len(out)} roots accepted, slots {out[0][0] if out else '-'}..{out[-1][0] if out else '-'} "
+          f"(epochs {epochs[0] if epochs else '-'}..{epochs[-1] if epochs else '-'}; {in_honest} of the honest run's "
+          f"{honest_before} before epoch {forged}), none of epoch {forged}; trusts epoch {trusted}, frozen "
+          f"{m.get('aldb_relayer_frozen', -1):.0f}, misbehaviour file "
+          f"{'written' if os.path.exists(f'{d}/state.json.misbehaviour.json') else 'none'}")
+    if named:
+        print(f"  {named.group(0)[:240]}")
+    summary = [l for l in plog.splitlines() if l.startswith("methods passed")]
+    if summary:
+        print(f"  proxy: {summary[-1]}")
+    fail += [f"{mode}: {b}" for b in bad]
 for f in fail[:20]:
     print("FAIL", f)
 sys.exit(1 if fail else 0)

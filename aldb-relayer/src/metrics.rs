@@ -101,6 +101,14 @@ pub fn render(stats: &Stats, urls: &[String]) -> String {
         "Held records or signatures dropped later, by reason.",
         dropped.iter().map(|(l, v)| (&l[..], *v)),
     );
+    // Only the reasons seen: which a light client can name is its own business (§11.5).
+    let refused: Vec<([(&str, &str); 1], f64)> =
+        stats.transitions_refused().into_iter().map(|(reason, n)| ([("reason", reason)], n as f64)).collect();
+    f.counters(
+        "aldb_relayer_transitions_refused_total",
+        "Epoch transitions the light client refused, by reason (trust: votes).",
+        refused.iter().map(|(l, v)| (&l[..], *v)),
+    );
     let url = |i: usize| urls.get(i).map_or("?", String::as_str);
     let reasons: [(&str, Field); 5] = [
         ("unsigned", |e| &e.dropped_unsigned),
@@ -191,6 +199,14 @@ mod tests {
         // 21 families, and the votes mode's five (frozen, epoch, followed, given up, refused).
         assert_eq!(text.matches("# TYPE").count(), 26);
         assert!(text.contains("aldb_relayer_frozen 0\n"));
+        assert!(!text.contains("aldb_relayer_transitions_refused_total"), "no family before a refusal");
+        stats.transition_refused("wrong_set");
+        stats.transition_refused("wrong_set");
+        stats.transition_refused("set_not_bound");
+        let text = render(&stats, &["ws://a/ws".into(), "ws://b\"/ws".into()]);
+        assert!(text.contains("aldb_relayer_transitions_refused_total{reason=\"wrong_set\"} 2\n"));
+        assert!(text.contains("aldb_relayer_transitions_refused_total{reason=\"set_not_bound\"} 1\n"));
+        assert!(stats.summary(&[]).contains(" transitions_refused={set_not_bound:1,wrong_set:2}"));
         assert!(text.contains("aldb_relayer_endpoint_quiet_warnings_total{endpoint=\"ws://a/ws\"} 0\n"));
         let silent = text
             .lines()

@@ -1,8 +1,9 @@
 //! Counters: what each endpoint sent that was wrong, and what the chain did.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 /// Milliseconds on the process's monotonic clock (from its first reading): when things
@@ -101,6 +102,8 @@ pub struct Stats {
     pub given_up: AtomicU64,
     /// Votes mode: answers the light client refused (too little stake, bad transitions).
     pub votes_refused: AtomicU64,
+    /// Votes mode: transitions the light client refused, by the refusal's name.
+    transitions_refused: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -121,11 +124,25 @@ impl Stats {
         Self { endpoints: (0..endpoints).map(|_| endpoint()).collect(), ..Self::default() }
     }
 
+    /// Votes mode: transitions the light client refused, by the refusal's name (`wrong_set`,
+    /// `insufficient_stake`, ...: `aldb_verify::epochs::EpochError::name`).
+    pub fn transitions_refused(&self) -> BTreeMap<&'static str, u64> {
+        self.transitions_refused.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Counts a transition refused for `reason`.
+    pub(crate) fn transition_refused(&self, reason: &'static str) {
+        let mut m = self.transitions_refused.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = m.entry(reason).or_default();
+        *n = n.saturating_add(1);
+    }
+
     /// One line per endpoint and a total, for the log.
     pub fn summary(&self, urls: &[String]) -> String {
         let mut s = format!(
             "accepted={} conflicts={} equivocations={} candidates={} pending_slots={} displaced={} quota_evictions={} \
-             window_pruned={} log_suppressed={} epoch={} frozen={} epochs_followed={} given_up={} votes_refused={}",
+             window_pruned={} log_suppressed={} epoch={} frozen={} epochs_followed={} given_up={} votes_refused={} \
+             transitions_refused={{{}}}",
             get(&self.accepted),
             get(&self.conflicts),
             get(&self.equivocations),
@@ -140,6 +157,7 @@ impl Stats {
             get(&self.epochs_followed),
             get(&self.given_up),
             get(&self.votes_refused),
+            self.transitions_refused().iter().map(|(k, n)| format!("{k}:{n}")).collect::<Vec<_>>().join(","),
         );
         for (i, e) in self.endpoints.iter().enumerate() {
             let _ = write!(

@@ -12,14 +12,21 @@
 //!   after a restart.
 //! - Epochs: four epochs whose sets change, followed with `getEpochTransition` from the checkpoint;
 //!   the first root of each new epoch carries the transition that proved its set.
+//! - Forged transitions: through a proxy in front of Hyades (the root feed's WebSocket passed
+//!   through byte for byte, the JSON-RPC answers over HTTP forwarded) that forges the transition to
+//!   epoch 3 the four ways `scripts/validator-epochs.sh` does on validators, the relayer accepts
+//!   every root of epochs 1 and 2, none of 3, names the refusal in its counters and metrics, and
+//!   does not freeze.
+//! - A trusting period that lapsed before a transition stops the relayer, as before a root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,10 +41,13 @@ use aldb_verify::epochs::{
     Checkpoint, EpochSchedule, EpochSet, Misbehaviour, MisbehaviourKind, SlotEvidence, Transition, bank_hash_with_set,
     verify_misbehaviour,
 };
+use aldb_verify::hash_to_base58;
 use aldb_verify::votes::Validator;
 use common::feed::FeedServer;
 use common::output;
-use serde_json::Value;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 const WAIT: Duration = Duration::from_secs(60);
 const EPOCH: u64 = 32;
@@ -168,13 +178,18 @@ impl Run {
     }
 
     fn start(&self) -> Running {
+        self.start_at(&self.server.url(), &self.out, "")
+    }
+
+    /// A relayer following `url`, its files (the checkpoint among them) in `out`; `extra` is
+    /// more of the configuration.
+    fn start_at(&self, url: &str, out: &Path, extra: &str) -> Running {
         let text = format!(
-            r#"{{ endpoints: ["{}"], trust: "votes", checkpoint: "checkpoint.json", state_file: "state.json",
+            r#"{{ endpoints: ["{url}"], trust: "votes", checkpoint: "checkpoint.json", state_file: "state.json",
                  output_file: "roots.txt", commitment: "confirmed", slot_timeout_ms: 3000,
-                 reconnect: {{ initial_ms: 20, max_ms: 200 }} }}"#,
-            self.server.url()
+                 reconnect: {{ initial_ms: 20, max_ms: 200 }}, {extra} }}"#
         );
-        let config = Config::parse(&text, &self.out).unwrap();
+        let config = Config::parse(&text, out).unwrap();
         let roots: Arc<Mutex<Vec<AcceptedRoot>>> = Arc::default();
         let seen = roots.clone();
         let relayer =
@@ -339,4 +354,214 @@ fn follows_the_set_across_epochs_with_each_transition_beside_the_first_root() {
         }
     }
     run.stop(r);
+}
+
+/// How the proxy forges the transition to one epoch: as `scripts/lib/forge_proxy.py` does.
+#[derive(Clone, Copy, Debug)]
+enum Forge {
+    /// A member's stake (and the total) changed: the set is not the one the slot binds.
+    WrongSet,
+    /// Changed, and the evidence's `nextSetHash` made the changed set's: the bank hash the votes
+    /// are for is no longer the evidence's.
+    Rebound,
+    /// The evidence's `nextSetHash` zeroed.
+    SetNotBound,
+    /// The evidence of the transition after it: a slot of the wrong epoch.
+    SlotNotInEpoch,
+}
+
+/// A proxy on loopback in front of Hyades, as a lying server would be: WebSocket upgrades (the
+/// root feed) pass through byte for byte; JSON-RPC over HTTP is forwarded, and the answer to
+/// `getEpochTransition [epoch]` forged as `forge` says.
+struct Proxy {
+    addr: SocketAddr,
+    forge: Arc<Mutex<Option<(Forge, u64)>>>,
+    /// Transitions forged so far.
+    forged: Arc<AtomicU64>,
+}
+
+type Forging = (Arc<Mutex<Option<(Forge, u64)>>>, Arc<AtomicU64>);
+
+impl Proxy {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let forging: Forging = (Arc::default(), Arc::default());
+        let (forge, forged) = forging.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(proxy_connection(tcp, upstream, forging.clone()));
+            }
+        });
+        Proxy { addr, forge, forged }
+    }
+
+    fn url(&self) -> String {
+        format!("ws://{}/ws", self.addr)
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+async fn proxy_connection(mut tcp: TcpStream, upstream: SocketAddr, forging: Forging) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let end = loop {
+        match tcp.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+        if let Some(i) = find(&data, b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+    if head.starts_with("get ") {
+        let mut up = TcpStream::connect(upstream).await.unwrap();
+        up.write_all(&data).await.unwrap();
+        let _ = tokio::io::copy_bidirectional(&mut tcp, &mut up).await;
+        return;
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("a request with a length");
+    while data.len() < end + len {
+        match tcp.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = data[end..end + len].to_vec();
+    let url = format!("http://{upstream}/");
+    let answer = tokio::task::spawn_blocking(move || forward(&url, &body, &forging)).await.unwrap();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        answer.len()
+    );
+    let _ = tcp.write_all(head.as_bytes()).await;
+    let _ = tcp.write_all(answer.as_bytes()).await;
+    let _ = tcp.shutdown().await;
+}
+
+fn post(url: &str, body: &[u8]) -> Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut resp = agent.post(url).header("content-type", "application/json").send(body).unwrap();
+    serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+}
+
+/// Hyades' answer to `body`, forged when it is the transition to the epoch forged.
+fn forward(url: &str, body: &[u8], (forge, forged): &Forging) -> String {
+    let mut out = post(url, body);
+    let req: Value = serde_json::from_slice(body).unwrap();
+    let how = *forge.lock().unwrap();
+    if let Some((how, epoch)) = how
+        && req["method"] == "getEpochTransition"
+        && req["params"] == json!([epoch])
+        && out["result"].is_object()
+    {
+        let t = &mut out["result"]["value"];
+        match how {
+            Forge::WrongSet | Forge::Rebound => {
+                let stake = t["set"]["validators"][0]["stake"].as_u64().unwrap();
+                t["set"]["validators"][0]["stake"] = json!(stake + 1);
+                let total = t["set"]["totalStake"].as_u64().unwrap();
+                t["set"]["totalStake"] = json!(total + 1);
+                if matches!(how, Forge::Rebound) {
+                    let set = Transition::from_json_value(t).unwrap().set;
+                    t["evidence"]["nextSetHash"] = json!(hash_to_base58(&set.hash()));
+                }
+            }
+            Forge::SetNotBound => t["evidence"]["nextSetHash"] = json!(hash_to_base58(&[0; 32])),
+            Forge::SlotNotInEpoch => {
+                let ask = json!({"jsonrpc": "2.0", "id": 1, "method": "getEpochTransition", "params": [epoch + 1]});
+                t["evidence"] = post(url, ask.to_string().as_bytes())["result"]["value"]["evidence"].take();
+            }
+        }
+        forged.fetch_add(1, Ordering::Relaxed);
+    }
+    out.to_string()
+}
+
+fn write_checkpoint(out: &Path, set: &EpochSet, time: i64, trusting_period: u64) {
+    std::fs::create_dir_all(out).unwrap();
+    let checkpoint = Checkpoint { schedule: schedule(), set: set.clone(), time, trusting_period };
+    std::fs::write(out.join("checkpoint.json"), checkpoint.to_json_value().to_string()).unwrap();
+}
+
+#[test]
+fn refuses_forged_transitions_by_name_and_accepts_nothing_of_their_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vs = voters();
+    let sets = changing_sets(&vs);
+    let last = 4 * EPOCH + 10;
+    let chain = Chain { first: 31, last, sets: sets.clone(), binds: next_set, who: everyone };
+    let roots = write(&tmp.path().join("dir"), &chain, &vs);
+    let run = Run::new(&tmp.path().join("dir"), &tmp.path().join("relay"), &sets[&1]);
+    let proxy = run.rt.block_on(Proxy::start(run.server.addr));
+    // Epoch 2's transition passes through honestly; epoch 3's is forged.
+    let want: Vec<(u64, [u8; 32])> = (32..3 * EPOCH).map(|s| (s, roots[&s])).collect();
+    for (how, why) in [
+        (Forge::WrongSet, "wrong_set"),
+        (Forge::Rebound, "insufficient_stake"),
+        (Forge::SetNotBound, "set_not_bound"),
+        (Forge::SlotNotInEpoch, "slot_not_in_epoch"),
+    ] {
+        *proxy.forge.lock().unwrap() = Some((how, 3));
+        let out = tmp.path().join(format!("relay-{why}"));
+        write_checkpoint(&out, &sets[&1], now() - 100, 1_000_000);
+        let forged_before = proxy.forged.load(Ordering::Relaxed);
+        let r = run.start_at(&proxy.url(), &out, "");
+        // Refused, asked again a second later, and refused again.
+        let t = Instant::now();
+        while r.stats.transitions_refused().get(why).copied().unwrap_or(0) < 2 {
+            assert!(t.elapsed() < WAIT, "{how:?}: not refused twice as {why}: {:?}", r.stats.transitions_refused());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(proxy.forged.load(Ordering::Relaxed) >= forged_before + 2);
+        assert_eq!(r.stats.transitions_refused().into_keys().collect::<Vec<_>>(), [why], "{how:?}");
+        let metrics = aldb_relayer::metrics::render(&r.stats, &[proxy.url()]);
+        assert!(metrics.contains(&format!("aldb_relayer_transitions_refused_total{{reason=\"{why}\"}} ")), "{how:?}");
+        assert!(metrics.contains("aldb_relayer_frozen 0\n"));
+        assert_eq!(r.stats.epoch.load(Ordering::Relaxed), 2, "{how:?}");
+        let roots_seen = r.roots.lock().unwrap().iter().map(|e| (e.slot, e.root)).collect::<Vec<_>>();
+        run.stop(r);
+        // Every root of epochs 1 and 2, each verified (the slot waits at epoch 3's first), none of
+        // epoch 3; no misbehaviour: a forgery is not a conflict the set signed.
+        assert_eq!(output(&out), want, "{how:?}");
+        assert_eq!(roots_seen, want, "{how:?}");
+        let state: Value = serde_json::from_str(&std::fs::read_to_string(out.join("state.json")).unwrap()).unwrap();
+        assert_eq!(state["nextSlot"], 3 * EPOCH, "{how:?}");
+        assert_eq!(state["client"]["held"][1]["set"]["epoch"], 2, "{how:?}");
+        assert!(state["client"]["frozen"].is_null(), "{how:?}");
+        assert!(!out.join("state.json.misbehaviour.json").exists(), "{how:?}");
+    }
+}
+
+#[test]
+fn a_lapsed_trusting_period_stops_the_relayer_at_a_transition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vs = voters();
+    let sets = changing_sets(&vs);
+    let chain = Chain { first: 31, last: 3 * EPOCH, sets: sets.clone(), binds: next_set, who: everyone };
+    write(&tmp.path().join("dir"), &chain, &vs);
+    let run = Run::new(&tmp.path().join("dir"), &tmp.path().join("relay"), &sets[&1]);
+    // The first slot is epoch 2's: the set of epoch 1, past its period, would vouch for the
+    // transition before any root.
+    write_checkpoint(&run.out, &sets[&1], now() - 2000, 1000);
+    let r = run.start_at(&run.server.url(), &run.out, "start_slot: 64");
+    let ended = run
+        .rt
+        .block_on(async { tokio::time::timeout(WAIT, r.handle).await })
+        .expect("the relayer stops on its own")
+        .unwrap();
+    match ended {
+        Err(aldb_relayer::RelayError::Expired(m)) => assert!(m.contains("transition to epoch 2"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.stats.accepted.load(Ordering::Relaxed), 0);
+    assert!(output(&run.out).is_empty());
 }

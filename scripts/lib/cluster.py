@@ -229,6 +229,13 @@ def set_hash(s):
     return hashlib.sha256(b"aldb-epoch-set-v1" + set_encoding(s)).digest()
 
 
+def first_slot(schedule, epoch):
+    """The first slot of `epoch` (the inverse of epoch_of)."""
+    if epoch < schedule["firstNormalEpoch"]:
+        return 32 * (2 ** epoch - 1)
+    return schedule["firstNormalSlot"] + (epoch - schedule["firstNormalEpoch"]) * schedule["slotsPerEpoch"]
+
+
 def epoch_of(schedule, slot):
     """SPEC §11.2's epoch(S) for a getEpochSchedule answer."""
     if slot < schedule["firstNormalSlot"]:

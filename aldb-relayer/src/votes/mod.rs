@@ -16,11 +16,15 @@
 //! - Each accepted root is appended to the output file (as in k-of-n), then the state file is
 //!   replaced (the client and the cursor together, [`state`]), then handed to `/roots` and
 //!   `--json-lines` with its evidence.
+//! - A transition the client refuses (`wrong_set`, `set_not_bound`, ...) is logged with its name
+//!   and the server that sent it, counted by name in [`Stats::transitions_refused`], and asked
+//!   again a second later (of the next endpoint): the slot waits, nothing of its epoch is accepted.
 //! - Misbehaviour (§11.6) freezes the client: the state keeps it, the misbehaviour file is written
 //!   beside the state, an error is logged, `aldb_relayer_frozen` turns 1, and nothing more is
 //!   accepted, now or after a restart, until an operator replaces the state file.
 //! - A trusting period that lapses (the relayer was stopped longer than it, or the checkpoint is
-//!   too old) stops the relayer with an error: nothing it could accept would be safe.
+//!   too old), for a root or a transition, stops the relayer with an error: nothing it could
+//!   accept would be safe.
 
 pub(crate) mod feed;
 pub(crate) mod state;
@@ -401,6 +405,7 @@ impl Acceptor {
         while self.client.epoch() < epoch {
             let next = self.client.epoch().saturating_add(1);
             let retry = Outcome::Retry(RETRY_MAX);
+            let endpoint = self.turn % self.urls.len();
             let value = match self.call("getEpochTransition", json!([next])) {
                 Ok(v) => v,
                 Err(e) => {
@@ -440,9 +445,27 @@ impl Acceptor {
                 }
                 Ok(aldb_verify::epochs::Advanced::AlreadyVerified { .. }) => {}
                 Err(EpochError::Misbehaviour(_)) => return Err(self.freeze(&format!("transition to epoch {next}"))),
+                // As for a root (`work`): the set that would vouch is too old, so nothing the
+                // relayer could accept would be safe, now or on a later try.
+                Err(e @ EpochError::Expired { .. }) => {
+                    return Err(Outcome::Fatal(RelayError::Expired(format!(
+                        "transition to epoch {next}: {e}; the relayer stops (replace {} from a newer checkpoint)",
+                        self.state_path.display()
+                    ))));
+                }
                 Err(e) => {
+                    // Named, with the server that sent it: a refused transition is a server
+                    // lying (or a chain the patches do not match), which an operator must see.
                     inc(&self.stats.votes_refused, 1);
-                    log::error!("transition to epoch {next} (slot {}) refused: {e}", t.evidence.slot);
+                    self.stats.transition_refused(e.name());
+                    if let Some(n) = self.log.allow(e.name(), endpoint, &self.stats.log_suppressed) {
+                        log::error!(
+                            "transition to epoch {next} (slot {}) from {} refused ({}): {e}{n}",
+                            t.evidence.slot,
+                            self.urls[endpoint],
+                            e.name()
+                        );
+                    }
                     return Err(retry);
                 }
             }
@@ -505,7 +528,7 @@ impl Acceptor {
                         }
                         Err(e) => {
                             inc(&self.stats.votes_refused, 1);
-                            format!("refused: {e}")
+                            format!("refused ({}): {e}", e.name())
                         }
                     },
                     Err(why) => why,
