@@ -331,17 +331,19 @@ impl VoteLogReader {
         self.sets.get(hash).map(|s| s.locs.iter().map(|(seg, _)| *seg).collect()).unwrap_or_default()
     }
 
-    /// The newest segment holding the transition to `epoch` whole: an entry of a set of `epoch`
-    /// and kept evidence of a slot whose bank binds that set, so a copy of that one segment
-    /// proves it. `None` when no segment does (its evidence lies only in the slot's own bank and
-    /// blocks, or it has none).
-    pub fn newest_whole_transition(&self, epoch: u64) -> Option<u64> {
-        let mut newest = None;
-        for (hash, set) in self.sets.iter().filter(|(_, s)| s.epoch == epoch) {
-            for (b, seg, _) in self.kept.values().flatten() {
-                if b.aldb.is_some() && b.next_set_hash == Some(*hash) && set.locs.iter().any(|(g, _)| g == seg) {
-                    newest = newest.max(Some(*seg));
-                }
+    /// Per epoch, the newest segment holding its transition whole: an entry of a set of the
+    /// epoch and kept evidence of a slot whose bank binds that set, so a copy of that one segment
+    /// proves it. An epoch no segment holds whole (its evidence lies only in the slot's own bank
+    /// and blocks, or it has none) is absent. One pass over the kept evidence.
+    pub fn newest_whole_transitions(&self) -> BTreeMap<u64, u64> {
+        let mut newest = BTreeMap::new();
+        for (b, seg, _) in self.kept.values().flatten() {
+            let Some(set) = b.next_set_hash.filter(|_| b.aldb.is_some()).and_then(|h| self.sets.get(&h)) else {
+                continue;
+            };
+            if set.locs.iter().any(|(g, _)| g == seg) {
+                let at: &mut u64 = newest.entry(set.epoch).or_default();
+                *at = (*at).max(*seg);
             }
         }
         newest

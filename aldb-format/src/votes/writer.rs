@@ -5,10 +5,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::entry::{KeptEvidence, VoteLogEntry, encode_entry, scan};
-use super::reader::VoteLogReader;
+use super::reader::{EpochTransition, VoteLogReader};
 use super::{
     DEFAULT_WINDOW, VOTES_DIR, VOTES_HEADER_LEN, VoteLogError, header_ok, io, list_segments, segment_header,
     segment_name,
@@ -251,16 +251,16 @@ impl VoteLog {
         // Older epochs due again, by the segment of their newest whole copy: only those that
         // have one (a carry of the newest epochs made it), checked on the index before any
         // transition is read.
+        let whole = if refresh > 0 { reader.newest_whole_transitions() } else { BTreeMap::new() };
         let mut due = Vec::new();
         for epoch in reader.set_epochs().into_iter().rev() {
             if carried < self.carry.epochs {
                 let Some(t) = reader.transition(epoch, DEFAULT_WINDOW)? else { continue };
-                let Some(set) = reader.set_entry(&t.set_hash)? else { continue };
-                carry.push(VoteLogEntry::Kept(KeptEvidence { bank: t.evidence.bank, votes: t.evidence.votes }));
-                carry.push(VoteLogEntry::Set(set));
-                carried += 1;
-            } else if refresh > 0
-                && let Some(seg) = reader.newest_whole_transition(epoch)
+                if let Some(entries) = whole_entries(reader, t)? {
+                    carry.extend(entries);
+                    carried += 1;
+                }
+            } else if let Some(&seg) = whole.get(&epoch)
                 && seg.saturating_add(refresh) <= first
             {
                 due.push((seg, epoch));
@@ -268,10 +268,9 @@ impl VoteLog {
         }
         due.sort_unstable();
         for (_, epoch) in due.into_iter().take(self.carry.epochs.max(1)) {
-            let Some(t) = reader.transition(epoch, DEFAULT_WINDOW)? else { continue };
-            let Some(set) = reader.set_entry(&t.set_hash)? else { continue };
-            carry.push(VoteLogEntry::Kept(KeptEvidence { bank: t.evidence.bank, votes: t.evidence.votes }));
-            carry.push(VoteLogEntry::Set(set));
+            if let Some(t) = reader.transition(epoch, DEFAULT_WINDOW)? {
+                carry.extend(whole_entries(reader, t)?.into_iter().flatten());
+            }
         }
         for e in &carry {
             let bytes = encode_entry(e)?;
@@ -383,10 +382,8 @@ impl VoteLog {
                     let whole_elsewhere = t.kept
                         && !only_doomed(&t.segments)
                         && t.segments.first().is_some_and(|seg| reader.set_segments(&t.set_hash).contains(seg));
-                    if !whole_elsewhere && let Some(entry) = reader.set_entry(&t.set_hash)? {
-                        let ev = t.evidence;
-                        carry.push(VoteLogEntry::Kept(KeptEvidence { bank: ev.bank, votes: ev.votes }));
-                        carry.push(VoteLogEntry::Set(entry));
+                    if !whole_elsewhere {
+                        carry.extend(whole_entries(reader, t)?.into_iter().flatten());
                     }
                 }
                 None => {
@@ -406,4 +403,12 @@ impl VoteLog {
         }
         Ok(())
     }
+}
+
+/// A transition written whole: the chosen slot's evidence as kept evidence, then the entry of the
+/// set its bank binds (`None` when no entry of that set still reads).
+fn whole_entries(reader: &VoteLogReader, t: EpochTransition) -> Result<Option<[VoteLogEntry; 2]>, VoteLogError> {
+    let Some(set) = reader.set_entry(&t.set_hash)? else { return Ok(None) };
+    let kept = KeptEvidence { bank: t.evidence.bank, votes: t.evidence.votes };
+    Ok(Some([VoteLogEntry::Kept(kept), VoteLogEntry::Set(set)]))
 }
